@@ -1,0 +1,17 @@
+"""sim_core: traces, cost models, policies and the numba replay engine.
+
+Never imports sweep, ray or mlflow.
+"""
+from . import jit as _jit  # noqa: F401  (configures the numba cache before any compile)
+from .capacity import blocks_for_bytes, bytes_for_blocks, to_blocks
+from .cost import cost_per_depth
+from .models import MODELS, QWEN3_CODER_30B, ModelConfig, get_model
+from .policies import REGISTRY, get_policy, policy_names
+from .simulate import simulate
+from .trace import Trace
+
+__all__ = [
+    "MODELS", "QWEN3_CODER_30B", "REGISTRY", "ModelConfig", "Trace", "blocks_for_bytes",
+    "bytes_for_blocks", "cost_per_depth", "get_model", "get_policy", "policy_names",
+    "simulate", "to_blocks",
+]

@@ -1,0 +1,55 @@
+"""Cache capacities: bytes <-> blocks via the model's KV bytes per block."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from .models import ModelConfig, get_model
+
+GiB = 1 << 30
+TiB = 1 << 40
+_UNITS = {"b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": GiB, "tib": TiB,
+          "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+
+
+def blocks_for_bytes(nbytes: float, model: ModelConfig | str, block_tokens: int) -> int:
+    """Whole blocks that fit in `nbytes` (rounded to nearest, as in the paper's Table 2)."""
+    per_block = get_model(model).kv_bytes_per_block(block_tokens)
+    return int(round(nbytes / per_block))
+
+
+def bytes_for_blocks(blocks: int, model: ModelConfig | str, block_tokens: int) -> int:
+    return int(blocks) * get_model(model).kv_bytes_per_block(block_tokens)
+
+
+def parse_size(text: str | int | float) -> tuple[float, str]:
+    """'24GiB' -> (24*2^30, 'bytes'); '16384' or '16384blocks' -> (16384, 'blocks')."""
+    if isinstance(text, (int, np.integer)):
+        return float(text), "blocks"
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
+    if not m:
+        raise ValueError(f"bad capacity {text!r}: expected e.g. 24GiB, 1TiB or 16384 (blocks)")
+    value, unit = float(m.group(1)), m.group(2).lower()
+    if unit in ("", "blocks", "block"):
+        return value, "blocks"
+    if unit not in _UNITS:
+        raise ValueError(f"bad capacity unit in {text!r}; valid: blocks, {', '.join(_UNITS)}")
+    return value * _UNITS[unit], "bytes"
+
+
+def to_blocks(spec: str | int | float, model: ModelConfig | str, block_tokens: int) -> int:
+    value, kind = parse_size(spec)
+    blocks = int(value) if kind == "blocks" else blocks_for_bytes(value, model, block_tokens)
+    if blocks < 1:
+        raise ValueError(f"capacity {spec!r} is less than one {block_tokens}-token block")
+    return blocks
+
+
+def log_spaced_bytes(lo: str, hi: str, n: int) -> list[float]:
+    """n log-spaced sizes in bytes from lo to hi inclusive (paper65: 24GiB..12TiB, 65)."""
+    a, ka = parse_size(lo)
+    b, kb = parse_size(hi)
+    if ka != "bytes" or kb != "bytes":
+        raise ValueError("log-spaced capacities need byte units")
+    return list(np.geomspace(a, b, n))

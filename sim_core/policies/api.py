@@ -1,0 +1,87 @@
+"""The policy interface of the replay engine.
+
+A policy is a NamedTuple of flat arrays (its state) plus three njit hooks:
+
+    on_hit(st, b, j, r, d)      resident block b was accessed (access j, request r, depth d)
+    on_insert(st, b, j, r, d)   missing block b was just inserted
+    evict(st, j, r, pin) -> v   choose, remove from st and return a resident victim
+                                with pin[v] != r (pin marks the current request's blocks)
+
+`register_hooks(StateClass, ...)` binds them to the state type; the engine calls the
+generic stubs below and numba resolves them by the *type* of the state at compile time,
+so each policy gets its own specialised, disk-cached engine with no runtime dispatch.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from numba.extending import overload
+
+_HOOKS: dict[type, tuple[Any, Any, Any]] = {}
+
+
+def register_hooks(state_cls: type, on_hit, on_insert, evict) -> None:
+    _HOOKS[state_cls] = (on_hit, on_insert, evict)
+
+
+def _hooks_for(st):
+    cls = getattr(st, "instance_class", None)
+    if cls not in _HOOKS:
+        raise TypeError(f"no policy hooks registered for state type {st}")
+    return _HOOKS[cls]
+
+
+def p_on_hit(st, b, j, r, d):  # pragma: no cover - replaced at compile time
+    raise NotImplementedError
+
+
+def p_on_insert(st, b, j, r, d):  # pragma: no cover
+    raise NotImplementedError
+
+
+def p_evict(st, j, r, pin):  # pragma: no cover
+    raise NotImplementedError
+
+
+@overload(p_on_hit)
+def _ov_on_hit(st, b, j, r, d):
+    f = _hooks_for(st)[0]
+    return lambda st, b, j, r, d: f(st, b, j, r, d)
+
+
+@overload(p_on_insert)
+def _ov_on_insert(st, b, j, r, d):
+    f = _hooks_for(st)[1]
+    return lambda st, b, j, r, d: f(st, b, j, r, d)
+
+
+@overload(p_evict)
+def _ov_evict(st, j, r, pin):
+    f = _hooks_for(st)[2]
+    return lambda st, j, r, pin: f(st, j, r, pin)
+
+
+@dataclass
+class PolicyContext:
+    """What a policy's `make_state` may look at (all read-only)."""
+
+    trace: Any  # sim_core.trace.Trace
+    capacity: int
+    mode: str  # "request" | "block"
+    cost_per_depth: Any  # float64[max_depth]: the cost model a cost-aware policy optimises
+    params: dict = field(default_factory=dict)
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """A named policy: how to build its state, and what it needs."""
+
+    name: str
+    make_state: Callable[[PolicyContext], Any]
+    description: str
+    defaults: dict = field(default_factory=dict)
+    cost_aware: bool = False  # savings differ per cost model: one pass per model
+    offline: bool = False  # looks at the future (oracle)
+    family: str = "recency"

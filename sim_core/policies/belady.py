@@ -1,0 +1,65 @@
+"""Belady (MIN): evict the resident block whose next use is furthest in the future.
+
+Offline oracle for hit ratio. `horizon` (accesses, 0 = unlimited) limits the lookahead:
+a block not reused within the horizon counts as never reused.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..future import NEVER, next_use
+from ..jit import njit
+from .api import PolicySpec, register_hooks
+from .heap import new_heap, pop_max_unpinned, push, update
+
+
+class BeladyState(NamedTuple):
+    heap: np.ndarray
+    pos: np.ndarray
+    key: np.ndarray
+    size: np.ndarray
+    nxt: np.ndarray  # int64[N] next use per access
+    stash: np.ndarray
+    horizon: np.ndarray  # int64[1]
+
+
+def make_state(ctx) -> BeladyState:
+    t = ctx.trace
+    heap, pos, key, size = new_heap(t.n_unique, ctx.capacity)
+    horizon = int(ctx.params.get("horizon", 0) or 0)
+    if horizon < 0:
+        raise ValueError("belady horizon must be >= 0 (0 = unlimited)")
+    return BeladyState(heap, pos, key, size, next_use(t), np.empty(len(heap), np.int32),
+                       np.array([horizon], np.int64))
+
+
+@njit
+def _key(st, j):
+    nu = st.nxt[j]
+    h = st.horizon[0]
+    if nu == NEVER or (h > 0 and nu - j > h):
+        return np.inf
+    return float(nu)
+
+
+@njit
+def on_hit(st, b, j, r, d):
+    update(st.heap, st.pos, st.key, st.size, b, _key(st, j))
+
+
+@njit
+def on_insert(st, b, j, r, d):
+    push(st.heap, st.pos, st.key, st.size, b, _key(st, j))
+
+
+@njit
+def evict(st, j, r, pin):
+    return pop_max_unpinned(st.heap, st.pos, st.key, st.size, pin, r, st.stash)
+
+
+register_hooks(BeladyState, on_hit, on_insert, evict)
+
+SPEC = PolicySpec("belady", make_state, "Offline optimum for hit ratio: evict the block reused furthest in the future.",
+                  defaults={"horizon": 0}, offline=True, family="oracle")

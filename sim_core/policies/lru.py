@@ -1,0 +1,49 @@
+"""LRU: evict the least recently used block."""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..jit import njit
+from .api import PolicySpec, register_hooks
+from .dlist import move_to_head, new_list, push_head, tail, unlink
+
+
+class LRUState(NamedTuple):
+    prev: np.ndarray
+    nxt: np.ndarray
+
+
+def make_state(ctx) -> LRUState:
+    return LRUState(*new_list(ctx.trace.n_unique))
+
+
+@njit
+def on_hit(st, b, j, r, d):
+    move_to_head(st.prev, st.nxt, b)
+
+
+@njit
+def on_insert(st, b, j, r, d):
+    push_head(st.prev, st.nxt, b)
+
+
+@njit
+def evict(st, j, r, pin):
+    # Blocks of the current request were touched before eviction, so they sit at the
+    # head; one can reach the tail only when nearly the whole cache is this request.
+    # Moving such a block to the head is harmless: the engine touches it anyway.
+    while True:
+        v = tail(st.prev)
+        if v < 0:
+            return -1
+        if pin[v] != r:
+            unlink(st.prev, st.nxt, v)
+            return v
+        move_to_head(st.prev, st.nxt, v)
+
+
+register_hooks(LRUState, on_hit, on_insert, evict)
+
+SPEC = PolicySpec("lru", make_state, "Least recently used block is evicted first.", family="recency")

@@ -1,0 +1,202 @@
+"""In-memory trace: CSR arrays over requests, block ids remapped to dense int32.
+
+A request is an ordered list of KV-block ids (prefix-chained hashes). Everything the
+replay engine touches is a flat numpy array so the hot loop never hashes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+SOURCES = ("real", "synthetic")
+
+
+@dataclass
+class Trace:
+    """CSR request trace.
+
+    Attributes:
+        req_offsets: int64[R+1]; request r owns blocks[req_offsets[r]:req_offsets[r+1]].
+        blocks: int32[N] dense block ids in 0..n_unique-1.
+        arrival_s: float64[R] arrival time in seconds (non-decreasing).
+        session: int64[R] session id, -1 when unknown.
+        input_tokens: int64[R] prompt length in tokens.
+        output_tokens: int64[R] generated tokens (0 when unknown).
+        block_tokens: tokens per KV block (16 for FreeInference/Qwen, 512 for Mooncake).
+        name, source: trace name and whether it is `real` or `synthetic`.
+        dropped_requests: requests removed at load (over the context window).
+        meta: free-form provenance (loader, path, generator parameters, ...).
+    """
+
+    req_offsets: np.ndarray
+    blocks: np.ndarray
+    arrival_s: np.ndarray
+    session: np.ndarray
+    input_tokens: np.ndarray
+    output_tokens: np.ndarray
+    block_tokens: int = 16
+    name: str = "trace"
+    source: str = "real"
+    dropped_requests: int = 0
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.req_offsets = np.ascontiguousarray(self.req_offsets, dtype=np.int64)
+        self.blocks = np.ascontiguousarray(self.blocks, dtype=np.int32)
+        self.arrival_s = np.ascontiguousarray(self.arrival_s, dtype=np.float64)
+        self.session = np.ascontiguousarray(self.session, dtype=np.int64)
+        self.input_tokens = np.ascontiguousarray(self.input_tokens, dtype=np.int64)
+        self.output_tokens = np.ascontiguousarray(self.output_tokens, dtype=np.int64)
+        self.validate()
+
+    # ------------------------------------------------------------------ shape
+    @property
+    def n_requests(self) -> int:
+        return len(self.req_offsets) - 1
+
+    @property
+    def n_accesses(self) -> int:
+        return int(self.req_offsets[-1])
+
+    @property
+    def n_unique(self) -> int:
+        return int(self.blocks.max()) + 1 if len(self.blocks) else 0
+
+    @property
+    def request_lengths(self) -> np.ndarray:
+        return np.diff(self.req_offsets)
+
+    @property
+    def max_request_blocks(self) -> int:
+        return int(self.request_lengths.max()) if self.n_requests else 0
+
+    def depths(self) -> np.ndarray:
+        """int32[N]: position of each access inside its request (0 = first block)."""
+        lengths = self.request_lengths
+        starts = np.repeat(self.req_offsets[:-1], lengths)
+        return (np.arange(self.n_accesses, dtype=np.int64) - starts).astype(np.int32)
+
+    def request_blocks(self, r: int) -> np.ndarray:
+        return self.blocks[self.req_offsets[r] : self.req_offsets[r + 1]]
+
+    def validate(self) -> None:
+        R = len(self.req_offsets) - 1
+        if R < 0 or self.req_offsets[0] != 0:
+            raise ValueError("req_offsets must start at 0 and have R+1 entries")
+        if np.any(np.diff(self.req_offsets) < 0):
+            raise ValueError("req_offsets must be non-decreasing")
+        if self.req_offsets[-1] != len(self.blocks):
+            raise ValueError(
+                f"req_offsets[-1]={self.req_offsets[-1]} != len(blocks)={len(self.blocks)}"
+            )
+        for name in ("arrival_s", "session", "input_tokens", "output_tokens"):
+            if len(getattr(self, name)) != R:
+                raise ValueError(f"{name} has {len(getattr(self, name))} entries, expected {R}")
+        if len(self.blocks) and self.blocks.min() < 0:
+            raise ValueError("block ids must be dense non-negative ints")
+        if self.source not in SOURCES:
+            raise ValueError(f"source must be one of {SOURCES}, got {self.source!r}")
+        if self.block_tokens <= 0:
+            raise ValueError("block_tokens must be positive")
+
+    # ------------------------------------------------------------ construction
+    @classmethod
+    def from_requests(
+        cls,
+        requests: Sequence[Iterable[int]],
+        arrival_s: Sequence[float] | None = None,
+        session: Sequence[int] | None = None,
+        block_tokens: int = 16,
+        *,
+        input_tokens: Sequence[int] | None = None,
+        output_tokens: Sequence[int] | None = None,
+        name: str = "handmade",
+        source: str = "synthetic",
+        **kwargs,
+    ) -> "Trace":
+        """Build a trace from per-request lists of block hashes (any hashable ints).
+
+        Hashes are remapped to dense ids in order of first appearance.
+        """
+        lists = [np.asarray(list(req), dtype=np.int64) for req in requests]
+        R = len(lists)
+        lengths = np.array([len(x) for x in lists], dtype=np.int64)
+        offsets = np.zeros(R + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        raw = np.concatenate(lists) if R else np.zeros(0, dtype=np.int64)
+        blocks, _ = remap_dense(raw)
+        arrival = np.arange(R, dtype=np.float64) if arrival_s is None else np.asarray(arrival_s, dtype=np.float64)
+        sess = np.full(R, -1, dtype=np.int64) if session is None else np.asarray(session, dtype=np.int64)
+        itok = lengths * block_tokens if input_tokens is None else np.asarray(input_tokens, dtype=np.int64)
+        otok = np.zeros(R, dtype=np.int64) if output_tokens is None else np.asarray(output_tokens, dtype=np.int64)
+        return cls(offsets, blocks, arrival, sess, itok, otok, block_tokens=block_tokens,
+                   name=name, source=source, **kwargs)
+
+    # ---------------------------------------------------------------- storage
+    def save(self, path: str | Path) -> Path:
+        """Write the native format (uncompressed .npz: loads at disk speed)."""
+        path = Path(path)
+        if path.suffix != ".npz":
+            path = path.with_suffix(".npz")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp.npz")
+        np.savez(
+            tmp,
+            req_offsets=self.req_offsets,
+            blocks=self.blocks,
+            arrival_s=self.arrival_s,
+            session=self.session,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            header=np.array(
+                [repr({"block_tokens": self.block_tokens, "name": self.name, "source": self.source,
+                       "dropped_requests": self.dropped_requests, "meta": self.meta,
+                       "format": NATIVE_FORMAT_VERSION})]
+            ),
+        )
+        tmp.replace(path)  # never leave a half-written trace behind
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path, mmap: bool = False) -> "Trace":
+        import ast
+
+        path = Path(path)
+        with np.load(path, allow_pickle=False, mmap_mode="r" if mmap else None) as z:
+            header = ast.literal_eval(str(z["header"][0]))
+            if header.get("format") != NATIVE_FORMAT_VERSION:
+                raise ValueError(f"{path}: unsupported native trace format {header.get('format')!r}")
+            arrays = {k: z[k] for k in ("req_offsets", "blocks", "arrival_s", "session",
+                                        "input_tokens", "output_tokens")}
+        return cls(**arrays, block_tokens=header["block_tokens"], name=header["name"],
+                   source=header["source"], dropped_requests=header["dropped_requests"],
+                   meta=header["meta"])
+
+    def subset(self, n_requests: int) -> "Trace":
+        """The first n requests, block ids re-densified."""
+        end = int(self.req_offsets[n_requests])
+        blocks, _ = remap_dense(self.blocks[:end])
+        return Trace(self.req_offsets[: n_requests + 1].copy(), blocks, self.arrival_s[:n_requests].copy(),
+                     self.session[:n_requests].copy(), self.input_tokens[:n_requests].copy(),
+                     self.output_tokens[:n_requests].copy(), block_tokens=self.block_tokens,
+                     name=self.name, source=self.source, meta=dict(self.meta, subset=n_requests))
+
+
+NATIVE_FORMAT_VERSION = 1
+
+
+def remap_dense(raw: np.ndarray) -> tuple[np.ndarray, int]:
+    """Map arbitrary integer ids to 0..U-1 in order of first appearance."""
+    if len(raw) == 0:
+        return np.zeros(0, dtype=np.int32), 0
+    uniq, first_idx, inverse = np.unique(raw, return_index=True, return_inverse=True)
+    # rank unique values by first appearance so ids are stable and readable
+    order = np.argsort(first_idx, kind="stable")
+    rank = np.empty(len(uniq), dtype=np.int64)
+    rank[order] = np.arange(len(uniq))
+    if len(uniq) > np.iinfo(np.int32).max:
+        raise ValueError("more than 2^31 unique blocks")
+    return rank[inverse].astype(np.int32), len(uniq)
