@@ -93,7 +93,7 @@ def simulate(
                      / (totals * costs[m]).sum())
             for m in cost_models
         }
-        rec.update(policy=spec.name, mode=mode, hits=hits, params=params)
+        rec.update(policy=spec.name, mode=mode, hit_semantics=hits, params=params)
         out.append(rec)
     return out
 

@@ -31,7 +31,8 @@ def make_state(ctx) -> BeladyState:
     horizon = int(ctx.params.get("horizon", 0) or 0)
     if horizon < 0:
         raise ValueError("belady horizon must be >= 0 (0 = unlimited)")
-    return BeladyState(heap, pos, key, size, next_use(t), np.empty(len(heap), np.int32),
+    nxt = next_use(t, ctx.capacity if ctx.mode == "request" else None)
+    return BeladyState(heap, pos, key, size, nxt, np.empty(len(heap), np.int32),
                        np.array([horizon], np.int64))
 
 
