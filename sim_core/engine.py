@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from .jit import njit
-from .policies.api import p_evict, p_on_hit, p_on_insert
+from .policies.api import p_evict, p_evict_more, p_on_hit, p_on_insert
 
 
 @njit
@@ -39,6 +39,7 @@ def replay(offsets, blocks, capacity, request_mode, prefix_hits, st, n_unique, m
     oversized_blocks = 0
     failed = False
     bad_victim = -1
+    extra = np.empty(max(capacity, 1), dtype=np.int32)  # victims that go with a victim
     for r in range(R):
         s = offsets[r]
         e = offsets[r + 1]
@@ -69,6 +70,18 @@ def replay(offsets, blocks, capacity, request_mode, prefix_hits, st, n_unique, m
                 resident[v] = False
                 size -= 1
                 evictions += 1
+                k = p_evict_more(st, s, r, pin, extra)
+                for i in range(k):
+                    v = extra[i]
+                    if not resident[v] or pin[v] == r:
+                        failed = True
+                        bad_victim = v
+                        break
+                    resident[v] = False
+                    size -= 1
+                    evictions += 1
+                if failed:
+                    break
             if failed:
                 break
             # account in request order; insert missing blocks
@@ -117,6 +130,18 @@ def replay(offsets, blocks, capacity, request_mode, prefix_hits, st, n_unique, m
                         resident[v] = False
                         size -= 1
                         evictions += 1
+                        k = p_evict_more(st, j, -2, pin, extra)
+                        for i in range(k):
+                            v = extra[i]
+                            if not resident[v]:
+                                failed = True
+                                bad_victim = v
+                                break
+                            resident[v] = False
+                            size -= 1
+                            evictions += 1
+                        if failed:
+                            break
                     resident[b] = True
                     size += 1
                     p_on_insert(st, b, j, r, d)

@@ -1,17 +1,21 @@
 """Policy registry: name -> PolicySpec. Each policy is one small module."""
 from __future__ import annotations
 
+import pkgutil
 from importlib import import_module
 
 from .api import PolicyContext, PolicySpec
 
-# module names under sim_core.policies; each defines SPEC
-_MODULES = ("lru", "fifo", "lfu", "belady")
-
+# Every module in this package that defines SPEC (a PolicySpec, or a list of them for
+# variants) is a policy: adding a policy is adding one file.
 REGISTRY: dict[str, PolicySpec] = {}
-for _m in _MODULES:
-    _spec = import_module(f"{__name__}.{_m}").SPEC
-    REGISTRY[_spec.name] = _spec
+for _info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+    _mod = import_module(f"{__name__}.{_info.name}")
+    _specs = getattr(_mod, "SPEC", None)
+    for _spec in _specs if isinstance(_specs, (list, tuple)) else [_specs] if _specs else []:
+        if _spec.name in REGISTRY:
+            raise RuntimeError(f"duplicate policy name {_spec.name!r} in {_info.name}")
+        REGISTRY[_spec.name] = _spec
 
 
 def get_policy(name: str) -> PolicySpec:

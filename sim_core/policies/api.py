@@ -6,6 +6,9 @@ A policy is a NamedTuple of flat arrays (its state) plus three njit hooks:
     on_insert(st, b, j, r, d)   missing block b was just inserted
     evict(st, j, r, pin) -> v   choose, remove from st and return a resident victim
                                 with pin[v] != r (pin marks the current request's blocks)
+    evict_more(st, j, r, pin, out) -> k   optional: after a victim, further blocks that
+                                must go with it (session-level eviction); writes k ids to
+                                `out`, each resident, not pinned and removed from st
 
 `register_hooks(StateClass, ...)` binds them to the state type; the engine calls the
 generic stubs below and numba resolves them by the *type* of the state at compile time,
@@ -18,11 +21,11 @@ from typing import Any, Callable
 
 from numba.extending import overload
 
-_HOOKS: dict[type, tuple[Any, Any, Any]] = {}
+_HOOKS: dict[type, tuple[Any, Any, Any, Any]] = {}
 
 
-def register_hooks(state_cls: type, on_hit, on_insert, evict) -> None:
-    _HOOKS[state_cls] = (on_hit, on_insert, evict)
+def register_hooks(state_cls: type, on_hit, on_insert, evict, evict_more=None) -> None:
+    _HOOKS[state_cls] = (on_hit, on_insert, evict, evict_more)
 
 
 def _hooks_for(st):
@@ -41,6 +44,10 @@ def p_on_insert(st, b, j, r, d):  # pragma: no cover
 
 
 def p_evict(st, j, r, pin):  # pragma: no cover
+    raise NotImplementedError
+
+
+def p_evict_more(st, j, r, pin, out):  # pragma: no cover
     raise NotImplementedError
 
 
@@ -85,3 +92,11 @@ class PolicySpec:
     cost_aware: bool = False  # savings differ per cost model: one pass per model
     offline: bool = False  # looks at the future (oracle)
     family: str = "recency"
+
+
+@overload(p_evict_more)
+def _ov_evict_more(st, j, r, pin, out):
+    f = _hooks_for(st)[3]
+    if f is None:
+        return lambda st, j, r, pin, out: 0
+    return lambda st, j, r, pin, out: f(st, j, r, pin, out)
