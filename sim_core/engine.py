@@ -7,7 +7,8 @@ request mode (residency constraint): for request r with n blocks
      oversized, all its blocks are recomputed (misses) and the cache is untouched;
   2. its resident blocks are reused first (policy on_hit, in request order);
   3. the policy evicts victims, never a block of r, until r's missing blocks fit;
-  4. the missing blocks are computed and inserted in request order.
+  4. the missing blocks are computed and inserted in request order (a block that
+     repeats inside r is computed once).
 block mode: every access is handled on its own exactly as libCacheSim does
   (hit -> on_hit; miss -> evict one if full, insert).
 
@@ -16,31 +17,75 @@ Hit semantics only change the accounting, never the cache state:
   prefix - reuse stops at the request's first missing block; resident blocks after
            it are recomputed (and refreshed in the cache), so a request has at most
            one hole.
+
+The loop runs over a range of requests with its state in flat arrays (EngineState),
+so a learned policy can pause the replay, retrain in Python, and continue.
 """
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
 from .jit import njit
 from .policies.api import p_evict, p_evict_more, p_on_hit, p_on_insert
 
+# counters layout
+SIZE, MAX_SIZE, EVICTIONS, OVERSIZED, OVERSIZED_BLOCKS, FAILED, BAD_VICTIM = range(7)
+
+
+class EngineState(NamedTuple):
+    resident: np.ndarray  # bool[U]
+    pin: np.ndarray  # int64[U]: last request that touched the block (pins it during r)
+    hit_by_depth: np.ndarray  # int64[max_depth]
+    holes: np.ndarray  # int32[R] holes per request
+    counters: np.ndarray  # int64[7], see layout above
+    extra: np.ndarray  # int32 scratch for evict_more
+
+
+def new_engine_state(n_unique: int, n_requests: int, max_depth: int, capacity: int) -> EngineState:
+    return EngineState(
+        np.zeros(n_unique, np.bool_), np.full(n_unique, -1, np.int64),
+        np.zeros(max(max_depth, 1), np.int64), np.zeros(n_requests, np.int32),
+        np.zeros(7, np.int64), np.empty(max(int(capacity), 1), np.int32),
+    )
+
 
 @njit
-def replay(offsets, blocks, capacity, request_mode, prefix_hits, st, n_unique, max_depth):
-    R = offsets.shape[0] - 1
-    resident = np.zeros(n_unique, dtype=np.bool_)
-    pin = np.full(n_unique, -1, dtype=np.int64)
-    hit_by_depth = np.zeros(max_depth, dtype=np.int64)
-    holes = np.zeros(R, dtype=np.int32)
-    size = 0
-    max_size = 0
-    evictions = 0
-    oversized = 0
-    oversized_blocks = 0
-    failed = False
-    bad_victim = -1
-    extra = np.empty(max(capacity, 1), dtype=np.int32)  # victims that go with a victim
-    for r in range(R):
+def _evict_one(st, es, j, r):
+    """Evict one victim and whatever must go with it; False on a policy bug."""
+    resident = es.resident
+    pin = es.pin
+    c = es.counters
+    v = p_evict(st, j, r, pin)
+    if v < 0 or not resident[v] or pin[v] == r:
+        c[FAILED] = 1
+        c[BAD_VICTIM] = v
+        return False
+    resident[v] = False
+    c[SIZE] -= 1
+    c[EVICTIONS] += 1
+    k = p_evict_more(st, j, r, pin, es.extra)
+    for i in range(k):
+        v = es.extra[i]
+        if not resident[v] or pin[v] == r:
+            c[FAILED] = 1
+            c[BAD_VICTIM] = v
+            return False
+        resident[v] = False
+        c[SIZE] -= 1
+        c[EVICTIONS] += 1
+    return True
+
+
+@njit
+def replay_range(offsets, blocks, capacity, request_mode, prefix_hits, st, es, r_begin, r_end):
+    resident = es.resident
+    pin = es.pin
+    hit_by_depth = es.hit_by_depth
+    holes = es.holes
+    c = es.counters
+    for r in range(r_begin, r_end):
         s = offsets[r]
         e = offsets[r + 1]
         n = e - s
@@ -48,8 +93,8 @@ def replay(offsets, blocks, capacity, request_mode, prefix_hits, st, n_unique, m
             continue
         if request_mode:
             if n > capacity:
-                oversized += 1
-                oversized_blocks += n
+                c[OVERSIZED] += 1
+                c[OVERSIZED_BLOCKS] += n
                 holes[r] = 1
                 continue
             missing = 0
@@ -61,103 +106,35 @@ def replay(offsets, blocks, capacity, request_mode, prefix_hits, st, n_unique, m
                         p_on_hit(st, b, j, r, j - s)
                     else:
                         missing += 1
-            while size + missing > capacity:
-                v = p_evict(st, s, r, pin)
-                if v < 0 or not resident[v] or pin[v] == r:
-                    failed = True
-                    bad_victim = v
-                    break
-                resident[v] = False
-                size -= 1
-                evictions += 1
-                k = p_evict_more(st, s, r, pin, extra)
-                for i in range(k):
-                    v = extra[i]
-                    if not resident[v] or pin[v] == r:
-                        failed = True
-                        bad_victim = v
-                        break
-                    resident[v] = False
-                    size -= 1
-                    evictions += 1
-                if failed:
-                    break
-            if failed:
-                break
-            # account in request order; insert missing blocks
-            broken = False
-            in_hole = False
-            nh = 0
-            for j in range(s, e):
-                b = blocks[j]
-                d = j - s
-                if resident[b]:
-                    hit = not (prefix_hits and broken)
-                else:
-                    resident[b] = True
-                    size += 1
-                    p_on_insert(st, b, j, r, d)
-                    hit = False
-                    # a block repeated later in r is now resident: it was computed once
-                if hit:
-                    hit_by_depth[d] += 1
-                    in_hole = False
-                else:
-                    broken = True
-                    if not in_hole:
-                        nh += 1
-                        in_hole = True
-            holes[r] = nh
-            if size > max_size:
-                max_size = size
-        else:
-            broken = False
-            in_hole = False
-            nh = 0
-            for j in range(s, e):
-                b = blocks[j]
-                d = j - s
-                if resident[b]:
+            while c[SIZE] + missing > capacity:
+                if not _evict_one(st, es, s, r):
+                    return
+        broken = False
+        in_hole = False
+        nh = 0
+        for j in range(s, e):
+            b = blocks[j]
+            d = j - s
+            if resident[b]:
+                if not request_mode:
                     p_on_hit(st, b, j, r, d)
-                    hit = not (prefix_hits and broken)
-                else:
-                    if size >= capacity:
-                        v = p_evict(st, j, -2, pin)
-                        if v < 0 or not resident[v]:
-                            failed = True
-                            bad_victim = v
-                            break
-                        resident[v] = False
-                        size -= 1
-                        evictions += 1
-                        k = p_evict_more(st, j, -2, pin, extra)
-                        for i in range(k):
-                            v = extra[i]
-                            if not resident[v]:
-                                failed = True
-                                bad_victim = v
-                                break
-                            resident[v] = False
-                            size -= 1
-                            evictions += 1
-                        if failed:
-                            break
-                    resident[b] = True
-                    size += 1
-                    p_on_insert(st, b, j, r, d)
-                    hit = False
-                if hit:
-                    hit_by_depth[d] += 1
-                    in_hole = False
-                else:
-                    broken = True
-                    if not in_hole:
-                        nh += 1
-                        in_hole = True
-            if failed:
-                break
-            holes[r] = nh
-            if size > max_size:
-                max_size = size
-    counters = np.array([evictions, oversized, oversized_blocks, max_size, failed, bad_victim], dtype=np.int64)
-    return hit_by_depth, holes, counters
+                hit = not (prefix_hits and broken)
+            else:
+                if not request_mode and c[SIZE] >= capacity:
+                    if not _evict_one(st, es, j, -2):
+                        return
+                resident[b] = True
+                c[SIZE] += 1
+                p_on_insert(st, b, j, r, d)
+                hit = False
+            if hit:
+                hit_by_depth[d] += 1
+                in_hole = False
+            else:
+                broken = True
+                if not in_hole:
+                    nh += 1
+                    in_hole = True
+        holes[r] = nh
+        if c[SIZE] > c[MAX_SIZE]:
+            c[MAX_SIZE] = c[SIZE]

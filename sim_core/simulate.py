@@ -6,7 +6,8 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from .cost import cost_per_depth
-from .engine import replay
+from .engine import (BAD_VICTIM, EVICTIONS, FAILED, MAX_SIZE, OVERSIZED, OVERSIZED_BLOCKS,
+                     new_engine_state, replay_range)
 from .policies import PolicyContext, get_policy
 from .trace import Trace
 
@@ -79,13 +80,17 @@ def simulate(
             ctx = PolicyContext(trace=trace, capacity=cap, mode=mode, cost_per_depth=costs[pm],
                                 params=params, seed=seed)
             st = spec.make_state(ctx)
-            hbd, holes, counters = replay(trace.req_offsets, trace.blocks, np.int64(cap),
-                                          mode == "request", hits == "prefix", st,
-                                          trace.n_unique, max_depth)
-            if counters[4]:
-                raise RuntimeError(f"policy {spec.name} returned an invalid victim {counters[5]} "
-                                   f"at capacity {cap} (empty cache or a block of the current request)")
-            per_model[pm] = (hbd, holes, counters)
+            es = new_engine_state(trace.n_unique, trace.n_requests, max_depth, cap)
+            for r0, r1 in _segments(spec, trace.n_requests):
+                replay_range(trace.req_offsets, trace.blocks, np.int64(cap), mode == "request",
+                             hits == "prefix", st, es, r0, r1)
+                if es.counters[FAILED]:
+                    raise RuntimeError(
+                        f"policy {spec.name} returned an invalid victim {es.counters[BAD_VICTIM]} at "
+                        f"capacity {cap} (not resident, or a block of the current request)")
+                if spec.train is not None and r1 < trace.n_requests:
+                    spec.train(st, ctx, r1)
+            per_model[pm] = (es.hit_by_depth, es.holes, es.counters)
         base = per_model[passes[0]]
         rec = _record(trace, cap, base, totals)
         rec["compute_savings"] = {
@@ -96,6 +101,14 @@ def simulate(
         rec.update(policy=spec.name, mode=mode, hit_semantics=hits, params=params)
         out.append(rec)
     return out
+
+
+def _segments(spec, n_requests: int):
+    """Request ranges between training points of a learned policy (one range otherwise)."""
+    step = int(spec.train_every or 0)
+    if step <= 0:
+        return [(0, n_requests)]
+    return [(r, min(r + step, n_requests)) for r in range(0, n_requests, step)]
 
 
 def _record(trace: Trace, cap: int, result, totals) -> dict:
@@ -117,8 +130,8 @@ def _record(trace: Trace, cap: int, result, totals) -> dict:
         "holes_per_request_p99": float(np.percentile(nonempty, 99)) if len(nonempty) else 0.0,
         "holes_per_request_max": int(nonempty.max()) if len(nonempty) else 0,
         "hole_length_mean": misses / n_holes if n_holes else 0.0,
-        "evictions": int(counters[0]),
-        "oversized_requests": int(counters[1]),
-        "oversized_blocks": int(counters[2]),
-        "max_resident_blocks": int(counters[3]),
+        "evictions": int(counters[EVICTIONS]),
+        "oversized_requests": int(counters[OVERSIZED]),
+        "oversized_blocks": int(counters[OVERSIZED_BLOCKS]),
+        "max_resident_blocks": int(counters[MAX_SIZE]),
     }

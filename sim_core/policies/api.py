@@ -92,6 +92,10 @@ class PolicySpec:
     cost_aware: bool = False  # savings differ per cost model: one pass per model
     offline: bool = False  # looks at the future (oracle)
     family: str = "recency"
+    # learned policies: replay pauses every `train_every` requests and calls
+    # train(state, ctx, next_request) in Python, which may rewrite the state's arrays
+    train_every: int = 0
+    train: Callable[[Any, PolicyContext, int], None] | None = None
 
 
 @overload(p_evict_more)
