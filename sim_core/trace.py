@@ -141,6 +141,9 @@ class Trace:
         path = Path(path)
         if path.suffix != ".npz":
             path = path.with_suffix(".npz")
+        header = _header_repr({"block_tokens": self.block_tokens, "name": self.name,
+                               "source": self.source, "dropped_requests": self.dropped_requests,
+                               "meta": self.meta, "format": NATIVE_FORMAT_VERSION})
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp.npz")
         np.savez(
@@ -151,11 +154,7 @@ class Trace:
             session=self.session,
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
-            header=np.array(
-                [repr({"block_tokens": self.block_tokens, "name": self.name, "source": self.source,
-                       "dropped_requests": self.dropped_requests, "meta": self.meta,
-                       "format": NATIVE_FORMAT_VERSION})]
-            ),
+            header=np.array([header]),
         )
         tmp.replace(path)  # never leave a half-written trace behind
         return path
@@ -186,6 +185,37 @@ class Trace:
 
 
 NATIVE_FORMAT_VERSION = 1
+
+
+def _plain(value):
+    """Header values as plain Python literals (numpy scalars/arrays and paths included)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, dict):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    return value
+
+
+def _header_repr(header: dict) -> str:
+    """repr() of the native header, checked to read back with ast.literal_eval.
+
+    Without this a meta value such as np.int64(3) was written as "np.int64(3)" and the
+    saved trace could not be loaded again.
+    """
+    import ast
+
+    text = repr(_plain(header))
+    try:
+        ast.literal_eval(text)
+    except (ValueError, SyntaxError) as e:
+        raise ValueError(f"trace header/meta is not made of plain literals, cannot save: {text[:200]}") from e
+    return text
 
 
 def remap_dense(raw: np.ndarray) -> tuple[np.ndarray, int]:
