@@ -5,10 +5,13 @@ Semantics (paper sec. 3.1 and 5.2):
 request mode (residency constraint): for request r with n blocks
   1. if n > capacity the request cannot be resident at once: it is counted as
      oversized, all its blocks are recomputed (misses) and the cache is untouched;
-  2. its resident blocks are reused first (policy on_hit, in request order);
+  2. hits are decided against the cache as the request arrives;
   3. the policy evicts victims, never a block of r, until r's missing blocks fit;
-  4. the missing blocks are computed and inserted in request order (a block that
-     repeats inside r is computed once).
+  4. the request is then prefilled in order: each resident block is reused
+     (on_hit), each missing block is computed and inserted (on_insert); a block that
+     repeats inside r is computed once.
+  Because step 4 walks the request in order whatever was hit, recency order after r
+  does not depend on the capacity (this is what makes one-pass LRU curves exact).
 block mode: every access is handled on its own exactly as libCacheSim does
   (hit -> on_hit; miss -> evict one if full, insert).
 
@@ -102,9 +105,7 @@ def replay_range(offsets, blocks, capacity, request_mode, prefix_hits, st, es, r
                 b = blocks[j]
                 if pin[b] != r:
                     pin[b] = r
-                    if resident[b]:
-                        p_on_hit(st, b, j, r, j - s)
-                    else:
+                    if not resident[b]:
                         missing += 1
             while c[SIZE] + missing > capacity:
                 if not _evict_one(st, es, s, r):
@@ -116,8 +117,7 @@ def replay_range(offsets, blocks, capacity, request_mode, prefix_hits, st, es, r
             b = blocks[j]
             d = j - s
             if resident[b]:
-                if not request_mode:
-                    p_on_hit(st, b, j, r, d)
+                p_on_hit(st, b, j, r, d)
                 hit = not (prefix_hits and broken)
             else:
                 if not request_mode and c[SIZE] >= capacity:

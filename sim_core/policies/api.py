@@ -5,7 +5,10 @@ A policy is a NamedTuple of flat arrays (its state) plus three njit hooks:
     on_hit(st, b, j, r, d)      resident block b was accessed (access j, request r, depth d)
     on_insert(st, b, j, r, d)   missing block b was just inserted
     evict(st, j, r, pin) -> v   choose, remove from st and return a resident victim
-                                with pin[v] != r (pin marks the current request's blocks)
+                                with pin[v] != r (pin marks the current request's blocks).
+                                In request mode evictions for r happen before r's
+                                on_hit/on_insert calls, so r's blocks may sit anywhere
+                                in the policy's structures and must be skipped.
     evict_more(st, j, r, pin, out) -> k   optional: after a victim, further blocks that
                                 must go with it (session-level eviction); writes k ids to
                                 `out`, each resident, not pinned and removed from st

@@ -31,9 +31,9 @@ def on_insert(st, b, j, r, d):
 
 @njit
 def evict(st, j, r, pin):
-    # Blocks of the current request were touched before eviction, so they sit at the
-    # head; one can reach the tail only when nearly the whole cache is this request.
-    # Moving such a block to the head is harmless: the engine touches it anyway.
+    # A block of the current request (pinned) is skipped by moving it to the head:
+    # harmless, since the engine touches every block of the request right after the
+    # evictions, and it keeps repeated evictions in one request O(1) amortised.
     while True:
         v = tail(st.prev)
         if v < 0:
