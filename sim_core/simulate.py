@@ -8,6 +8,7 @@ import numpy as np
 from .cost import cost_per_depth
 from .engine import (BAD_VICTIM, EVICTIONS, FAILED, MAX_SIZE, OVERSIZED, OVERSIZED_BLOCKS,
                      new_engine_state, replay_range)
+from .onepass import percentile_from_hist
 from .policies import PolicyContext, get_policy
 from .trace import Trace
 
@@ -39,6 +40,7 @@ def simulate(
     cost_models: Sequence[str] = ("uniform",),
     model=None,
     seed: int = 0,
+    one_pass: bool = True,
     **policy_params,
 ) -> list[dict]:
     """Replay `trace` under `policy` at each capacity (in blocks).
@@ -47,6 +49,8 @@ def simulate(
     `compute_savings` (cost model -> ratio), hole statistics and counters.
     A cost-unaware policy is replayed once and every cost model is read off the same
     pass; a cost-aware policy is replayed once per cost model, optimising that model.
+    A stack policy (LRU) gets all capacities from one pass when `one_pass` (exact; see
+    sim_core.onepass); capacities below the largest request are replayed one by one.
     """
     _check_choice("mode", mode, MODES)
     _check_choice("hits", hits, HITS)
@@ -73,8 +77,23 @@ def simulate(
     costs = {m: cost_per_depth(m, max_depth, trace.block_tokens, model) for m in cost_models}
     passes = cost_models if spec.cost_aware else [cost_models[0]]
 
+    results = {}
+    if spec.curve is not None and one_pass:
+        lo = trace.max_request_blocks if mode == "request" else 1
+        big = sorted({c for c in caps if c >= lo})
+        if big:
+            results.update(_one_pass(spec, trace, big, mode, hits, max_depth))
+
     out = []
     for cap in caps:
+        if cap in results:
+            base = results[cap]
+            rec = _record(trace, cap, base, totals)
+            rec["compute_savings"] = {m: float((base[0] * costs[m]).sum() / (totals * costs[m]).sum())
+                                      for m in cost_models}
+            rec.update(policy=spec.name, mode=mode, hit_semantics=hits, params=params)
+            out.append(rec)
+            continue
         per_model = {}
         for pm in passes:
             ctx = PolicyContext(trace=trace, capacity=cap, mode=mode, cost_per_depth=costs[pm],
@@ -103,6 +122,58 @@ def simulate(
     return out
 
 
+def _one_pass(spec, trace: Trace, caps: list[int], mode: str, hits: str, max_depth: int) -> dict:
+    """{capacity: (hit_by_depth, holes_hist, counters)} from one stack pass."""
+    arr = np.asarray(caps, dtype=np.int64)
+    hist, holes_hist, resident = spec.curve(trace.req_offsets, trace.blocks, trace.n_unique, arr,
+                                  mode == "request", hits == "prefix", max_depth)
+    cum = np.cumsum(hist, axis=0)
+    cum_resident = np.cumsum(resident)
+    out = {}
+    for i, cap in enumerate(caps):
+        hbd = cum[i]
+        final = min(cap, trace.n_unique)
+        counters = np.zeros(7, np.int64)
+        counters[EVICTIONS] = (trace.n_accesses - int(cum_resident[i])) - final  # inserted - kept
+        counters[MAX_SIZE] = final
+        out[cap] = (hbd, HolesHistogram(holes_hist[i]), counters)
+    return out
+
+
+class HolesHistogram:
+    """Holes-per-request distribution kept as a histogram (one-pass curves)."""
+
+    def __init__(self, hist: np.ndarray):
+        self.hist = hist
+
+
+def _holes_stats(holes, lengths) -> dict:
+    if isinstance(holes, HolesHistogram):
+        h = holes.hist
+        n = int(h.sum())
+        vals = np.arange(len(h))
+        total = int((h * vals).sum())
+        nz = np.nonzero(h)[0]
+        return {
+            "holes_total": total,
+            "holes_per_request_mean": total / n if n else 0.0,
+            "holes_per_request_p50": percentile_from_hist(h, 50),
+            "holes_per_request_p99": percentile_from_hist(h, 99),
+            "holes_per_request_max": int(nz[-1]) if len(nz) else 0,
+        }
+    nonempty = holes[lengths > 0]
+    if not len(nonempty):
+        return {"holes_total": 0, "holes_per_request_mean": 0.0, "holes_per_request_p50": 0.0,
+                "holes_per_request_p99": 0.0, "holes_per_request_max": 0}
+    return {
+        "holes_total": int(nonempty.sum()),
+        "holes_per_request_mean": float(nonempty.mean()),
+        "holes_per_request_p50": float(np.percentile(nonempty, 50)),
+        "holes_per_request_p99": float(np.percentile(nonempty, 99)),
+        "holes_per_request_max": int(nonempty.max()),
+    }
+
+
 def _segments(spec, n_requests: int):
     """Request ranges between training points of a learned policy (one range otherwise)."""
     step = int(spec.train_every or 0)
@@ -116,19 +187,15 @@ def _record(trace: Trace, cap: int, result, totals) -> dict:
     n_hits = int(hbd.sum())
     n = trace.n_accesses
     misses = n - n_hits
-    n_holes = int(holes.sum())
-    nonempty = holes[trace.request_lengths > 0]
+    hs = _holes_stats(holes, trace.request_lengths)
+    n_holes = hs["holes_total"]
     return {
         "capacity_blocks": cap,
         "accesses": n,
         "hits": n_hits,
         "hit_ratio": n_hits / n,
         "recomputed_blocks": misses,
-        "holes_total": n_holes,
-        "holes_per_request_mean": float(nonempty.mean()) if len(nonempty) else 0.0,
-        "holes_per_request_p50": float(np.percentile(nonempty, 50)) if len(nonempty) else 0.0,
-        "holes_per_request_p99": float(np.percentile(nonempty, 99)) if len(nonempty) else 0.0,
-        "holes_per_request_max": int(nonempty.max()) if len(nonempty) else 0,
+        **hs,
         "hole_length_mean": misses / n_holes if n_holes else 0.0,
         "evictions": int(counters[EVICTIONS]),
         "oversized_requests": int(counters[OVERSIZED]),

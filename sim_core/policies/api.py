@@ -99,6 +99,9 @@ class PolicySpec:
     # train(state, ctx, next_request) in Python, which may rewrite the state's arrays
     train_every: int = 0
     train: Callable[[Any, PolicyContext, int], None] | None = None
+    # stack policies (inclusion property): njit function giving every capacity of a
+    # curve in one pass, signature as sim_core.onepass.lru_curve
+    curve: Any = None
 
 
 @overload(p_evict_more)

@@ -6,6 +6,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
+from ..onepass import lru_curve
 from .api import PolicySpec, register_hooks
 from .dlist import move_to_head, new_list, push_head, tail, unlink
 
@@ -46,4 +47,5 @@ def evict(st, j, r, pin):
 
 register_hooks(LRUState, on_hit, on_insert, evict)
 
-SPEC = PolicySpec("lru", make_state, "Least recently used block is evicted first.", family="recency")
+SPEC = PolicySpec("lru", make_state, "Least recently used block is evicted first.", family="recency",
+                  curve=lru_curve)
