@@ -1,0 +1,295 @@
+"""Benchmark: our replay speed against libCacheSim on the same trace, and the costs that
+decide how long a sweep takes (request vs block mode, one-pass curves, JIT, memory).
+
+    python -m sweep.bench                      # every policy, default sizes
+    python -m sweep.bench --accesses 20e6 --policies lru,fifo,arc --reps 3
+    python -m sweep.bench --full-scale         # + FreeInference-scale load/RSS figures
+
+All numbers of one table come from one run on one machine: ours and libCacheSim's are
+timed back to back on the same access sequence and capacity, the median of --reps runs.
+Speed is block accesses per second per core (both simulators are single-threaded).
+Results: a markdown table on stdout, plus CSV/markdown files under --out.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from sim_core.jit import njit
+
+# target speed-up over libCacheSim per policy (issue: performance and scale)
+TARGETS = {"lru": 20, "fifo": 20, "lfu": 10, "arc": 10, "sieve": 10, "s3fifo": 10,
+           "belady": 2, "belady_compute": 2}
+DEFAULT_TARGET = 2
+
+
+def bench_trace(accesses: float, seed: int = 0):
+    """A generated FreeInference-like trace with at least `accesses` block accesses."""
+    from sim_core import synth
+
+    probe = synth.generate("freeinference", scale=synth.DEFAULT_SCALE, seed=seed)
+    scale = synth.DEFAULT_SCALE * max(1.0, accesses / max(probe.n_accesses, 1)) * 1.02
+    return synth.generate("freeinference", scale=scale, seed=seed)
+
+
+def _median_time(fn, reps: int) -> float:
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+@njit
+def yardstick_lru(blocks, n_unique, capacity):
+    """The simplest flat-array LRU we can write: the machine's limit for our LRU."""
+    prev = np.full(n_unique + 1, -1, np.int32)
+    nxt = np.full(n_unique + 1, -1, np.int32)
+    S = n_unique
+    prev[S] = S
+    nxt[S] = S
+    inside = np.zeros(n_unique, np.bool_)
+    size = 0
+    hits = 0
+    for j in range(blocks.shape[0]):
+        b = blocks[j]
+        if inside[b]:
+            hits += 1
+            p = prev[b]
+            q = nxt[b]
+            nxt[p] = q
+            prev[q] = p
+        else:
+            if size >= capacity:
+                v = prev[S]
+                p = prev[v]
+                nxt[p] = S
+                prev[S] = p
+                inside[v] = False
+                size -= 1
+            inside[b] = True
+            size += 1
+        h = nxt[S]
+        nxt[b] = h
+        prev[b] = S
+        prev[h] = b
+        nxt[S] = b
+    return hits
+
+
+def speed_table(trace, policies, capacity, reps, oracle_path):
+    from sim_core import get_policy, simulate
+    from sim_core.reference import LCS_NAMES, libcachesim_hit_ratio
+
+    try:
+        import libcachesim  # noqa: F401
+        have_lcs = True
+    except ImportError:
+        have_lcs = False
+    rows = []
+    n = trace.n_accesses
+    for name in policies:
+        spec = get_policy(name)
+        cost = ["qwen3_coder_30b"] if spec.cost_aware else ["uniform"]
+        run = lambda: simulate(trace, name, capacity, mode="block", cost_models=cost, one_pass=False)
+        rec = run()[0]  # compile + warm up
+        ours = _median_time(run, reps)
+        row = {"policy": name, "capacity_blocks": capacity, "accesses": n,
+               "ours_hit_ratio": rec["hit_ratio"], "ours_acc_per_s": n / ours}
+        if have_lcs and name in LCS_NAMES:
+            theirs_hr = libcachesim_hit_ratio(oracle_path, name, capacity)
+            theirs = _median_time(lambda: libcachesim_hit_ratio(oracle_path, name, capacity), reps)
+            row.update(lcs_hit_ratio=theirs_hr, lcs_acc_per_s=n / theirs, speedup=theirs / ours,
+                       target=TARGETS.get(name, DEFAULT_TARGET))
+            row["meets_target"] = row["speedup"] >= row["target"]
+        rows.append(row)
+        print(_fmt_row(row), flush=True)
+    return rows
+
+
+def _fmt_row(row):
+    s = f"{row['policy']:>16}  ours {row['ours_acc_per_s'] / 1e6:8.2f} M/s  hr {row['ours_hit_ratio']:.4f}"
+    if "lcs_acc_per_s" in row:
+        s += (f" | libCacheSim {row['lcs_acc_per_s'] / 1e6:6.2f} M/s hr {row['lcs_hit_ratio']:.4f}"
+              f" | x{row['speedup']:6.1f} (target x{row['target']}: {'ok' if row['meets_target'] else 'MISSED'})")
+    return s
+
+
+def engine_figures(trace, capacity, reps):
+    """Request vs block mode, one-pass vs per-capacity, yardstick LRU."""
+    from sim_core import simulate
+
+    n = trace.n_accesses
+    out = {}
+    yardstick_lru(trace.blocks, trace.n_unique, capacity)
+    out["yardstick_lru_s"] = _median_time(lambda: yardstick_lru(trace.blocks, trace.n_unique, capacity), reps)
+    blk = lambda: simulate(trace, "lru", capacity, mode="block", one_pass=False)
+    req = lambda: simulate(trace, "lru", capacity, mode="request", one_pass=False)
+    blk(), req()
+    out["lru_block_s"] = _median_time(blk, reps)
+    out["lru_request_s"] = _median_time(req, reps)
+    lo = max(trace.max_request_blocks, 1)
+    caps = sorted({int(c) for c in np.geomspace(lo, max(lo + 1, trace.n_unique), 65)})
+    single = lambda: simulate(trace, "lru", caps[len(caps) // 2], mode="request", one_pass=False)
+    curve = lambda: simulate(trace, "lru", caps, mode="request")
+    single(), curve()
+    out["lru_single_capacity_s"] = _median_time(single, reps)
+    out["lru_one_pass_s"] = _median_time(curve, reps)
+    out["one_pass_capacities"] = len(caps)
+    out["lru_per_capacity_projection_s"] = out["lru_single_capacity_s"] * len(caps)
+    out["ratio_lru_vs_yardstick"] = out["lru_block_s"] / out["yardstick_lru_s"]
+    out["ratio_request_vs_block"] = out["lru_request_s"] / out["lru_block_s"]
+    out["ratio_one_pass_vs_single"] = out["lru_one_pass_s"] / out["lru_single_capacity_s"]
+    out["accesses"] = n
+    return out
+
+
+_JIT_SNIPPET = """
+import time, sys
+t0 = time.perf_counter()
+import sim_core
+from sim_core import Trace, simulate
+t1 = time.perf_counter()
+t = Trace.from_requests([[1, 2, 3], [1, 2, 4]])
+simulate(t, sys.argv[1], 2, mode="request")
+print(time.perf_counter() - t1)
+"""
+
+
+def jit_times(policy: str = "lru") -> dict:
+    """First-call compile time in a fresh process with an empty vs a warm JIT cache."""
+    with tempfile.TemporaryDirectory() as d:
+        env = dict(os.environ, NUMBA_CACHE_DIR=d)
+        cold = float(subprocess.check_output([sys.executable, "-c", _JIT_SNIPPET, policy], env=env))
+        warm = float(subprocess.check_output([sys.executable, "-c", _JIT_SNIPPET, policy], env=env))
+    return {"policy": policy, "jit_cold_s": cold, "jit_warm_s": warm}
+
+
+_SCALE_SNIPPET = """
+import json, resource, sys, time
+import numpy as np
+from sim_core import Trace, simulate
+t0 = time.perf_counter()
+t = Trace.load(sys.argv[1])
+load_s = time.perf_counter() - t0
+per_access = (t.blocks.nbytes) / t.n_accesses
+per_request = sum(a.nbytes for a in (t.req_offsets, t.arrival_s, t.session, t.input_tokens, t.output_tokens)) / t.n_requests
+t0 = time.perf_counter()
+r = simulate(t, "lru", int(sys.argv[2]), mode="request", one_pass=False)[0]
+replay_s = time.perf_counter() - t0
+print(json.dumps(dict(load_s=load_s, accesses=t.n_accesses, requests=t.n_requests, unique=t.n_unique,
+     bytes_per_access=per_access, bytes_per_request=per_request, lru_replay_s=replay_s,
+     lru_hit_ratio=r["hit_ratio"], peak_rss_gib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)))
+"""
+
+
+def full_scale_figures(workdir: Path, capacity: int) -> dict:
+    """Generate the full-scale FreeInference-like trace, then load it and replay LRU in a
+    fresh process (so peak RSS is the replay's, not the generator's)."""
+    from sim_core import synth
+
+    path = workdir / "freeinference_full.npz"
+    t0 = time.perf_counter()
+    tr = synth.generate("freeinference", scale=1.0)
+    gen_s = time.perf_counter() - t0
+    tr.save(path)
+    del tr
+    res = json.loads(subprocess.check_output([sys.executable, "-c", _SCALE_SNIPPET, str(path), str(capacity)]))
+    res["generate_s"] = gen_s
+    res["file_gib"] = path.stat().st_size / 2**30
+    return res
+
+
+def write_outputs(out_dir: Path, rows, figures, jit, scale):
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if rows:
+        keys = sorted({k for r in rows for k in r}, key=lambda k: list(rows[0]).index(k) if k in rows[0] else 99)
+        with open(out_dir / "speed.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=keys)
+            w.writeheader()
+            w.writerows(rows)
+    lines = ["| policy | ours M acc/s | libCacheSim M acc/s | speed-up | target | hit ratio ours / lcs |",
+             "|---|---:|---:|---:|---:|---|"]
+    for r in rows:
+        if "lcs_acc_per_s" in r:
+            lines.append(f"| {r['policy']} | {r['ours_acc_per_s'] / 1e6:.2f} | {r['lcs_acc_per_s'] / 1e6:.2f} | "
+                         f"{r['speedup']:.1f}x | {r['target']}x {'ok' if r['meets_target'] else 'MISSED'} | "
+                         f"{r['ours_hit_ratio']:.4f} / {r['lcs_hit_ratio']:.4f} |")
+        else:
+            lines.append(f"| {r['policy']} | {r['ours_acc_per_s'] / 1e6:.2f} | - | - | - | {r['ours_hit_ratio']:.4f} / - |")
+    extra = {"engine": figures, "jit": jit, "full_scale": scale}
+    lines += ["", "```json", json.dumps(extra, indent=2), "```"]
+    (out_dir / "bench.md").write_text("\n".join(lines) + "\n")
+    (out_dir / "bench.json").write_text(json.dumps({"speed": rows, **extra}, indent=2))
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m sweep.bench", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--accesses", type=float, default=20e6, help="block accesses in the generated trace (default 20e6)")
+    ap.add_argument("--capacity", default="48GiB", help="capacity for the speed table (bytes or blocks; default 48GiB)")
+    ap.add_argument("--policies", default="all", help="comma list or 'all' (default: every online policy and oracle)")
+    ap.add_argument("--reps", type=int, default=3, help="timed repetitions, median reported (default 3)")
+    ap.add_argument("--skip", default="", help="comma list of sections to skip: speed,engine,jit")
+    ap.add_argument("--full-scale", action="store_true", help="also measure a full-scale (327.5K requests) trace")
+    ap.add_argument("--out", default="bench_results", help="output directory (default bench_results/)")
+    ap.add_argument("--mlflow", default=None, help="tracking URI to log the results to (optional)")
+    args = ap.parse_args(argv)
+
+    from sim_core import QWEN3_CODER_30B, policy_names, to_blocks
+    from sim_core.reference import write_oracle_general
+
+    skip = set(filter(None, args.skip.split(",")))
+    t0 = time.perf_counter()
+    trace = bench_trace(args.accesses)
+    print(f"trace: {trace.n_accesses:,} accesses, {trace.n_unique:,} unique blocks, "
+          f"{trace.n_requests:,} requests (generated in {time.perf_counter() - t0:.1f}s)", flush=True)
+    capacity = to_blocks(args.capacity, QWEN3_CODER_30B, trace.block_tokens)
+    names = policy_names() if args.policies == "all" else [p.strip() for p in args.policies.split(",")]
+    rows, figures, jit, scale = [], {}, {}, {}
+    with tempfile.TemporaryDirectory() as d:
+        if "speed" not in skip:
+            oracle = write_oracle_general(trace, Path(d) / "trace.oracleGeneral")
+            print(f"block mode, capacity {capacity:,} blocks ({args.capacity}), median of {args.reps}:")
+            rows = speed_table(trace, names, capacity, args.reps, oracle)
+        if "engine" not in skip:
+            figures = engine_figures(trace, capacity, args.reps)
+            print("engine:", json.dumps(figures, indent=1))
+        if "jit" not in skip:
+            jit = jit_times("lru")
+            print("jit:", jit)
+        if args.full_scale:
+            scale = full_scale_figures(Path(d), to_blocks("24GiB", QWEN3_CODER_30B, 16))
+            print("full scale:", scale)
+    table = write_outputs(Path(args.out), rows, figures, jit, scale)
+    print(table)
+    if args.mlflow:
+        import mlflow
+
+        mlflow.set_tracking_uri(args.mlflow)
+        mlflow.set_experiment("benchmarks")
+        with mlflow.start_run(run_name="bench"):
+            for r in rows:
+                mlflow.log_metric(f"{r['policy']}_acc_per_s", r["ours_acc_per_s"])
+                if "speedup" in r:
+                    mlflow.log_metric(f"{r['policy']}_speedup", r["speedup"])
+            for k, v in figures.items():
+                mlflow.log_metric(k, float(v))
+            mlflow.log_artifacts(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
