@@ -191,3 +191,34 @@ def test_block_mode_equals_libcachesim_on_sessions(policy, tmp_path):
     for cap in (50, 200, 800, 3000):
         ours = simulate(t, policy, cap, mode="block")[0]["hits"]
         assert ours == round(libcachesim_hit_ratio(path, policy, cap) * t.n_accesses), (policy, cap)
+
+
+def brute_force_opt_request(reqs, cap):
+    """Max block hits over every eviction choice under the residency constraint."""
+
+    @lru_cache(maxsize=None)
+    def go(i, cache):
+        if i == len(reqs):
+            return 0
+        r = reqs[i]
+        rs = frozenset(r)
+        if len(r) > cap:  # oversized: served without the cache
+            return go(i + 1, cache)
+        h = sum(1 for b in r if b in cache)
+        need = len(cache | rs) - cap
+        if need <= 0:
+            return h + go(i + 1, cache | rs)
+        return h + max(go(i + 1, (cache - frozenset(ev)) | rs)
+                       for ev in itertools.combinations(sorted(cache - rs), need))
+
+    return go(0, frozenset())
+
+
+def test_belady_equals_brute_force_optimum_in_request_mode():
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        reqs = [list(rng.choice(6, int(rng.integers(1, 4)), replace=False)) for _ in range(int(rng.integers(2, 7)))]
+        cap = int(rng.integers(1, 5))
+        t = Trace.from_requests(reqs)
+        dense = tuple(tuple(int(x) for x in t.request_blocks(i)) for i in range(t.n_requests))
+        assert hits(t, "belady", cap) == brute_force_opt_request(dense, cap), (reqs, cap)
