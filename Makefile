@@ -1,0 +1,33 @@
+# Newcomer entry points. Everything installs into ./.venv (created with python3.11 if
+# missing); `setup` re-runs pip only when pyproject.toml changes (stamp file).
+PYTHON ?= python3.11
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.kvsweep-installed
+# extra overrides for `make sweep`, e.g. make sweep ARGS="capacity=paper4 cluster.num_cpus=4"
+ARGS   ?=
+
+.PHONY: setup sweep test test-full clean-results
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	@touch $(STAMP)
+
+## the default study: synthetic FreeInference-like trace x every policy x 65 capacities x 3 cost models
+sweep: setup
+	$(PY) -m sweep trace=freeinference policy=all $(ARGS)
+
+## fast tests (slow cross-checks excluded by pyproject's addopts)
+test: setup
+	$(PY) -m pytest -q
+
+## every test, including those marked slow
+test-full: setup
+	$(PY) -m pytest -q -m ''
+
+## remove local sweep results (mlflow.db and its artifacts) from this directory
+clean-results:
+	rm -rf mlflow.db mlruns mlartifacts

@@ -1,0 +1,155 @@
+"""Where the Hydra configuration lives, the configs generated from it, and early checks.
+
+`conf/` sits at the top of the repository, next to this package. It is found, in order:
+$KVSWEEP_CONF_DIR, `<package>/../conf` (a checkout or an editable install), `./conf`.
+
+Generated configs (Hydra ConfigStore, group `policy` and `cost`):
+  policy=all   every yaml in conf/policy whose policy sim_core registers, plus a config
+               generated from the PolicySpec for each registered policy without a yaml;
+  policy=<p>   for such a registered policy without a yaml;
+  cost=all     every yaml in conf/cost.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+GROUPS = ("trace", "policy", "capacity", "cost", "model", "cluster", "tracking")
+MULTI_GROUPS = ("policy", "cost")  # a list of options may be selected
+ALL = "all"
+
+
+class ConfigError(ValueError):
+    """Bad configuration or override: reported as one line, exit status 2."""
+
+
+def find_conf_dir() -> Path:
+    candidates = []
+    env = os.environ.get("KVSWEEP_CONF_DIR")
+    if env:
+        candidates.append(Path(env).expanduser())
+    candidates.append(Path(__file__).resolve().parent.parent / "conf")
+    candidates.append(Path.cwd() / "conf")
+    for c in candidates:
+        if (c / "config.yaml").is_file():
+            return c.resolve()
+    raise ConfigError(
+        "cannot find the sweep configuration directory (conf/config.yaml); looked in "
+        + ", ".join(str(c) for c in candidates)
+        + ". Run from a checkout, install it editable (pip install -e .), or set KVSWEEP_CONF_DIR."
+    )
+
+
+def _yaml_options(conf_dir: Path, group: str) -> list[str]:
+    d = conf_dir / group
+    return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
+
+
+def _load_yaml(path: Path) -> dict:
+    with open(path) as f:
+        data = yaml.safe_load(f) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping")
+    return data
+
+
+@dataclass
+class Generated:
+    """What register_generated() added, for messages and validation."""
+
+    policies: dict[str, dict] = field(default_factory=dict)  # every selectable policy -> node
+    policy_yaml_unregistered: list[str] = field(default_factory=list)
+    costs: dict[str, dict] = field(default_factory=dict)
+
+
+_GENERATED: Generated | None = None
+
+
+def _registry() -> dict:
+    from sim_core.policies import REGISTRY
+
+    return REGISTRY
+
+
+def policy_node_from_spec(spec) -> dict:
+    return {
+        "name": spec.name,
+        "description": spec.description,
+        "params": dict(spec.defaults),
+        "weight": 1.0,
+        "slow": spec.family == "learned",
+    }
+
+
+def register_generated(conf_dir: Path | None = None) -> Generated:
+    """Add policy=all, cost=all and configs for registered policies without a yaml."""
+    global _GENERATED
+    if _GENERATED is not None:
+        return _GENERATED
+    from hydra.core.config_store import ConfigStore
+
+    conf_dir = conf_dir or find_conf_dir()
+    registry = _registry()
+    gen = Generated()
+    cs = ConfigStore.instance()
+    for stem in _yaml_options(conf_dir, "policy"):
+        node = _load_yaml(conf_dir / "policy" / f"{stem}.yaml")
+        name = str(node.get("name", stem))
+        if name not in registry:
+            gen.policy_yaml_unregistered.append(name)
+            continue
+        gen.policies[stem] = node
+    for name, spec in sorted(registry.items()):
+        if name not in gen.policies and name not in gen.policy_yaml_unregistered:
+            node = policy_node_from_spec(spec)
+            gen.policies[name] = node
+            cs.store(group="policy", name=name, node=node, package=f"policy.{name}")
+    cs.store(group="policy", name=ALL, node=dict(gen.policies), package="policy")
+    for stem in _yaml_options(conf_dir, "cost"):
+        gen.costs[stem] = _load_yaml(conf_dir / "cost" / f"{stem}.yaml")
+    cs.store(group="cost", name=ALL, node=dict(gen.costs), package="cost")
+    _GENERATED = gen
+    return gen
+
+
+def group_options(group: str, conf_dir: Path | None = None) -> list[str]:
+    conf_dir = conf_dir or find_conf_dir()
+    opts = set(_yaml_options(conf_dir, group))
+    if group == "policy":
+        gen = register_generated(conf_dir)
+        opts |= set(gen.policies) | {ALL}
+    elif group == "cost":
+        opts.add(ALL)
+    return sorted(opts)
+
+
+def precheck_overrides(args: list[str], conf_dir: Path | None = None) -> None:
+    """Fail before Hydra (and before any work) on an unknown option of a config group.
+
+    Hydra itself lists the options only for a single unknown choice, not inside a list
+    such as policy=[lru,bogus]; this check covers both and names the valid choices.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    cli = [a for a in args if not a.startswith("-")]
+    if not cli:
+        return
+    try:
+        overrides = OverridesParser.create().parse_overrides(cli)
+    except Exception:  # noqa: BLE001 - malformed overrides: Hydra reports them itself
+        return
+    for ov in overrides:
+        group = ov.key_or_group
+        if group not in GROUPS or ov.package or ov.is_delete():
+            continue
+        value = ov.value()
+        names = value if isinstance(value, list) else [value]
+        valid = group_options(group, conf_dir)
+        if isinstance(value, list) and group not in MULTI_GROUPS:
+            raise ConfigError(f"{group} takes one option, got a list {names}; valid: {', '.join(valid)}")
+        for n in names:
+            if not isinstance(n, str) or n not in valid:
+                raise ConfigError(f"unknown {group} {n!r}; valid: {', '.join(valid)}")

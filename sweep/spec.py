@@ -1,0 +1,191 @@
+"""Turn the composed Hydra config into a checked, typed sweep specification.
+
+Everything here runs before any trace is loaded, any Ray process starts or any MLflow
+run is created, so a bad override fails at once with the list of valid choices.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from .config import ConfigError, register_generated
+
+log = logging.getLogger("sweep")
+
+
+@dataclass(frozen=True)
+class PolicyChoice:
+    name: str
+    params: dict
+    weight: float = 1.0
+    slow: bool = False
+    cost_aware: bool = False
+    offline: bool = False
+    one_pass: bool = False  # stack policy: every capacity from one replay (sim_core.onepass)
+    description: str = ""
+
+
+@dataclass
+class SweepSpec:
+    policies: list[PolicyChoice]
+    cost_models: list[str]
+    capacity_sizes: list  # as given: '24GiB' strings or block counts
+    capacity_name: str
+    model: Any  # sim_core.models.ModelConfig
+    mode: str
+    hits: str
+    seed: int
+    notes: list[str] = field(default_factory=list)
+
+
+def _plain(node) -> Any:
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) or OmegaConf.is_config(node) else node
+
+
+def resolve_model(cfg: DictConfig):
+    from sim_core.models import ModelConfig
+
+    raw = _plain(cfg.model)
+    names = {f.name for f in dataclasses.fields(ModelConfig)}
+    unknown = set(raw) - names
+    if unknown:
+        raise ConfigError(f"model has unknown field(s) {sorted(unknown)}; valid: {sorted(names)}")
+    try:
+        m = ModelConfig(**raw)
+    except TypeError as e:
+        raise ConfigError(f"model: {e}") from None
+    for k in ("layers", "kv_heads", "head_dim", "kv_dtype_bytes", "context_tokens"):
+        if int(getattr(m, k)) < 1:
+            raise ConfigError(f"model.{k} must be positive, got {getattr(m, k)}")
+    return m
+
+
+def resolve_policies(cfg: DictConfig, exclude_slow: bool, selected_all: bool = True
+                     ) -> tuple[list[PolicyChoice], list[str]]:
+    """Policies to run. `exclude_slow` drops `slow: true` ones only from policy=all:
+    a slow policy named on the command line always runs."""
+    from sim_core.policies import REGISTRY
+
+    notes = []
+    gen = register_generated()
+    sel = cfg.get("policy")
+    if not sel:
+        raise ConfigError(f"no policy selected; valid: all, {', '.join(sorted(gen.policies))}")
+    out = []
+    for key, node in sel.items():
+        node = _plain(node)
+        name = str(node.get("name", key)).lower()
+        if name not in REGISTRY:
+            raise ConfigError(
+                f"policy {name!r} has a config in conf/policy but sim_core does not provide it (yet); "
+                f"valid: {', '.join(sorted(gen.policies))}")
+        spec = REGISTRY[name]
+        params = dict(node.get("params") or {})
+        unknown = set(params) - set(spec.defaults)
+        if unknown:
+            raise ConfigError(f"policy {name!r} has no parameter(s) {sorted(unknown)}; "
+                              f"valid: {sorted(spec.defaults) or 'none'}")
+        weight = float(node.get("weight", 1.0) or 1.0)
+        if weight <= 0:
+            raise ConfigError(f"policy {name!r}: weight must be positive")
+        out.append(PolicyChoice(name=name, params={**spec.defaults, **params}, weight=weight,
+                                slow=bool(node.get("slow", False)), cost_aware=spec.cost_aware,
+                                offline=spec.offline, one_pass=getattr(spec, "curve", None) is not None,
+                                description=str(node.get("description") or spec.description)))
+    if exclude_slow and selected_all:
+        dropped = [p.name for p in out if p.slow]
+        out = [p for p in out if not p.slow]
+        if dropped:
+            notes.append(f"policy=all skips slow policies {', '.join(dropped)} "
+                         f"(sweep.exclude_slow=false includes them)")
+    if not out:
+        raise ConfigError("no policy left to run (every selected policy is marked slow and "
+                          "sweep.exclude_slow=true)")
+    if gen.policy_yaml_unregistered:
+        notes.append("configs without a sim_core policy (skipped by policy=all): "
+                     + ", ".join(gen.policy_yaml_unregistered))
+    return out, notes
+
+
+def resolve_costs(cfg: DictConfig, model) -> list[str]:
+    from sim_core.cost import cost_names
+
+    sel = cfg.get("cost")
+    valid = cost_names()
+    if not sel:
+        raise ConfigError(f"no cost model selected; valid: {', '.join(valid)}")
+    out = []
+    for key, node in sel.items():
+        node = _plain(node) or {}
+        name = str(node.get("name", key))
+        if name not in valid:
+            raise ConfigError(f"unknown cost model {name!r}; valid: {', '.join(valid)}")
+        needs = node.get("model")
+        if needs and needs != model.name:
+            raise ConfigError(f"cost model {name!r} is the FLOPs of model {needs!r} but model={model.name}; "
+                              f"select model={needs} or drop it (cost=[uniform,linear])")
+        out.append(name)
+    order = {n: i for i, n in enumerate(valid)}  # uniform, linear, then model-derived
+    return sorted(dict.fromkeys(out), key=lambda n: order[n])
+
+
+def capacity_sizes(cfg: DictConfig) -> list:
+    """The capacity list as given (strings with units, or block counts); syntax-checked."""
+    from sim_core.capacity import log_spaced_bytes, parse_size
+
+    c = cfg.capacity
+    name = c.get("name", "custom")
+    if OmegaConf.is_missing(c, "sizes"):
+        raise ConfigError(f"capacity={name} needs a list: capacity.sizes=[24GiB,1TiB] "
+                          f"(bytes) or capacity.sizes=[16384,699051] (blocks)")
+    sizes = _plain(c.get("sizes"))
+    if sizes is None:
+        ls = _plain(c.get("logspace"))
+        if not ls:
+            raise ConfigError(f"capacity={name} sets neither sizes nor logspace")
+        try:
+            n = int(ls["n"])
+            if n < 1:
+                raise ValueError(f"capacity.logspace.n must be >= 1, got {n}")
+            # exact byte strings: sim_core.capacity.to_blocks rounds to whole blocks
+            sizes = [f"{b:.3f}B" for b in log_spaced_bytes(ls["lo"], ls["hi"], n)]
+        except (KeyError, ValueError) as e:
+            raise ConfigError(f"capacity={name}: bad logspace {ls}: {e}") from None
+    if not isinstance(sizes, list):
+        sizes = [sizes]
+    if not sizes:
+        raise ConfigError("capacity.sizes is empty; give at least one size, e.g. [24GiB]")
+    for s in sizes:
+        if isinstance(s, bool) or not isinstance(s, (str, int, float)):
+            raise ConfigError(f"bad capacity {s!r}: expected e.g. 24GiB, 1TiB or 16384 (blocks)")
+        try:
+            value, kind = parse_size(s)
+        except ValueError as e:
+            raise ConfigError(f"{e}; units: blocks (plain number), B, KiB, MiB, GiB, TiB, KB, MB, GB, TB") from None
+        if value <= 0:
+            raise ConfigError(f"bad capacity {s!r}: must be positive")
+        if kind == "blocks" and float(value) != int(value):
+            raise ConfigError(f"bad capacity {s!r}: a block count must be a whole number")
+    return sizes
+
+
+def resolve(cfg: DictConfig, policy_choice: str = "all") -> SweepSpec:
+    from sim_core.simulate import HITS, MODES
+
+    mode, hits = str(cfg.sim.mode), str(cfg.sim.hits)
+    if mode not in MODES:
+        raise ConfigError(f"unknown sim.mode {mode!r}; valid: {', '.join(MODES)}")
+    if hits not in HITS:
+        raise ConfigError(f"unknown sim.hits {hits!r}; valid: {', '.join(HITS)}")
+    model = resolve_model(cfg)
+    policies, notes = resolve_policies(cfg, bool(cfg.sweep.get("exclude_slow", False)),
+                                       selected_all=str(policy_choice) == "all")
+    costs = resolve_costs(cfg, model)
+    sizes = capacity_sizes(cfg)
+    return SweepSpec(policies=policies, cost_models=costs, capacity_sizes=sizes,
+                     capacity_name=str(cfg.capacity.get("name", "custom")), model=model,
+                     mode=mode, hits=hits, seed=int(cfg.sim.get("seed", 0)), notes=notes)

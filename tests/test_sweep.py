@@ -1,0 +1,349 @@
+"""The sweep front door: planning, configuration, MLflow records and one end-to-end run.
+
+The end-to-end test runs `python -m sweep` once (module-scoped: Ray start-up is slow) on a
+small Mooncake-format trace and checks every curve in MLflow against sim_core.simulate
+called directly on the same file.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sim_core import QWEN3_CODER_30B, Trace, simulate
+from sweep.plan import Capacity, make_plan, oversized_warnings, resolve_capacities
+from sweep.report import pick_points, summary_table
+from sweep.spec import PolicyChoice
+
+REPO = Path(__file__).resolve().parent.parent
+GiB = 1 << 30
+
+
+def pol(name, weight=1.0, cost_aware=False, one_pass=False):
+    return PolicyChoice(name=name, params={}, weight=weight, cost_aware=cost_aware, one_pass=one_pass)
+
+
+def caps(n):
+    return [Capacity(index=i, label=str(100 * (i + 1)), blocks=100 * (i + 1), gib=0.1 * (i + 1))
+            for i in range(n)]
+
+
+# ----------------------------------------------------------------------- plan
+def test_cost_unaware_policy_is_one_job_group_for_all_cost_models():
+    jobs = make_plan([pol("lru"), pol("rc", cost_aware=True)], ["uniform", "linear", "qwen3_coder_30b"],
+                     caps(4), accesses=1000, workers=1, shards_per_worker=1)
+    groups = {j.group for j in jobs}
+    assert ("lru", ("uniform", "linear", "qwen3_coder_30b")) in groups
+    assert {g for g in groups if g[0] == "rc"} == {("rc", ("uniform",)), ("rc", ("linear",)),
+                                                    ("rc", ("qwen3_coder_30b",))}
+    assert len(groups) == 4
+
+
+def test_every_capacity_of_every_curve_is_planned_exactly_once():
+    cs = caps(13)
+    policies = [pol("a", 1.0), pol("b", 3.0), pol("c", 2.0, cost_aware=True)]
+    jobs = make_plan(policies, ["uniform", "linear"], cs, accesses=500, workers=4, shards_per_worker=3)
+    seen = {}
+    for j in jobs:
+        for i, b in zip(j.cap_indices, j.capacities):
+            assert cs[i].blocks == b
+            seen.setdefault(j.group, []).append(i)
+    assert len(seen) == 1 + 1 + 2
+    for idx in seen.values():
+        assert sorted(idx) == list(range(13))
+    assert sorted(j.id for j in jobs) == list(range(len(jobs)))
+
+
+def test_jobs_are_ordered_largest_first_and_heavy_curves_are_split_more():
+    jobs = make_plan([pol("light", 1.0), pol("heavy", 4.0)], ["uniform"], caps(16), accesses=100,
+                     workers=2, shards_per_worker=4)
+    costs = [j.est_cost for j in jobs]
+    assert costs == sorted(costs, reverse=True)
+    assert jobs[0].policy == "heavy"
+    n_heavy = {j.n_shards for j in jobs if j.policy == "heavy"}.pop()
+    n_light = {j.n_shards for j in jobs if j.policy == "light"}.pop()
+    assert n_heavy > n_light >= 1
+    # the estimate is accesses x capacities x weight
+    assert all(j.est_cost == 100 * len(j.capacities) * (4.0 if j.policy == "heavy" else 1.0) for j in jobs)
+    # shards interleave capacities (each spans small and large ones)
+    first = [j for j in jobs if j.policy == "heavy" and j.shard == 0][0]
+    assert first.cap_indices == tuple(range(0, 16, n_heavy))
+
+
+def test_one_pass_policy_is_never_split():
+    jobs = make_plan([pol("lru", one_pass=True), pol("fifo")], ["uniform"], caps(20), accesses=100,
+                     workers=8, shards_per_worker=4)
+    lru = [j for j in jobs if j.policy == "lru"]
+    assert len(lru) == 1 and len(lru[0].capacities) == 20
+
+
+def test_max_capacities_per_job():
+    jobs = make_plan([pol("fifo")], ["uniform"], caps(10), accesses=1, workers=1, shards_per_worker=1,
+                     max_capacities_per_job=3)
+    assert sorted(len(j.capacities) for j in jobs) == [2, 2, 3, 3]
+
+
+def test_capacity_conversion_and_dedup_by_hand():
+    # Qwen3-Coder-30B: 96 KiB/token -> 1.5 MiB per 16-token block, 48 MiB per 512-token block
+    cs, notes = resolve_capacities(["1TiB", "24GiB", 16384, "24.0001GiB"], QWEN3_CODER_30B, 16)
+    assert [c.blocks for c in cs] == [16384, 699051]
+    assert cs[0].gib == 24.0 and cs[0].index == 0 and cs[1].index == 1
+    assert len(notes) == 1 and "16384 blocks" in notes[0] and "24GiB" in notes[0]
+    cs, notes = resolve_capacities(["24GiB", "48GiB"], QWEN3_CODER_30B, 512)  # 32x fewer blocks
+    assert [c.blocks for c in cs] == [512, 1024] and notes == []
+
+
+def test_capacities_below_the_largest_request_are_flagged():
+    cs = caps(3)  # 100, 200, 300 blocks
+    warns = oversized_warnings(cs, np.array([50, 150, 250, 120]))
+    assert len(warns) == 2
+    assert "100 blocks" in warns[0] and "3 request(s)" in warns[0]
+    assert "200 blocks" in warns[1] and "1 request(s)" in warns[1]
+
+
+def test_summary_table_points_and_order():
+    assert pick_points(65, 4) == [0, 21, 43, 64]
+    assert pick_points(3, 4) == [0, 1, 2]
+    cs = caps(2)
+    curves = {"uniform": {"a": [{"capacity_index": 0, "compute_savings": 0.1},
+                                {"capacity_index": 1, "compute_savings": 0.3}],
+                          "b": [{"capacity_index": 0, "compute_savings": 0.5},
+                                {"capacity_index": 1, "compute_savings": 0.7}]}}
+    text = summary_table(curves, cs, 4).splitlines()
+    assert text[3].startswith("b ") and text[3].rstrip().endswith("0.6000")
+    assert text[4].startswith("a ") and text[4].rstrip().endswith("0.2000")
+
+
+# --------------------------------------------------------------------- config
+@pytest.fixture(scope="module")
+def compose():
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from sweep.config import find_conf_dir, register_generated
+
+    conf = find_conf_dir()
+    register_generated(conf)
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        yield lambda *ov: hydra_compose("config", overrides=list(ov))
+    GlobalHydra.instance().clear()
+
+
+def test_model_yaml_is_the_sim_core_model(compose):
+    from sweep.spec import resolve_model
+
+    assert resolve_model(compose()) == QWEN3_CODER_30B
+
+
+def test_policy_all_lists_every_registered_policy_and_skips_slow_ones(compose):
+    from sim_core.policies import REGISTRY
+    from sweep.spec import resolve_policies
+
+    cfg = compose("policy=all")
+    assert set(cfg.policy) == set(REGISTRY)
+    names = [p.name for p in resolve_policies(cfg, exclude_slow=False)[0]]
+    assert set(names) == set(REGISTRY)
+    slow = {k for k, v in cfg.policy.items() if v.slow}
+    kept, notes = resolve_policies(cfg, exclude_slow=True, selected_all=True)
+    assert {p.name for p in kept} == set(REGISTRY) - slow
+    if slow:
+        assert any("exclude_slow" in n for n in notes)
+    # a slow policy named explicitly still runs
+    for name in slow:
+        explicit = resolve_policies(compose(f"policy=[lru,{name}]"), exclude_slow=True, selected_all=False)[0]
+        assert [p.name for p in explicit] == ["lru", name]
+
+
+def test_policy_list_and_params(compose):
+    from sweep.spec import resolve_policies
+
+    cfg = compose("policy=[lru,belady]", "policy.belady.params.horizon=7")
+    ps = resolve_policies(cfg, exclude_slow=True, selected_all=False)[0]
+    assert [p.name for p in ps] == ["lru", "belady"]
+    assert ps[1].params["horizon"] == 7
+
+
+def test_capacity_groups(compose):
+    from sweep.spec import capacity_sizes
+
+    cs, _ = resolve_capacities(capacity_sizes(compose("capacity=paper65")), QWEN3_CODER_30B, 16)
+    assert len(cs) == 65 and cs[0].blocks == 16384 and cs[-1].blocks == 12 * 1024 * 1024 // 1.5
+    ratios = np.diff(np.log([c.blocks for c in cs]))
+    assert np.allclose(ratios, np.log(512) / 64, rtol=1e-3)
+    cs, _ = resolve_capacities(capacity_sizes(compose("capacity=paper4")), QWEN3_CODER_30B, 16)
+    assert [c.blocks for c in cs] == [16384, 32768, 65536, 699051]  # paper Table 2
+    cs, _ = resolve_capacities(capacity_sizes(compose("capacity=hbm")), QWEN3_CODER_30B, 16)
+    assert cs[0].gib == 24 and cs[-1].gib == 120
+    cs, _ = resolve_capacities(capacity_sizes(compose("capacity=pool")), QWEN3_CODER_30B, 16)
+    assert cs[0].gib == pytest.approx(256, rel=1e-5) and cs[-1].gib == 12 * 1024
+    cs, _ = resolve_capacities(capacity_sizes(compose("capacity=custom", "capacity.sizes=[1000,2000]")),
+                               QWEN3_CODER_30B, 16)
+    assert [c.blocks for c in cs] == [1000, 2000]
+
+
+def test_cost_models_default_to_all_three_in_a_fixed_order(compose):
+    from sweep.spec import resolve_costs, resolve_model
+
+    cfg = compose()
+    assert resolve_costs(cfg, resolve_model(cfg)) == ["uniform", "linear", "qwen3_coder_30b"]
+    cfg = compose("cost=[linear,uniform]")
+    assert resolve_costs(cfg, resolve_model(cfg)) == ["uniform", "linear"]
+
+
+# -------------------------------------------------------------- MLflow records
+def test_interrupted_sweep_keeps_finished_curves(tmp_path):
+    """A curve whose shards all arrived is FINISHED; a partial one and the parent KILLED."""
+    from mlflow.tracking import MlflowClient
+
+    from sweep.tracking import Tracker
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    cs = caps(2)
+    tr = Tracker(uri, "t")
+    tr.start_parent(run_name="p", params={"a": 1}, tags={"trace_source": "synthetic"}, metrics={"m": 1.0},
+                    texts={"config.yaml": "a: 1\n"}, capacities=cs, child_params={}, child_tags={},
+                    trace_name="t")
+    jobs = make_plan([pol("a"), pol("b")], ["uniform"], cs, accesses=1, workers=1, shards_per_worker=1,
+                     max_capacities_per_job=1)
+
+    def rec(blocks, x):
+        return {"capacity_blocks": blocks, "accesses": 10, "hits": int(10 * x), "hit_ratio": x,
+                "compute_savings": {"uniform": x}, "holes_total": 1, "holes_per_request_mean": 1.0,
+                "holes_per_request_p50": 1.0, "holes_per_request_p99": 1.0, "holes_per_request_max": 1,
+                "hole_length_mean": 2.0, "recomputed_blocks": 3, "evictions": 4, "oversized_requests": 0,
+                "oversized_blocks": 0, "max_resident_blocks": blocks}
+
+    done = []
+    for j in jobs:
+        if j.policy == "b" and j.shard == 1:
+            continue  # never arrives
+        done += tr.record(j, [rec(b, 0.25 * (i + 1)) for i, b in zip(j.cap_indices, j.capacities)])
+    assert done == [("a", "uniform")]
+    tr.close("KILLED")
+    c = MlflowClient(uri)
+    runs = {r.info.run_name: r for r in c.search_runs([tr.experiment_id])}
+    assert runs["a | uniform"].info.status == "FINISHED"
+    assert runs["b | uniform"].info.status == "KILLED"
+    assert runs["p"].info.status == "KILLED"
+    assert [m.value for m in sorted(c.get_metric_history(runs["a | uniform"].info.run_id, "hit_ratio"),
+                                    key=lambda m: m.step)] == [0.25, 0.5]
+    arts = {a.path for a in c.list_artifacts(runs["p"].info.run_id)}
+    assert {"config.yaml", "curves.csv", "plots"} <= arts
+
+
+# ------------------------------------------------------------------ end to end
+E2E_POLICIES = ["lru", "fifo", "lfu", "belady"]
+E2E_COSTS = ["uniform", "linear"]
+# Mooncake blocks are 512 tokens = 48 MiB: 1GiB -> 21 blocks, 0.96GiB -> 20 blocks (= the
+# explicit 20, deduplicated), so the curve has 4 points: 20, 21, 50, 400 blocks.
+E2E_SIZES = "[20,50,1GiB,0.96GiB,400]"
+E2E_BLOCKS = [20, 21, 50, 400]
+
+
+def _write_mooncake(path: Path, n_sessions=30, turns=6, seed=3) -> None:
+    """Multi-turn sessions with growing shared prefixes plus some one-off prompts."""
+    rng = np.random.default_rng(seed)
+    nxt = 0
+    events = []
+    for s in range(n_sessions):
+        ctx = []
+        t = float(rng.uniform(0, 600))
+        for _ in range(turns):
+            new = list(range(nxt, nxt + int(rng.integers(1, 4))))  # sessions stay below 20 blocks
+            nxt += len(new)
+            ctx = ctx + new
+            events.append((t, list(ctx)))
+            t += float(rng.exponential(30))
+    events.append((700.0, list(range(nxt, nxt + 30))))  # bigger than the two smallest capacities
+    events.sort(key=lambda e: e[0])
+    with open(path, "w") as f:
+        for t, h in events:
+            f.write(json.dumps({"timestamp": int(t * 1000), "input_length": 512 * len(h),
+                                "output_length": 10, "hash_ids": h}) + "\n")
+
+
+@pytest.fixture(scope="module")
+def e2e(tmp_path_factory):
+    d = tmp_path_factory.mktemp("e2e")
+    trace_path = d / "tiny_mooncake.jsonl"
+    _write_mooncake(trace_path)
+    db = d / "mlflow.db"
+    cmd = [sys.executable, "-m", "sweep", "trace=file", f"trace.path={trace_path}", "trace.format=mooncake",
+           f"policy=[{','.join(E2E_POLICIES)}]", f"cost=[{','.join(E2E_COSTS)}]", "capacity=custom",
+           f"capacity.sizes={E2E_SIZES}", "cluster.num_cpus=2", f"tracking.uri=sqlite:///{db}"]
+    proc = subprocess.run(cmd, cwd=d, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    return {"proc": proc, "dir": d, "trace": trace_path, "uri": f"sqlite:///{db}"}
+
+
+def test_e2e_exits_cleanly_and_prints_the_ui_command(e2e):
+    p = e2e["proc"]
+    assert p.returncode == 0, p.stderr[-4000:]
+    assert f"mlflow ui --backend-store-uri {e2e['uri']}" in p.stdout
+    assert "compute-savings ratio" in p.stdout
+    assert "smaller than the largest request" in p.stderr  # 30-block request vs 20/21 blocks
+    assert "20 blocks" in p.stderr and "run once" in p.stderr  # dedup note
+    assert not (e2e["dir"] / "outputs").exists()  # Hydra wrote nothing into the CWD
+
+
+def test_e2e_curves_in_mlflow_equal_simulate(e2e):
+    from mlflow.tracking import MlflowClient
+
+    from sim_core.loaders import load_trace
+
+    assert e2e["proc"].returncode == 0, e2e["proc"].stderr[-4000:]
+    c = MlflowClient(e2e["uri"])
+    exp = c.get_experiment_by_name("tiny_mooncake")
+    assert exp is not None
+    runs = c.search_runs([exp.experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert len(parents) == 1
+    parent = parents[0]
+    assert parent.info.status == "FINISHED"
+    assert parent.data.tags["trace_source"] == "real"
+    assert json.loads(parent.data.params["capacities_blocks"]) == E2E_BLOCKS
+    arts = {a.path for a in c.list_artifacts(parent.info.run_id)}
+    assert {"config.yaml", "curves.csv", "plots"} <= arts
+    plots = {a.path for a in c.list_artifacts(parent.info.run_id, "plots")}
+    assert plots == {f"plots/curves_{m}.png" for m in E2E_COSTS}
+
+    children = {(r.data.tags["policy"], r.data.tags["cost_model"]): r for r in runs
+                if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
+    assert set(children) == {(p, m) for p in E2E_POLICIES for m in E2E_COSTS}
+
+    trace = load_trace(e2e["trace"], "mooncake")
+    for p in E2E_POLICIES:
+        expected = simulate(trace, p, E2E_BLOCKS, cost_models=E2E_COSTS, model=QWEN3_CODER_30B)
+        for m in E2E_COSTS:
+            run = children[(p, m)]
+            assert run.info.status == "FINISHED"
+            assert json.loads(run.data.params["capacities_blocks"]) == E2E_BLOCKS
+            for key, want in (("hit_ratio", [r["hit_ratio"] for r in expected]),
+                              ("compute_savings", [r["compute_savings"][m] for r in expected]),
+                              ("holes_per_request_mean", [r["holes_per_request_mean"] for r in expected]),
+                              ("oversized_requests", [r["oversized_requests"] for r in expected])):
+                hist = sorted(c.get_metric_history(run.info.run_id, key), key=lambda x: x.step)
+                assert [h.step for h in hist] == list(range(len(E2E_BLOCKS))), (p, m, key)
+                assert np.allclose([h.value for h in hist], want, rtol=0, atol=1e-12), (p, m, key)
+            assert [r["oversized_requests"] for r in expected][:2] == [1, 1]
+            csv_path = c.download_artifacts(run.info.run_id, "curve.csv", str(e2e["dir"] / f"dl_{p}_{m}"))
+            lines = Path(csv_path).read_text().splitlines()
+            assert lines[0].startswith("capacity_index,capacity_label,capacity_gib,capacity_blocks")
+            assert len(lines) == 1 + len(E2E_BLOCKS)
+
+
+def test_trace_travels_to_workers_unchanged():
+    from sweep.traces import from_payload, to_payload
+
+    t = Trace.from_requests([[1, 2, 3], [1, 2, 4, 5], [9]], block_tokens=16, name="x", source="real")
+    u = from_payload(to_payload(t))
+    for k in ("req_offsets", "blocks", "arrival_s", "session", "input_tokens", "output_tokens"):
+        assert np.array_equal(getattr(t, k), getattr(u, k))
+    assert (u.name, u.source, u.block_tokens) == ("x", "real", 16)
