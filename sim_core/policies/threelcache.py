@@ -1,0 +1,735 @@
+"""3L-Cache (Zhou et al., FAST'25), after libCacheSim's ThreeLCache.
+
+Algorithm (libCacheSim `cache/eviction/3LCache/ThreeLCache.cpp`, its default
+byte-miss-ratio objective, which for unit-size blocks is the object miss ratio):
+
+* Metadata. Resident blocks sit in an LRU queue; evicted blocks go to a FIFO history
+  (the "out cache") of at most resident * (hsw - 1) + 2 entries (hsw = history window
+  multiplier, 2 at start, auto-tuned up to 6), one entry dropped per access once full.
+  A block is tracked while resident or in the history; it keeps its last access time,
+  access count (capped at 65535) and its last 3 inter-access distances.
+* Features (6): [0] age = now - last access; [1..3] past distances, newest first
+  (absent = 0); [4] size (always 1); [5] access count.
+* Sampling / labels. After the first eviction, every access samples one uniformly
+  random entry of (resident queue + history, history tombstones included); a block
+  holds at most one pending sample. The sample becomes a training row (features as of
+  the sample time) when the block is accessed again, label log1p(reuse time - sample
+  time), or when it leaves the history, label log1p(MAX_EVICTION_BOUNDARY + age), where
+  the boundary is the largest age seen at such drops before the previous training. Once
+  a model exists, only one maturing sample in 4 becomes a row.
+* Training schedule. When `batch_size` rows (default 65536) exist and the current
+  eviction batch is used up, LightGBM is fitted (gbdt, 16 iterations, 32 leaves,
+  learning rate 0.1, feature/bagging fraction 0.8, bagging every 5 iterations:
+  libCacheSim's settings); the rows are discarded; pending predictions are dropped.
+* Eviction. Before the first model: the LRU block. Afterwards, eviction works in
+  batches: a rank step collects candidates by *bidirectional sampling* -- quick
+  demotion takes blocks admitted since training (newest side, up to 1.5 x sample_rate,
+  while they hold more than reserved_space % of the cache), and a sampling pointer walks
+  the LRU queue from the old end taking blocks with frequency below `sample_boundary`
+  (plus the first sampling_lru % of the queue unconditionally), sample_rate =
+  min(1024, 1% of the queue + 2) per step. All candidates are predicted, their reuse
+  distance exp(prediction) + (now - training time) goes into a max-heap, and the next
+  (candidates / 2) evictions pop the heap (entries of blocks hit since are stale).
+  Each full pass of the pointer re-tunes sample_boundary (p99 of evicted blocks'
+  log2-frequency), sampling_lru and reserved_space, as libCacheSim does; hsw is
+  re-tuned at training time after 10^6 accesses with a full history.
+
+Model size: at most `num_iterations` trees of `2 * num_leaves - 1` nodes (flat arrays,
+sim_core/policies/gbdt.py, evaluated in njit code).
+
+Deviations from libCacheSim:
+* Training happens at the next replay pause (every 16 requests) after the batch is
+  complete, instead of inside the access that completed it; rows that mature before the
+  pause join the batch (buffer 2 x batch_size rows, further rows dropped).
+* The new-object queue and the prediction heap have fixed capacities (2 x capacity +
+  4096 entries): the oldest new-object entry is dropped, and stale heap entries are
+  compacted away, when they fill (libCacheSim grows vectors without bound).
+* libCacheSim dereferences a missing hash-map entry when quick demotion meets a block
+  that already left the history (undefined behaviour); such a block is skipped here.
+  An empty heap (possible only in request mode, where pinned blocks are skipped) makes a
+  new rank step, then falls back to LRU.
+* Random numbers come from our own seeded xorshift generator and LightGBM runs
+  single-threaded and deterministic with `seed`; ties in the heap follow our binary
+  heap, not std::pop_heap. So hit ratios match libCacheSim statistically, not exactly.
+
+Request mode: a request's evictions happen as it arrives (time = its first access),
+before its blocks are looked up; pinned blocks are never evicted (stale heap entries
+for them are dropped; the LRU fallback walks past them); blocks of oversized requests
+are not looked up.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..jit import njit
+from .api import PolicySpec, register_hooks
+from .dlist import move_to_head, new_list, push_head, unlink
+from .gbdt import Forest, export, fit, lightgbm_params, new_forest, predict_one
+
+N_PD = 3  # past distances (max_n_past_distances)
+N_FEAT = 6
+FREQ_MAX = 65535
+
+# I64 head
+(CUR, RCUR, SAMPLING, NROWS, INSIZE, OFRONT, OSIZE, QHEAD, QSIZE, NEWSIZE, HSIZE, NPRED,
+ EVN, SR, SB, SLRU, RES, SP, SCAN, IQL, ED0, ED1, ED2, ED3, HSW, MAB0, MAB1, ISFULL, NREQ,
+ NHIT, NWHIT, SPTS, ORIGIN, READY, NTRAIN, RNG, SEEN,
+ BATCH, EVR, U, SKIPLEN, RC, QC, HC, CC, ROWCAP,
+ OBJD,  # 16 slots: evictions per log2(frequency)
+ ) = range(47)
+O_LAST = OBJD + 16
+(O_STIME, O_FM,  # in I64
+ O_STATUS, O_POS, O_PDI, O_DIST, O_FREQ, O_HASP, O_PREV, O_NXT, O_INKEY, O_OKEY, O_OVALID,
+ O_Q, O_HKEY, O_CAND, O_MI, L_MI,  # in I32
+ O_PRED, O_HVAL, O_X, O_Y, O_MF, L_MF,  # in F64
+ ) = range(O_LAST + 1, O_LAST + 25)
+HEAD = O_LAST + 25
+
+
+class ThreeLState(NamedTuple):
+    """Packed tables (offsets in I64's head), few fields to keep numba compiles short."""
+
+    I64: np.ndarray  # scalars/config | last access [U] | pending sample time [U] | forest meta
+    I32: np.ndarray  # status, position (resident slot / history ring slot), distance index,
+    #                  distances [3U], frequency, has-prediction [U] | LRU prev/next [U+1]
+    #                  | resident keys [cap] | history ring keys/valid [RC] | new-object
+    #                  queue [QC] | heap keys [HC] | candidates [CC] | forest ints
+    F64: np.ndarray  # prediction per block [U] | heap values [HC] | rows [(R+1)*6] |
+    #                  labels [R] | forest floats
+    offsets: np.ndarray  # trace request offsets (shared, read-only)
+    blocks: np.ndarray  # trace blocks (shared, read-only)
+
+
+def _seed(seed: int) -> int:
+    z = (int(seed) * 0x9E3779B97F4A7C15 + 0x7F4A7C159E3779B9) & (2**64 - 1)
+    z ^= z >> 29
+    z = z or 1
+    return z - 2**64 if z >= 2**63 else z
+
+
+def _layout(sizes):
+    out, o = [], 0
+    for n in sizes:
+        out.append(o)
+        o += int(n)
+    return out, o
+
+
+def make_state(ctx) -> ThreeLState:
+    t = ctx.trace
+    p = ctx.params
+    u = t.n_unique
+    batch = int(p["batch_size"])
+    if batch < 2:
+        raise ValueError("threelcache batch_size must be >= 2")
+    cap = max(1, min(int(ctx.capacity), u))
+    rc = 5 * cap + 2 + t.max_request_blocks + 16
+    qc = 2 * cap + 4096
+    hc = 2 * cap + 4096
+    cc = cap + 4096
+    rowcap = 2 * batch
+    forest = new_forest(int(p["num_iterations"]), int(p["num_leaves"]))
+    o64, n64 = _layout([HEAD, u, u, 4])
+    o32, n32 = _layout([u, u, u, N_PD * u, u, u, u + 1, u + 1, cap, rc, rc, qc, hc, cc,
+                        len(forest.mi)])
+    of, nf = _layout([u, hc, (rowcap + 1) * N_FEAT, rowcap, len(forest.mf)])
+    I64 = np.zeros(n64, np.int64)
+    I32 = np.zeros(n32, np.int32)
+    F64 = np.zeros(nf, np.float64)
+    skip = t.max_request_blocks + 1 if ctx.mode == "block" else int(ctx.capacity)
+    I64[RNG] = _seed(ctx.seed)
+    I64[SR] = 1024
+    I64[SB] = 1
+    I64[SLRU] = 1
+    I64[RES] = 2
+    I64[HSW] = 2
+    I64[SP] = -1
+    I64[BATCH:ROWCAP + 1] = [batch, 2, u, skip, rc, qc, hc, cc, rowcap]
+    I64[O_LAST:O_FM + 1] = o64[1:]
+    I64[O_STATUS:L_MI + 1] = o32 + [len(forest.mi)]
+    I64[O_PRED:L_MF + 1] = of + [len(forest.mf)]
+    I64[o64[3]:o64[3] + 4] = forest.fm
+    prev, nxt = new_list(u)
+    I32[o32[6]:o32[6] + u + 1] = prev
+    I32[o32[7]:o32[7] + u + 1] = nxt
+    I32[o32[14]:] = forest.mi
+    return ThreeLState(I64, I32, F64, t.req_offsets, t.blocks)
+
+
+def forest_of(st: ThreeLState) -> Forest:
+    """Views of the model inside the packed state (Python side)."""
+    h = st.I64
+    return Forest(st.I32[h[O_MI]:h[O_MI] + h[L_MI]], st.F64[h[O_MF]:h[O_MF] + h[L_MF]],
+                  h[h[O_FM]:h[O_FM] + 4])
+
+
+# ------------------------------------------------------------------ primitives
+@njit
+def _rand(h, n):
+    """Uniform int in [0, n) (xorshift64*, state in h[RNG])."""
+    x = np.uint64(h[RNG])
+    x ^= x >> np.uint64(12)
+    x ^= x << np.uint64(25)
+    x ^= x >> np.uint64(27)
+    h[RNG] = np.int64(x)
+    v = np.int64((x * np.uint64(2685821657736338717)) >> np.uint64(1))
+    return v % n
+
+
+@njit
+def _trained(h):
+    return h[h[O_FM] + 2] > 0
+
+
+@njit
+def _features(st, b, t, xo):
+    """Feature row of block b as of time t into F64[xo:xo+6] (libCacheSim's layout)."""
+    h = st.I64
+    I32 = st.I32
+    F = st.F64
+    F[xo] = t - h[h[O_LAST] + b]
+    F[xo + 1] = 0.0
+    F[xo + 2] = 0.0
+    F[xo + 3] = 0.0
+    p = I32[h[O_PDI] + b]
+    m = p if p < N_PD else N_PD
+    od = h[O_DIST] + N_PD * b
+    for i in range(m):
+        F[xo + 1 + i] = I32[od + (p - 1 - i) % N_PD]
+    F[xo + 4] = 1.0
+    F[xo + 5] = I32[h[O_FREQ] + b]
+
+
+@njit
+def _add_row(st, b, t, future):
+    h = st.I64
+    if h[NROWS] < h[ROWCAP]:
+        _features(st, b, t, h[O_X] + h[NROWS] * N_FEAT)
+        st.F64[h[O_Y] + h[NROWS]] = np.float32(np.log1p(np.float64(future)))
+        h[NROWS] += 1
+    if h[NROWS] >= h[BATCH] and h[EVN] <= 0:
+        h[READY] = 1
+
+
+@njit
+def _next(st, b):
+    """libCacheSim's circular `next`: towards the recent end, wrapping to the oldest."""
+    h = st.I64
+    I32 = st.I32
+    sent = h[U]
+    p = I32[h[O_PREV] + b]
+    if p == sent:
+        p = I32[h[O_PREV] + sent]
+    return np.int64(p)
+
+
+@njit
+def _drop_pred(st, b):
+    h = st.I64
+    k = h[O_HASP] + b
+    if st.I32[k] != 0:
+        st.I32[k] = 0
+        h[NPRED] -= 1
+
+
+@njit
+def _clear_preds(st):
+    h = st.I64
+    for i in range(h[HSIZE]):
+        st.I32[h[O_HASP] + st.I32[h[O_HKEY] + i]] = 0
+    h[HSIZE] = 0
+    h[NPRED] = 0
+
+
+@njit
+def _lookup(st, j):
+    h = st.I64
+    I32 = st.I32
+    b = np.int64(st.blocks[j])
+    if h[ISFULL] == 1:
+        h[NREQ] += 1
+    s = I32[h[O_STATUS] + b]
+    if s != 0:
+        if h[ISFULL] == 1:
+            if s == 1:
+                h[NHIT] += 1
+            h[NWHIT] += 1
+        ks = h[O_STIME] + b
+        t = h[ks]
+        if t != 0 and (_rand(h, 4) == 0 or not _trained(h)):
+            _add_row(st, b, t, j - t)
+        h[ks] = 0
+        # meta update: distance ring, last access, frequency
+        p = I32[h[O_PDI] + b]
+        I32[h[O_DIST] + N_PD * b + p % N_PD] = j - h[h[O_LAST] + b]
+        p += 1
+        if p >= 2 * N_PD:
+            p -= N_PD
+        I32[h[O_PDI] + b] = p
+        h[h[O_LAST] + b] = j
+        kf = h[O_FREQ] + b
+        if I32[kf] < FREQ_MAX:
+            I32[kf] += 1
+        if s == 1:
+            if h[SP] == b:
+                h[SP] = _next(st, b)
+            _drop_pred(st, b)
+            u1 = h[U] + 1
+            move_to_head(I32[h[O_PREV]:h[O_PREV] + u1], I32[h[O_NXT]:h[O_NXT] + u1], b)
+    if h[SAMPLING] != 0:
+        n_all = h[INSIZE] + h[OSIZE]
+        if n_all > 0:
+            pos = _rand(h, n_all)
+            v = -1
+            if pos < h[INSIZE]:
+                v = I32[h[O_INKEY] + pos]
+            else:
+                slot = (h[OFRONT] + pos - h[INSIZE]) % h[RC]
+                if I32[h[O_OVALID] + slot] != 0:  # tombstones swallow the sample
+                    v = I32[h[O_OKEY] + slot]
+            if v >= 0 and h[h[O_STIME] + v] == 0:
+                h[h[O_STIME] + v] = j
+    _erase_out(st, j)
+
+
+@njit
+def _pop_history(st, j, label):
+    """Drop the oldest history entry; its block is forgotten (with a row if sampled)."""
+    h = st.I64
+    I32 = st.I32
+    slot = h[OFRONT] % h[RC]
+    if I32[h[O_OVALID] + slot] != 0:
+        b = np.int64(I32[h[O_OKEY] + slot])
+        t = h[h[O_STIME] + b]
+        if label and t != 0 and (_rand(h, 4) == 0 or not _trained(h)):
+            age = j - h[h[O_LAST] + b]
+            if h[MAB1] < age:
+                h[MAB1] = age
+            _add_row(st, b, t, h[MAB0] + age)
+        I32[h[O_STATUS] + b] = 0
+        h[h[O_STIME] + b] = 0
+        _drop_pred(st, b)
+        I32[h[O_OVALID] + slot] = 0
+    h[OFRONT] += 1
+    h[OSIZE] -= 1
+
+
+@njit
+def _erase_out(st, j):
+    h = st.I64
+    if h[OSIZE] >= h[INSIZE] * (h[HSW] - 1) + 2:
+        if h[ISFULL] == 0:
+            h[ISFULL] = 1
+        _pop_history(st, j, True)
+
+
+@njit
+def _catch_up(st, upto):
+    """Process the lookups of all accesses before `upto`, in order."""
+    h = st.I64
+    offs = st.offsets
+    while h[CUR] < upto:
+        j = h[CUR]
+        while offs[h[RCUR] + 1] <= j:
+            h[RCUR] += 1
+        r = h[RCUR]
+        if offs[r + 1] - offs[r] > h[SKIPLEN]:  # oversized request: never served
+            h[CUR] = offs[r + 1]
+            continue
+        _lookup(st, j)
+        h[CUR] = j + 1
+
+
+# ------------------------------------------------------------------ prediction heap
+@njit
+def _heap_sift_down(st, i):
+    h = st.I64
+    F = st.F64
+    I32 = st.I32
+    ov = h[O_HVAL]
+    ok = h[O_HKEY]
+    n = h[HSIZE]
+    while True:
+        lft = 2 * i + 1
+        if lft >= n:
+            break
+        c = lft
+        if lft + 1 < n and F[ov + lft + 1] > F[ov + lft]:
+            c = lft + 1
+        if F[ov + c] > F[ov + i]:
+            tv = F[ov + i]
+            F[ov + i] = F[ov + c]
+            F[ov + c] = tv
+            tk = I32[ok + i]
+            I32[ok + i] = I32[ok + c]
+            I32[ok + c] = tk
+            i = c
+        else:
+            break
+
+
+@njit
+def _heap_compact(st):
+    """Keep one valid entry per block (valid = the block's current prediction)."""
+    h = st.I64
+    F = st.F64
+    I32 = st.I32
+    ov = h[O_HVAL]
+    ok = h[O_HKEY]
+    n = 0
+    for i in range(h[HSIZE]):
+        b = I32[ok + i]
+        hp = h[O_HASP] + b
+        if I32[hp] == 1 and st.F64[h[O_PRED] + b] == F[ov + i]:
+            I32[hp] = 2  # mark kept
+            F[ov + n] = F[ov + i]
+            I32[ok + n] = b
+            n += 1
+    for i in range(n):
+        I32[h[O_HASP] + I32[ok + i]] = 1
+    h[HSIZE] = n
+    for i in range(n // 2 - 1, -1, -1):
+        _heap_sift_down(st, i)
+
+
+@njit
+def _heap_push(st, val, b):
+    h = st.I64
+    if h[HSIZE] >= h[HC]:
+        _heap_compact(st)
+    F = st.F64
+    I32 = st.I32
+    ov = h[O_HVAL]
+    ok = h[O_HKEY]
+    i = h[HSIZE]
+    h[HSIZE] += 1
+    while i > 0:
+        p = (i - 1) >> 1
+        if F[ov + p] < val:
+            F[ov + i] = F[ov + p]
+            I32[ok + i] = I32[ok + p]
+            i = p
+        else:
+            break
+    F[ov + i] = val
+    I32[ok + i] = b
+
+
+@njit
+def _heap_pop(st):
+    """Remove the max entry; returns its slot contents via (value, key)."""
+    h = st.I64
+    F = st.F64
+    I32 = st.I32
+    ov = h[O_HVAL]
+    ok = h[O_HKEY]
+    val = F[ov]
+    key = np.int64(I32[ok])
+    n = h[HSIZE] - 1
+    h[HSIZE] = n
+    if n > 0:
+        F[ov] = F[ov + n]
+        I32[ok] = I32[ok + n]
+        _heap_sift_down(st, 0)
+    return val, key
+
+
+# ------------------------------------------------------------------ rank
+@njit
+def _sample_rate_for(iql, evr):
+    return np.int64(iql * 0.01 + evr) if iql > 2 else 1
+
+
+@njit
+def _retune(st):
+    """End of a sampling-pointer pass: libCacheSim's parameter auto-tuning."""
+    h = st.I64
+    total = 0
+    for i in range(16):
+        total += h[OBJD + i]
+    acc = 0
+    for i in range(16):
+        acc += h[OBJD + i]
+        if acc >= 0.99 * total:
+            if i == 0:
+                h[SB] = 1
+            else:
+                lo = 2.0 ** (i - 1)
+                hi = 2.0 ** i
+                frac = (0.99 * total + h[OBJD + i] - acc) / h[OBJD + i]
+                h[SB] = np.int64(lo + np.ceil((hi - lo) * frac)) & 0xFFFF
+            break
+    if h[ED2] * h[ED1] > h[ED0] * h[ED3]:
+        h[SLRU] = (h[SLRU] + 1) & 0xFF
+    elif h[SLRU] > 1:
+        h[SLRU] -= 1
+    if h[ED0] + h[ED2] > h[QSIZE]:
+        h[RES] = (h[RES] + 1) & 0xFF
+    elif h[RES] > 1:
+        h[RES] //= 2
+    h[ED0] = 0
+    h[ED1] = 0
+    h[ED2] = 0
+    h[ED3] = 0
+    for i in range(16):
+        h[OBJD + i] = 0
+
+
+@njit
+def _rank(st, now):
+    """Collect candidates (quick demotion + LRU-side scan), predict, push to the heap;
+    returns the number of candidates."""
+    h = st.I64
+    I32 = st.I32
+    evr = h[EVR]
+    if h[IQL] == 0:
+        h[IQL] = h[INSIZE]
+    if h[SR] >= h[IQL] * 0.01 + evr:
+        h[SR] = _sample_rate_for(h[IQL], evr)
+    oc = h[O_CAND]
+    ccap = h[CC]
+    c = 0
+    # quick demotion: blocks admitted since the model was trained, oldest first
+    i = 0
+    jq = 0
+    oq = h[O_Q]
+    ost = h[O_STATUS]
+    while (h[NEWSIZE] > (h[INSIZE] * h[RES]) // 100 and jq < np.int64(h[SR] * 1.5)
+           and i < h[QSIZE]):
+        b = I32[oq + (h[QHEAD] + i) % h[QC]]
+        h[NEWSIZE] -= 1
+        if I32[ost + b] == 1 and c < ccap:
+            I32[oc + c] = b
+            c += 1
+            jq += 1
+        i += 1
+    h[QHEAD] = (h[QHEAD] + i) % h[QC]
+    h[QSIZE] -= i
+    if h[QSIZE] == 0:
+        h[NEWSIZE] = 0
+    # scan from the sampling pointer towards the recent end
+    if h[NEWSIZE] < (h[INSIZE] * h[RES]) // 10:
+        sent = h[U]
+        oldest = np.int64(I32[h[O_PREV] + sent])
+        if h[SP] < 0 or I32[ost + h[SP]] != 1:
+            h[SP] = oldest
+        idx_row = 0
+        while idx_row < h[SR] and c < h[IQL] and c < ccap:
+            sp = h[SP]
+            f1 = I32[h[O_FREQ] + sp] - 1
+            lru_zone = (h[IQL] * h[SLRU]) // 100
+            if h[ED3] == 0 and h[SCAN] > lru_zone:
+                h[ED2] = h[ED0]
+                h[ED3] = h[ED1]
+                h[ED1] = 0
+                h[ED0] = 0
+            if f1 < h[SB] or h[SCAN] <= lru_zone + evr:
+                I32[oc + c] = sp
+                c += 1
+                idx_row += 1
+            h[SCAN] += 1
+            if h[SCAN] >= h[IQL]:
+                h[IQL] = h[INSIZE]
+                h[SR] = 1024
+                if h[SR] >= np.int64(h[IQL] * 0.01 + evr):
+                    h[SR] = _sample_rate_for(h[IQL], evr)
+                idx_row = 0
+                h[SP] = np.int64(I32[h[O_PREV] + sent])
+                h[SCAN] = 0
+                _clear_preds(st)
+                _retune(st)
+                continue
+            h[SP] = _next(st, sp)
+        if c > 0:
+            h[SPTS] = h[h[O_LAST] + I32[oc + c - 1]]
+        h[ED1] += h[SR]
+    # predict every candidate and queue its reuse distance
+    xo = h[O_X] + h[ROWCAP] * N_FEAT  # scratch row
+    x = st.F64[xo:xo + N_FEAT]
+    mi = I32[h[O_MI]:h[O_MI] + h[L_MI]]
+    mf = st.F64[h[O_MF]:h[O_MF] + h[L_MF]]
+    fm = h[h[O_FM]:h[O_FM] + 4]
+    shift = np.float64(now - h[ORIGIN])
+    for k in range(c):
+        b = np.int64(I32[oc + k])
+        _features(st, b, now, xo)
+        val = np.float64(np.float32(np.exp(predict_one(mi, mf, fm, x)) + shift))
+        _heap_push(st, val, b)
+        hp = h[O_HASP] + b
+        if I32[hp] == 0:
+            I32[hp] = 1
+            h[NPRED] += 1
+        st.F64[h[O_PRED] + b] = val
+    return c
+
+
+@njit
+def _lru_victim(st, r, pin):
+    h = st.I64
+    I32 = st.I32
+    sent = h[U]
+    v = np.int64(I32[h[O_PREV] + sent])
+    while v != sent and pin[v] == r:
+        v = np.int64(I32[h[O_PREV] + v])
+    return -1 if v == sent else v
+
+
+@njit
+def _predicted_victim(st, j, r, pin):
+    h = st.I64
+    I32 = st.I32
+    ranked = False
+    while True:
+        if h[EVN] <= 0 or h[NPRED] == 0:
+            h[EVN] = _rank(st, j) // h[EVR]
+            ranked = True
+        while h[HSIZE] > 0:
+            val, key = _heap_pop(st)
+            if I32[h[O_HASP] + key] != 0 and st.F64[h[O_PRED] + key] == val:
+                if pin[key] == r:
+                    _drop_pred(st, key)
+                    continue
+                f = I32[h[O_FREQ] + key]
+                lg = 0
+                while f > 1:
+                    f >>= 1
+                    lg += 1
+                h[OBJD + lg] += 1
+                if h[h[O_LAST] + key] <= h[SPTS]:
+                    h[ED0] += 1
+                return key
+        if ranked:
+            return _lru_victim(st, r, pin)
+        h[EVN] = 0
+
+
+# ------------------------------------------------------------------ hooks
+@njit
+def on_hit(st, b, j, r, d):
+    _catch_up(st, j + 1)
+
+
+@njit
+def on_insert(st, b, j, r, d):
+    _catch_up(st, j + 1)
+    h = st.I64
+    I32 = st.I32
+    s = I32[h[O_STATUS] + b]
+    if s == 0:
+        h[h[O_LAST] + b] = j
+        I32[h[O_FREQ] + b] = 1
+        I32[h[O_PDI] + b] = 0
+        h[h[O_STIME] + b] = 0
+    elif s == 2:  # back from the history: its entry becomes a tombstone
+        I32[h[O_OVALID] + I32[h[O_POS] + b]] = 0
+    I32[h[O_STATUS] + b] = 1
+    pos = h[INSIZE]
+    I32[h[O_INKEY] + pos] = b
+    I32[h[O_POS] + b] = pos
+    h[INSIZE] += 1
+    if h[SEEN] == 0:  # libCacheSim's sampling pointer starts at resident slot 0
+        h[SEEN] = 1
+        h[SP] = b
+    u1 = h[U] + 1
+    push_head(I32[h[O_PREV]:h[O_PREV] + u1], I32[h[O_NXT]:h[O_NXT] + u1], b)
+    if _trained(h):
+        if h[QSIZE] >= h[QC]:  # full: forget the oldest new object
+            h[QHEAD] = (h[QHEAD] + 1) % h[QC]
+            h[QSIZE] -= 1
+            h[NEWSIZE] -= 1
+        I32[h[O_Q] + (h[QHEAD] + h[QSIZE]) % h[QC]] = b
+        h[QSIZE] += 1
+        h[NEWSIZE] += 1
+
+
+@njit
+def evict(st, j, r, pin):
+    # block mode (r == -2): the missing access was looked up before the eviction, as in
+    # libCacheSim; request mode: evictions precede the request's lookups
+    _catch_up(st, j + 1 if r == -2 else j)
+    h = st.I64
+    I32 = st.I32
+    if _trained(h):
+        v = _predicted_victim(st, j, r, pin)
+    else:
+        v = _lru_victim(st, r, pin)
+    if v < 0:
+        return -1
+    h[SAMPLING] = 1
+    h[EVN] -= 1
+    _drop_pred(st, v)
+    if h[SP] == v:
+        h[SP] = _next(st, v)
+    # into the history
+    if h[OSIZE] >= h[RC]:
+        _pop_history(st, j, False)
+    g = h[OFRONT] + h[OSIZE]
+    slot = g % h[RC]
+    I32[h[O_OKEY] + slot] = v
+    I32[h[O_OVALID] + slot] = 1
+    h[OSIZE] += 1
+    I32[h[O_STATUS] + v] = 2
+    # out of the resident table (the last slot moves into the hole)
+    p = I32[h[O_POS] + v]
+    I32[h[O_POS] + v] = slot
+    last = I32[h[O_INKEY] + h[INSIZE] - 1]
+    I32[h[O_INKEY] + p] = last
+    if last != v:
+        I32[h[O_POS] + last] = p
+    h[INSIZE] -= 1
+    u1 = h[U] + 1
+    unlink(I32[h[O_PREV]:h[O_PREV] + u1], I32[h[O_NXT]:h[O_NXT] + u1], v)
+    return v
+
+
+register_hooks(ThreeLState, on_hit, on_insert, evict)
+
+
+def training_rows(st: ThreeLState) -> tuple[np.ndarray, np.ndarray]:
+    """The matured rows and labels waiting for the next training (views)."""
+    h = st.I64
+    n = int(h[NROWS])
+    X = st.F64[h[O_X]:h[O_X] + n * N_FEAT].reshape(n, N_FEAT)
+    return X, st.F64[h[O_Y]:h[O_Y] + n]
+
+
+def train(st: ThreeLState, ctx, next_request: int) -> None:
+    """Fit a new model when the batch is complete (called between segments)."""
+    h = st.I64
+    if not h[READY]:
+        return
+    p = ctx.params
+    params = lightgbm_params(p["num_iterations"], p["num_leaves"], p["learning_rate"], ctx.seed)
+    X, y = training_rows(st)
+    export(fit(X, y, params), forest_of(st))
+    h[NROWS] = 0
+    h[READY] = 0
+    h[NTRAIN] += 1
+    # pending predictions belong to the old model
+    st.I32[h[O_HASP]:h[O_HASP] + h[U]] = 0
+    h[NPRED] = 0
+    h[HSIZE] = 0
+    h[MAB0] = h[MAB1]
+    h[ORIGIN] = h[CUR] - 1
+    # history-window auto-tuning (libCacheSim: after 10^6 accesses with a full history)
+    if h[NREQ] > 10**6 and h[ISFULL]:
+        n_hit, n_win, n_req, hsw = int(h[NHIT]), int(h[NWHIT]), int(h[NREQ]), int(h[HSW])
+        ratio = (n_win - n_hit) / (n_hit * (hsw - 1)) if n_hit else (np.inf if n_win > n_hit else np.nan)
+        if ratio > 0.01:
+            if hsw - 1 < (n_req - n_hit) // (n_win - n_hit):
+                hsw += 1
+                h[ISFULL] = 0
+            h[HSW] = min(hsw, 6)
+        h[NHIT] = 0
+        h[NWHIT] = 0
+        h[NREQ] = 0
+
+
+SPEC = PolicySpec(
+    "threelcache", make_state,
+    "3L-Cache: LightGBM reuse-distance model over bidirectionally sampled candidates, "
+    "evicted in batches; LRU until the first model.",
+    defaults={"batch_size": 65536, "num_iterations": 16, "num_leaves": 32, "learning_rate": 0.1},
+    family="learned", train_every=16, train=train)
