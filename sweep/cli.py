@@ -156,14 +156,13 @@ def run(cfg) -> int:
                  **{f"params.{k}": v for k, v in p.params.items()}}
         for p in spec.policies
     }
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    tracker.start_parent(run_name=f"sweep-{stamp}", params=params, tags=tags, metrics=metrics, texts=texts,
-                         capacities=caps, child_params=child_params,
-                         child_tags={"trace_source": trace.source}, trace_name=trace.name)
-    log.info("MLflow: experiment %r, parent run %s (%s)", exp_name, tracker.parent_id, uri)
-
     status, code = "FAILED", EXIT_FAILED
     try:
+        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        tracker.start_parent(run_name=f"sweep-{stamp}", params=params, tags=tags, metrics=metrics, texts=texts,
+                             capacities=caps, child_params=child_params,
+                             child_tags={"trace_source": trace.source}, trace_name=trace.name)
+        log.info("MLflow: experiment %r, parent run %s (%s)", exp_name, tracker.parent_id, uri)
         with RayRunner(cfg.cluster) as runner:
             jobs = make_plan(spec.policies, spec.cost_models, caps, trace.n_accesses, runner.n_actors, **plan_kw)
             tracker.client.log_batch(tracker.parent_id, params=_params(
@@ -176,8 +175,14 @@ def run(cfg) -> int:
                 for p, m in tracker.record(job, records):
                     log.debug("curve %s / %s complete", p, m)
 
-            runner.run(traces.to_payload(trace), jobs, sim_kwargs, on_result)
-        status, code = "FINISHED", 0
+            fail_fast = bool(sweep_cfg.get("fail_fast", False))
+            n_failed = runner.run(traces.to_payload(trace), jobs, sim_kwargs, on_result,
+                                  on_error=None if fail_fast else tracker.fail)
+        if n_failed:
+            log.error("%d of %d jobs failed; their curves are marked FAILED, the others are kept",
+                      n_failed, len(jobs))
+        else:
+            status, code = "FINISHED", 0
     except KeyboardInterrupt:
         status, code = "KILLED", EXIT_KILLED
         log.warning("interrupted: finished curves are kept, the sweep run is marked KILLED")
@@ -207,7 +212,7 @@ def summary_table_text(tracker, caps, spec, sweep_cfg) -> str:
     from .report import summary_table
 
     return summary_table(tracker.curves(), caps, int(sweep_cfg.get("summary_points") or 4),
-                         [p.name for p in spec.policies])
+                         [p.name for p in spec.policies], spec.cost_models)
 
 
 def _sigterm(signum, frame):  # pragma: no cover - exercised by hand
@@ -229,7 +234,11 @@ def main() -> None:
 
     @hydra.main(config_path=str(conf_dir), config_name="config", version_base="1.3")
     def _task(cfg) -> None:
-        code = run(cfg)
+        try:
+            code = run(cfg)
+        except KeyboardInterrupt:  # before any MLflow run existed
+            log.warning("interrupted")
+            code = EXIT_KILLED
         if code:
             sys.exit(code)
 

@@ -18,7 +18,7 @@ def pick_points(n: int, k: int) -> list[int]:
 
 
 def summary_table(curves: Mapping[str, Mapping[str, Sequence[dict]]], capacities: Sequence[Capacity],
-                  points: int = 4, policy_order: Sequence[str] = ()) -> str:
+                  points: int = 4, policy_order: Sequence[str] = (), cost_order: Sequence[str] = ()) -> str:
     """Compute savings per (policy, cost model) at a few capacities and the mean over all
     capacities of the curve; within a cost model, best mean first."""
     if not curves:
@@ -33,7 +33,8 @@ def summary_table(curves: Mapping[str, Mapping[str, Sequence[dict]]], capacities
              + f"  {'mean':>{col}}"]
     lines.append("-" * len(lines[-1]))
     order = {p: i for i, p in enumerate(policy_order)}
-    for m in sorted(curves):
+    corder = {m: i for i, m in enumerate(cost_order)}
+    for m in sorted(curves, key=lambda m: (corder.get(m, len(corder)), m)):
         rows = []
         for p, rs in curves[m].items():
             by_idx = {r["capacity_index"]: r["compute_savings"] for r in rs}

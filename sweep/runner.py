@@ -40,13 +40,14 @@ class SimulatorShard:
     def info(self) -> dict:
         return {"pid": os.getpid(), "host": socket.gethostname()}
 
-    def run(self, job: Job) -> tuple[int, list[dict], float]:
+    def run(self, job: Job) -> tuple[int, list[dict], float, float]:
+        """(job id, one sim_core.simulate record per capacity, wall seconds, CPU seconds)."""
         from sim_core import simulate
 
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         recs = simulate(self.trace, job.policy, list(job.capacities), cost_models=list(job.cost_models),
                         **self.sim_kwargs, **dict(job.params))
-        return job.id, recs, time.perf_counter() - t0
+        return job.id, recs, time.perf_counter() - t0, time.process_time() - c0
 
 
 def _quiet_ray_env() -> None:
@@ -111,11 +112,18 @@ class RayRunner:
 
     # ------------------------------------------------------------------ run
     def run(self, payload: dict, jobs: Sequence[Job], sim_kwargs: dict,
-            on_result: Callable[[Job, list[dict], float], None]) -> None:
+            on_result: Callable[[Job, list[dict], float], None],
+            on_error: Callable[[Job, str], None] | None = None) -> int:
+        """Run every job; returns the number of failed jobs.
+
+        A job that raises is reported to `on_error` and the sweep goes on (or raises
+        SweepFailed at once when `on_error` is None); an actor that dies is dropped, and
+        the sweep fails when none is left.
+        """
         import ray
 
         if not jobs:
-            return
+            return 0
         t_put = time.perf_counter()
         trace_ref = ray.put(payload)
         log.info("trace in the object store (%.1f MB, %.1fs); %d simulator actor(s)",
@@ -126,6 +134,8 @@ class RayRunner:
 
         queue = deque(jobs)
         pending: dict = {}
+        dead: set = set()
+        failed = 0
 
         def submit(actor) -> None:
             job = queue.popleft()
@@ -146,16 +156,33 @@ class RayRunner:
                 ref = ready[0]
                 actor, job = pending.pop(ref)
                 try:
-                    _, recs, secs = ray.get(ref)
+                    _, recs, secs, cpu = ray.get(ref)
                 except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError) as e:
-                    raise SweepFailed(f"job {job.id} ({job.policy}, {','.join(job.cost_models)}, "
-                                      f"{len(job.capacities)} capacities) failed: {_short(e)}") from e
+                    msg = (f"job {job.id} ({job.policy}, {','.join(job.cost_models)}, "
+                           f"{len(job.capacities)} capacities) failed: {_short(e)}")
+                    if on_error is None:
+                        raise SweepFailed(msg) from e
+                    failed += 1
+                    log.error("%s", msg)
+                    on_error(job, msg)
+                    progress.done(job, 0.0, cpu=0.0, failed=True)
+                    if isinstance(e, ray.exceptions.RayActorError):
+                        dead.add(actor)
+                        if len(dead) == len(self.actors):
+                            raise SweepFailed(f"every simulator actor died (last: {msg}); "
+                                              f"{len(queue)} job(s) never ran") from e
+                    elif queue:
+                        submit(actor)
+                    while queue and not pending:  # the failed actor was the only busy one
+                        submit(next(a for a in self.actors if a not in dead))
+                    continue
                 if queue:
                     submit(actor)
                 on_result(job, recs, secs)
-                progress.done(job, secs)
+                progress.done(job, secs, cpu=cpu)
         finally:
             progress.close()
+        return failed
 
 
 def _short(e: Exception) -> str:
@@ -175,6 +202,7 @@ class _Progress:
         self.n_jobs = len(jobs)
         self.n_done = 0
         self.acc_done = 0
+        self.cpu = 0.0
         self.acc_total = sum(j.accesses for j in jobs)
         self.t0 = time.perf_counter()
         self.tty = sys.stderr.isatty()
@@ -182,20 +210,24 @@ class _Progress:
                         desc="replay", smoothing=0.05, dynamic_ncols=True, disable=not self.tty,
                         postfix={"jobs": f"0/{self.n_jobs}"})
 
-    def done(self, job: Job, secs: float) -> None:
+    def done(self, job: Job, secs: float, cpu: float = 0.0, failed: bool = False) -> None:
         self.n_done += 1
+        self.cpu += cpu
         self.acc_done += job.accesses
         self.bar.set_postfix(jobs=f"{self.n_done}/{self.n_jobs}", refresh=False)
         self.bar.update(job.accesses)
-        if not self.tty:
+        if not self.tty and not failed:
             rate = self.acc_done / max(time.perf_counter() - self.t0, 1e-9)
             eta = (self.acc_total - self.acc_done) / rate if rate else 0.0
-            log.info("job %d/%d done: %s [%s] %d capacities in %.1fs | %.3g accesses/s, ETA %.0fs",
+            log.info("job %d/%d done: %s [%s] %d capacities in %.1fs (%.1fs CPU) | %.3g accesses/s, ETA %.0fs",
                      self.n_done, self.n_jobs, job.policy, ",".join(job.cost_models),
-                     len(job.capacities), secs, rate, eta)
+                     len(job.capacities), secs, cpu, rate, eta)
 
     def refresh(self) -> None:
         self.bar.refresh()
 
     def close(self) -> None:
         self.bar.close()
+        el = time.perf_counter() - self.t0
+        log.info("%d/%d jobs in %.0fs wall, %.0fs CPU in the actors (%.3g block accesses/s)",
+                 self.n_done, self.n_jobs, el, self.cpu, self.acc_done / max(el, 1e-9))

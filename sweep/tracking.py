@@ -88,6 +88,7 @@ class _Child:
     expected: int
     rows: dict = field(default_factory=dict)  # capacity index -> row
     done: bool = False
+    failed: bool = False
 
 
 class Tracker:
@@ -191,10 +192,19 @@ class Tracker:
                     metrics.append(Metric(k, float(row[k]), now, idx))
             for chunk in _chunks(metrics, 1000):
                 self.client.log_batch(ch.run_id, metrics=chunk)
-            if len(ch.rows) == ch.expected and not ch.done:
+            if len(ch.rows) == ch.expected and not ch.done and not ch.failed:
                 self._finish_child(ch, "FINISHED")
                 completed.append((job.policy, m))
         return completed
+
+    def fail(self, job: Job, message: str) -> None:
+        """A job raised: its curves end FAILED (with the capacities they already had)."""
+        for m in job.cost_models:
+            ch = self._child(job.policy, m)
+            ch.failed = True
+            if not ch.done:
+                self.client.set_tag(ch.run_id, "error", message[:5000])
+                self._finish_child(ch, "FAILED")
 
     @staticmethod
     def _row(cap: Capacity, rec: dict, cost_model: str) -> dict:

@@ -197,6 +197,18 @@ def test_cost_models_default_to_all_three_in_a_fixed_order(compose):
     assert resolve_costs(cfg, resolve_model(cfg)) == ["uniform", "linear"]
 
 
+def test_bundled_trace_subset_and_experiment_name(compose):
+    from sweep.traces import experiment_name, load
+
+    cfg = compose("trace=mooncake_conversation", "trace.max_requests=100")
+    t = load(cfg.trace, "mooncake_conversation")
+    assert (t.n_requests, t.block_tokens, t.source) == (100, 512, "real")
+    assert experiment_name(t) == "mooncake_conversation"
+    t.source = "synthetic"
+    assert experiment_name(t) == "mooncake_conversation-synthetic"
+    assert experiment_name(t, "mine") == "mine"
+
+
 # -------------------------------------------------------------- MLflow records
 def test_interrupted_sweep_keeps_finished_curves(tmp_path):
     """A curve whose shards all arrived is FINISHED; a partial one and the parent KILLED."""
@@ -347,3 +359,25 @@ def test_trace_travels_to_workers_unchanged():
     for k in ("req_offsets", "blocks", "arrival_s", "session", "input_tokens", "output_tokens"):
         assert np.array_equal(getattr(t, k), getattr(u, k))
     assert (u.name, u.source, u.block_tokens) == ("x", "real", 16)
+
+
+def test_a_failing_job_fails_only_its_curves(e2e, tmp_path):
+    """belady with a negative horizon raises in the worker: its curve ends FAILED, the
+    other policy's curve is FINISHED, the sweep run FAILED and the exit status 1."""
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweep", "trace=file", f"trace.path={e2e['trace']}", "trace.format=mooncake",
+         "policy=[fifo,belady]", "policy.belady.params.horizon=-1", "cost=uniform", "capacity=custom",
+         "capacity.sizes=[20,50]", "cluster.num_cpus=1", f"tracking.uri={uri}"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "horizon" in proc.stderr
+    c = MlflowClient(uri)
+    runs = {r.info.run_name: r for r in c.search_runs([c.get_experiment_by_name("tiny_mooncake").experiment_id])}
+    assert runs["fifo | uniform"].info.status == "FINISHED"
+    assert runs["belady | uniform"].info.status == "FAILED"
+    assert "horizon" in runs["belady | uniform"].data.tags["error"]
+    parent = [r for n, r in runs.items() if n.startswith("sweep-")]
+    assert len(parent) == 1 and parent[0].info.status == "FAILED"
