@@ -31,7 +31,29 @@ def _configure_cache() -> None:
     numba.config.CACHE_DIR = str(base / "numba" / _source_digest())
 
 
+def _tolerate_unreadable_index() -> None:
+    """One index file holds the engine's entries for every policy state type. An entry
+    whose type lives in a module another process cannot import (a policy defined in a
+    script or a test's temporary module) would make numba fail to read the whole index;
+    treat such an index as empty (recompile) instead of crashing."""
+    from numba.core import caching
+
+    original = caching.IndexDataCacheFile._load_index
+    if getattr(original, "_kvsweep_safe", False):
+        return
+
+    def load_index(self):
+        try:
+            return original(self)
+        except Exception:  # noqa: BLE001 - any unreadable index means "no cache"
+            return {}
+
+    load_index._kvsweep_safe = True
+    caching.IndexDataCacheFile._load_index = load_index
+
+
 _configure_cache()
+_tolerate_unreadable_index()
 
 # Every hot function uses these options. fastmath stays off: results must be exact.
 njit = numba.njit(cache=True, nogil=True)
