@@ -56,6 +56,18 @@ def _load_yaml(path: Path) -> dict:
     return data
 
 
+def _check_package(path: Path, package: str) -> None:
+    """Multi-select groups need each option in its own package (policy.<name>), or
+    policy=[a,b] would merge a and b into one node."""
+    with open(path) as f:
+        for line in f:
+            if line.strip():
+                if line.split() == ["#", "@package", package]:
+                    return
+                break
+    raise ConfigError(f"{path}: the first line must be '# @package {package}'")
+
+
 @dataclass
 class Generated:
     """What register_generated() added, for messages and validation."""
@@ -96,6 +108,7 @@ def register_generated(conf_dir: Path | None = None) -> Generated:
     gen = Generated()
     cs = ConfigStore.instance()
     for stem in _yaml_options(conf_dir, "policy"):
+        _check_package(conf_dir / "policy" / f"{stem}.yaml", f"policy.{stem}")
         node = _load_yaml(conf_dir / "policy" / f"{stem}.yaml")
         name = str(node.get("name", stem))
         if name not in registry:
@@ -109,6 +122,7 @@ def register_generated(conf_dir: Path | None = None) -> Generated:
             cs.store(group="policy", name=name, node=node, package=f"policy.{name}")
     cs.store(group="policy", name=ALL, node=dict(gen.policies), package="policy")
     for stem in _yaml_options(conf_dir, "cost"):
+        _check_package(conf_dir / "cost" / f"{stem}.yaml", f"cost.{stem}")
         gen.costs[stem] = _load_yaml(conf_dir / "cost" / f"{stem}.yaml")
     cs.store(group="cost", name=ALL, node=dict(gen.costs), package="cost")
     _GENERATED = gen
