@@ -1,7 +1,8 @@
 """3L-Cache (Zhou et al., FAST'25), after libCacheSim's ThreeLCache.
 
 Algorithm (libCacheSim `cache/eviction/3LCache/ThreeLCache.cpp`, its default
-byte-miss-ratio objective, which for unit-size blocks is the object miss ratio):
+byte-miss-ratio objective, which for unit-size blocks is the object miss ratio; the
+booster is LightGBM, as in libCacheSim, see gbdt.py):
 
 * Metadata. Resident blocks sit in an LRU queue; evicted blocks go to a FIFO history
   (the "out cache") of at most resident * (hsw - 1) + 2 entries (hsw = history window
