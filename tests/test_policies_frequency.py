@@ -1,0 +1,327 @@
+"""W-TinyLFU (frequency), LHD (analytic) and LeCaR (simple learned): hand-computed traces,
+white-box checks of their models, invariants in both modes, and libCacheSim cross-checks."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from sim_core import Trace, simulate
+from sim_core.engine import new_engine_state, replay_range
+from sim_core.policies import PolicyContext, get_policy
+from sim_core.policies import lecar, lhd, wtinylfu
+from sim_core.simulate import depth_totals
+from tests.helpers import mooncake_trace, session_trace
+
+POLICIES = ["wtinylfu", "lecar", "lhd"]
+A, B, C, D = 1, 2, 3, 4
+
+
+def singles(seq):
+    """One single-block request per access (block and request mode then coincide)."""
+    return Trace.from_requests([[x] for x in seq])
+
+
+def hits(trace, policy, cap, **kw):
+    return simulate(trace, policy, cap, mode="block", **kw)[0]["hits"]
+
+
+def replay_state(trace, policy, cap, mode="block", seed=0, **params):
+    """Replay and return the policy state (for white-box assertions)."""
+    spec = get_policy(policy)
+    ctx = PolicyContext(trace=trace, capacity=cap, mode=mode, cost_per_depth=None,
+                        params={**spec.defaults, **params}, seed=seed)
+    st = spec.make_state(ctx)
+    es = new_engine_state(trace.n_unique, trace.n_requests, len(depth_totals(trace)), cap)
+    replay_range(trace.req_offsets, trace.blocks, np.int64(cap), mode == "request", False, st, es,
+                 0, trace.n_requests)
+    return st, int(es.hit_by_depth.sum())
+
+
+def new_state(policy, trace, cap, **params):
+    spec = get_policy(policy)
+    return spec.make_state(PolicyContext(trace=trace, capacity=cap, mode="block", cost_per_depth=None,
+                                         params={**spec.defaults, **params}))
+
+
+# ===================================================================== W-TinyLFU
+# capacity 3 with window 1/3 and protected 1/2: window 1 block, probation and protected
+# 1 block each; a wide sketch so that the few blocks never collide.
+SMALL = dict(window=1 / 3, protected=0.5, sketch_width=4096)
+
+
+def test_wtinylfu_rejects_cold_window_victim_against_hot_main_victim():
+    # A A A: A counted 3 times in the window. B pushes A to probation, C pushes B there.
+    # D: the window victim C (count 1) duels the probation victim A (count 3) and loses,
+    # so A survives (LRU would have evicted A) and C is gone (LRU keeps C).
+    keep_a = singles([A, A, A, B, C, D, A])
+    assert hits(keep_a, "wtinylfu", 3, **SMALL) == 3
+    assert hits(keep_a, "lru", 3) == 2
+    lose_c = singles([A, A, A, B, C, D, C])
+    assert hits(lose_c, "wtinylfu", 3, **SMALL) == 2
+    assert hits(lose_c, "lru", 3) == 3
+
+
+def test_wtinylfu_admits_hot_window_victim_over_cold_main_victim():
+    # B, C go to probation; A is hit twice in the window (count 3). D: candidate A beats
+    # the probation LRU block B (count 1): B is evicted, A enters probation. B: candidate
+    # D (1) loses to C (1, ties keep the resident): D goes. C then hits (LRU lost C).
+    t = singles([B, C, A, A, A, D, B, C])
+    assert hits(t, "wtinylfu", 3, **SMALL) == 3
+    assert hits(t, "lru", 3) == 2
+
+
+def test_wtinylfu_sketch_saturates_ages_and_doorkeeper():
+    t = singles(range(8))
+    st = new_state("wtinylfu", t, 10, sample_factor=100.0)
+    for _ in range(20):
+        wtinylfu._record(st, 0)
+    assert wtinylfu._estimate(st, 0) == 15  # 4-bit counters
+    assert wtinylfu._estimate(st, 1) == 0
+    # reset: after sample_factor * capacity = 10 additions every counter is halved
+    st = new_state("wtinylfu", t, 10, sample_factor=1.0)
+    for _ in range(9):
+        wtinylfu._record(st, 0)
+    assert wtinylfu._estimate(st, 0) == 9
+    wtinylfu._record(st, 0)
+    assert wtinylfu._estimate(st, 0) == 5 and st.cnt[wtinylfu.ADDS] == 5
+    # doorkeeper: a first access only sets the doorkeeper bits (estimate 1, sketch 0)
+    st = new_state("wtinylfu", t, 10, doorkeeper=True, sample_factor=1.0)
+    wtinylfu._record(st, 3)
+    assert wtinylfu._estimate(st, 3) == 1 and st.sketch.sum() == 0
+    wtinylfu._record(st, 3)
+    assert wtinylfu._estimate(st, 3) == 2
+    for _ in range(8):  # the 10th addition resets: counts halve, the doorkeeper clears
+        wtinylfu._record(st, 3)
+    assert wtinylfu._estimate(st, 3) == 4 and not st.door.any()
+
+
+# ---- libCacheSim's WTinyLFU: each deviation from the paper on a hand-computed trace
+lcs = pytest.importorskip("libcachesim")
+
+
+def lcs_hits(trace, policy, cap, tmp_path, **kw):
+    from sim_core.reference import libcachesim_hit_ratio, write_oracle_general
+
+    path = write_oracle_general(trace, tmp_path / f"{policy}_{cap}.oracleGeneral")
+    return round(libcachesim_hit_ratio(path, policy, cap, **kw) * trace.n_accesses)
+
+
+def test_libcachesim_wtinylfu_caches_nothing_below_100_blocks(tmp_path):
+    # its window is floor(0.01 * capacity) = 0 blocks and can_insert refuses everything
+    t = singles([A, A, A, B, B])
+    assert lcs_hits(t, "wtinylfu", 50, tmp_path) == 0
+    assert hits(t, "wtinylfu", 50) == 3
+    assert hits(t, "wtinylfu", 50, libcachesim=True) == 3  # not reproducible: we keep W >= 1
+
+
+def test_libcachesim_wtinylfu_does_not_count_window_hits(tmp_path):
+    # capacity 500: window 5, main 495 (probation 99, protected 396).
+    # libCacheSim: X1..X500 all wait in the window until the first miss (Y1) moves
+    # X1..X495 to the main cache (+1 each: count 2); X496 (count 1) loses its duel with
+    # X1. X497 is then hit 10 times in the window - not counted - and after Y2..Y5 have
+    # evicted X498, X499, X500 and Y1 it duels X1 with count 1 and loses: X497 misses.
+    # Paper: every access counts, X497 (count 11) beats X1 (count 1) and hits again.
+    xs = [10 + i for i in range(500)]
+    x497 = xs[496]
+    t = singles(xs + [1] + [x497] * 10 + [2, 3, 4, 5, 6] + [x497])
+    assert lcs_hits(t, "wtinylfu", 500, tmp_path) == 10
+    assert hits(t, "wtinylfu", 500, libcachesim=True) == 10
+    assert hits(t, "wtinylfu", 500, sketch_width=1 << 16) == 11
+
+
+def test_libcachesim_wtinylfu_evicts_during_a_hit(tmp_path):
+    # capacity 100: window 1, main 99 but SLRU segments floor(19.8) + floor(79.2) = 98.
+    # Y1's eviction moves X1..X99 into the main cache: 19 to probation, 79 to protected,
+    # X99 overfills probation (20). A hit on X2 promotes it, protected overflows and
+    # cools its LRU block into probation, which overflows and evicts X1 *inside the hit*.
+    # So X1 then misses in libCacheSim. Our engine cannot drop a block on a hit: X1
+    # stays resident as a zombie (the next victim) and its hit is counted and tracked.
+    xs = [10 + i for i in range(100)]
+    t = singles(xs + [1, xs[1], xs[0]])
+    assert lcs_hits(t, "wtinylfu", 100, tmp_path) == 1
+    st, n = replay_state(t, "wtinylfu", 100, libcachesim=True)
+    assert n == 2 and st.cnt[wtinylfu.ZHITS] == 1  # hits - zombie hits == libCacheSim
+    assert hits(t, "wtinylfu", 100) == 2  # paper: X1 is simply still in probation
+
+
+LCS_EXACT_CAPS = {"mooncake": (500, 1000, 5000, 20000), "sessions": (500, 1000, 2000, 3000)}
+
+
+@pytest.fixture(scope="module")
+def traces():
+    return {"mooncake": mooncake_trace(), "sessions": session_trace(n_sessions=400, seed=11)}
+
+
+def _lcs_compare_exact(trace, caps, tmp_path):
+    from sim_core.reference import libcachesim_hit_ratio, write_oracle_general
+
+    path = write_oracle_general(trace, tmp_path / "t.oracleGeneral")
+    for cap in caps:
+        st, ours = replay_state(trace, "wtinylfu", cap, libcachesim=True)
+        theirs = round(libcachesim_hit_ratio(path, "wtinylfu", cap) * trace.n_accesses)
+        assert ours - st.cnt[wtinylfu.ZHITS] == theirs, (trace.name, cap, ours, theirs)
+        if cap % 500 == 0:  # SLRU segments add up to the main size: no zombies at all
+            assert st.cnt[wtinylfu.ZHITS] == 0 and ours == theirs
+
+
+@pytest.mark.parametrize("name", ["mooncake", "sessions"])
+def test_wtinylfu_libcachesim_mode_equals_libcachesim_fast(name, traces, tmp_path):
+    _lcs_compare_exact(traces[name], LCS_EXACT_CAPS[name][1:3], tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["mooncake", "sessions"])
+def test_wtinylfu_libcachesim_mode_equals_libcachesim(name, traces, tmp_path):
+    # the four exact capacities, plus capacities whose SLRU segments lose a slot
+    extra = {"mooncake": (100, 800), "sessions": (200, 800)}[name]
+    _lcs_compare_exact(traces[name], LCS_EXACT_CAPS[name] + extra, tmp_path)
+
+
+# ========================================================================= LeCaR
+def test_lecar_weight_moves_away_from_the_expert_whose_ghost_is_hit():
+    # capacity 2: A A B C. At C the LRU expert picks A (least recent), the LFU expert B
+    # (count 1 < 2): the draw decides, and the victim goes to that expert's history.
+    # Requesting the victim t accesses after its eviction is a regret for that expert:
+    # w_e <- (w_e * exp(-0.45 * d^t) + 1e-10) / s with d = 0.005^(1/2) and the other
+    # weight renormalised the same way (libCacheSim's arithmetic). C C in between make
+    # t = 3: an older mistake costs less.
+    d = 0.005 ** 0.5
+    seen = set()
+    for seed in range(64):
+        if len(seen) == 2 and seed >= 4:
+            break
+        st, _ = replay_state(singles([A, A, B, C]), "lecar", 2, seed=seed)
+        ghost = {int(g) for g in st.ghost} - {0}
+        assert len(ghost) == 1
+        e = ghost.pop()
+        seen.add(e)
+        victim = A if e == lecar.GLRU else B
+        k = 0 if e == lecar.GLRU else 1
+        for filler, t in (([], 1), ([C, C], 3)):
+            st, _ = replay_state(singles([A, A, B, C] + filler + [victim]), "lecar", 2, seed=seed)
+            wu = 0.5 * math.exp(-0.45 * d**t) + 1e-10
+            s = wu + 0.5 + 2e-10
+            assert st.w[k] == pytest.approx(wu / s, rel=1e-12)
+            assert st.w[1 - k] == pytest.approx((0.5 + 1e-10) / s, rel=1e-12)
+            assert st.w[k] < 0.5 < st.w[1 - k]
+            assert st.meta[lecar.NH1 if k == 0 else lecar.NH2] == 1
+    assert seen == {lecar.GLRU, lecar.GLFU}  # both branches were exercised
+
+
+@pytest.mark.parametrize("w", [0.0, 1.0])
+def test_lecar_fixed_experts_equal_libcachesim(w, traces, tmp_path):
+    # with fixed weights 1 (always LRU) or 0 (always LFU) LeCaR is deterministic:
+    # our LRU/LFU structures, ties and histories must match libCacheSim exactly
+    from sim_core.reference import libcachesim_hit_ratio, write_oracle_general
+
+    t = traces["sessions"]
+    path = write_oracle_general(t, tmp_path / "s.oracleGeneral")
+    for cap in (200, 800, 3000):
+        ours = hits(t, "lecar", cap, update_weight=False, lru_weight=w)
+        theirs = libcachesim_hit_ratio(path, "lecar", cap, update_weight=False, lru_weight=w)
+        assert ours == round(theirs * t.n_accesses), (w, cap)
+
+
+# =========================================================================== LHD
+def test_lhd_hit_age_classes():
+    assert lhd.hit_age_class(0) == 15
+    assert lhd.hit_age_class(1) == 15  # 15 doublings at most
+    assert lhd.hit_age_class(5000) == 2  # 5000 -> 10000 -> 20000
+    assert lhd.hit_age_class(19999) == 1
+    assert lhd.hit_age_class(lhd.MAX_AGE) == 0  # a new block (hit ages 0 + MAX_AGE)
+
+
+def test_lhd_hit_density_model_hand_computed():
+    # class 3: 10 hits at age 2 and 10 evictions at age 5 (0.9 decay -> 9 and 9).
+    # Hit density at age a = expected hits / expected remaining lifetime:
+    #   a = 2: (0.5 * 1) / (0.5 * 1 + 0.5 * 4) = 0.2; a = 1: 0.5 / 3.5; a = 0: 0.5 / 4.5
+    #   a = 3..5: no hits left -> 0
+    st = new_state("lhd", singles([A]), 10)
+    st.hits[3, 2] = 10
+    st.evs[3, 5] = 10
+    lhd.reconfigure(st)
+    np.testing.assert_allclose(st.dens[3, :7], [1 / 9, 1 / 7, 0.2, 0, 0, 0, 0], rtol=1e-6)
+    assert not st.dens[3, 7:-1].any()
+
+
+def lhd_two_populations(steps=4000, n_reused=15):
+    """x_i x_i y_(i mod 15): x blocks are hit once, immediately, then never again; the y
+    blocks come back every 45 accesses with 29 distinct blocks in between."""
+    reqs = []
+    for i in range(steps):
+        reqs += [[1000 + i], [1000 + i], [i % n_reused]]
+    return Trace.from_requests(reqs)
+
+
+def test_lhd_learns_to_evict_the_lowest_hit_density_class():
+    # At capacity 20 LRU and LHD's prior (which favours just-hit blocks) keep the dead
+    # x blocks and miss every y: 1/3. Reconfiguring every 200 accesses, LHD learns
+    # that the class of blocks hit at age 0 (class 15: the dead x's) has hit density 0,
+    # evicts them, and gets y hits (Belady: 2/3).
+    t = lhd_two_populations()
+    prior = simulate(t, "lhd", 20, mode="block")[0]["hit_ratio"]
+    assert simulate(t, "lru", 20, mode="block")[0]["hit_ratio"] == pytest.approx(1 / 3, abs=1e-3)
+    assert prior < 0.36
+    st, n = replay_state(t, "lhd", 20, reconfig_interval=200)
+    assert n / t.n_accesses > 0.45
+    assert st.meta[lhd.NRECONF] == t.n_accesses // 200
+    # class 15 learned to be worthless, new blocks (class 0) to be worth keeping
+    assert st.dens[15, :20].max() < 1e-3 < 0.01 < st.dens[0, :20].min()
+    assert st.evs[15].sum() > 0.5 * st.evs.sum()  # and most evictions come from it
+
+
+# ==================================================================== invariants
+@pytest.mark.parametrize("policy,params", [("wtinylfu", {}), ("wtinylfu", {"libcachesim": True}),
+                                           ("wtinylfu", {"doorkeeper": True, "conservative": True}),
+                                           ("lecar", {}), ("lhd", {}),
+                                           ("lhd", {"reconfig_interval": 50})])
+def test_invariants_both_modes(policy, params):
+    for seed in (0, 1):
+        t = session_trace(n_sessions=50, seed=seed)
+        caps = [3, 8, 30, 120, 400]
+        for mode in ("block", "request"):
+            opt = [r["hits"] for r in simulate(t, "belady", caps, mode=mode)]
+            blk = simulate(t, policy, caps, mode=mode, **params)
+            pre = simulate(t, policy, caps, mode=mode, hits="prefix", **params)
+            for o, b, p, cap in zip(opt, blk, pre, caps):
+                assert b["max_resident_blocks"] <= cap
+                assert p["hits"] <= b["hits"] <= o, (policy, params, mode, cap)
+                assert p["holes_per_request_max"] <= 1
+        big = simulate(t, policy, t.n_unique, **params)[0]
+        assert big["hits"] == t.n_accesses - t.n_unique and big["evictions"] == 0
+
+
+@pytest.mark.parametrize("policy", ["lecar", "lhd"])
+def test_randomised_policies_are_seeded(policy):
+    t = session_trace(n_sessions=60, seed=2)
+    a = simulate(t, policy, 40, seed=3)[0]["hits"]
+    assert a == simulate(t, policy, 40, seed=3)[0]["hits"]
+    assert len({simulate(t, policy, 40, seed=s)[0]["hits"] for s in range(6)}) > 1
+
+
+# ======================================================= libCacheSim, within 1 point
+def _mean_hit_ratio_gap(policy, trace, cap, tmp_path, runs):
+    from sim_core.reference import libcachesim_hit_ratio, write_oracle_general
+
+    path = write_oracle_general(trace, tmp_path / f"{policy}.oracleGeneral")
+    ours = np.mean([simulate(trace, policy, cap, mode="block", seed=s)[0]["hit_ratio"] for s in range(runs)])
+    # libCacheSim's generator is a process-wide state: consecutive runs differ
+    theirs = np.mean([libcachesim_hit_ratio(path, policy, cap) for _ in range(runs)])
+    return abs(ours - theirs)
+
+
+@pytest.mark.parametrize("policy", ["lecar", "lhd"])
+@pytest.mark.parametrize("name,cap", [("mooncake", 5000), ("sessions", 3000)])
+def test_randomised_policies_within_one_point_of_libcachesim_fast(policy, name, cap, traces, tmp_path):
+    assert _mean_hit_ratio_gap(policy, traces[name], cap, tmp_path, runs=1) < 0.01
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["lecar", "lhd"])
+@pytest.mark.parametrize("name", ["mooncake", "sessions"])
+def test_randomised_policies_within_one_point_of_libcachesim(policy, name, traces, tmp_path):
+    caps = {"mooncake": (100, 1000, 5000, 20000), "sessions": (50, 200, 800, 3000)}[name]
+    for cap in caps:
+        assert _mean_hit_ratio_gap(policy, traces[name], cap, tmp_path, runs=3) < 0.01, cap
