@@ -54,22 +54,21 @@ def p_evict_more(st, j, r, pin, out):  # pragma: no cover
     raise NotImplementedError
 
 
-@overload(p_on_hit)
+# The hooks' bodies are inlined into the engine (numba IR inlining): a call per
+# access would cost a reference-count round trip for every array of the state.
+@overload(p_on_hit, inline="always")
 def _ov_on_hit(st, b, j, r, d):
-    f = _hooks_for(st)[0]
-    return lambda st, b, j, r, d: f(st, b, j, r, d)
+    return _hooks_for(st)[0].py_func
 
 
-@overload(p_on_insert)
+@overload(p_on_insert, inline="always")
 def _ov_on_insert(st, b, j, r, d):
-    f = _hooks_for(st)[1]
-    return lambda st, b, j, r, d: f(st, b, j, r, d)
+    return _hooks_for(st)[1].py_func
 
 
-@overload(p_evict)
+@overload(p_evict, inline="always")
 def _ov_evict(st, j, r, pin):
-    f = _hooks_for(st)[2]
-    return lambda st, j, r, pin: f(st, j, r, pin)
+    return _hooks_for(st)[2].py_func
 
 
 @dataclass
@@ -104,9 +103,9 @@ class PolicySpec:
     curve: Any = None
 
 
-@overload(p_evict_more)
+@overload(p_evict_more, inline="always")
 def _ov_evict_more(st, j, r, pin, out):
     f = _hooks_for(st)[3]
     if f is None:
         return lambda st, j, r, pin, out: 0
-    return lambda st, j, r, pin, out: f(st, j, r, pin, out)
+    return f.py_func
