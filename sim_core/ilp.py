@@ -1,0 +1,284 @@
+"""Exact offline optimum of compute savings (paper sec. 5.2), solved with HiGHS.
+
+The paper frames the optimum as an ILP with reuse intervals as variables and the
+capacity as constraint. This module solves exactly that, for the replay semantics of
+sim_core.engine with *block* hits (every resident block is reused):
+
+mode="request" (residency constraint, the engine's default)
+  * requests with more blocks than the capacity are served without the cache (all their
+    blocks recomputed) and are neither uses nor time points: they are skipped;
+  * time points are the remaining requests; request r needs its D_r distinct blocks
+    resident during its prefill;
+  * a reuse interval is a pair of consecutive (non-skipped) requests a < b that both
+    contain block k. Variable x in {0,1}: k stays resident from a through b, gaining
+    cost[d] where d is k's depth at its first occurrence in b (its hit);
+  * an interval occupies one slot at every request strictly between a and b; at its ends
+    the block is one of the request's own D blocks. Capacity: for every request r,
+        sum(x over intervals with a < r < b) + D_r <= capacity;
+  * always-hits are constants: a block repeated inside a request (computed once), and
+    intervals with b = a + 1 (nothing can evict a block between two consecutive requests
+    that both pin it).
+mode="block" (libCacheSim semantics, no residency constraint)
+  * time points are accesses; every access needs its block resident (D = 1); intervals
+    are consecutive accesses of a block; b = a + 1 is a free hit.
+
+Any replay of the engine gives a feasible solution (a block hit at b was resident
+continuously since its previous use a, so it occupied a slot at every time point in
+between), and every feasible solution is realised by evicting, at each time point, the
+blocks whose current interval is not kept first; so the optimum is the best compute
+savings any policy -- online or offline, Belady and BeladyCompute included -- can reach
+in the same mode with block hits. Holes, prefix hits and the engine's eviction order are
+not modelled.
+
+Solving: the occupancy at time i is written as a flow y_i = y_{i-1} + (intervals starting
+to occupy at i) - (intervals stopping at i), 0 <= y_i <= capacity - D_i, so each interval
+has two nonzeros and the model stays linear in the trace size. The constraint matrix is a
+network matrix (totally unimodular), hence the simplex optimum of the LP relaxation is
+integral: by default we solve the LP, check that x is integral, and fall back to HiGHS'
+MIP solver if it is not (integral=True forces the MIP). Costs are scaled by their
+maximum before solving.
+
+Size limit: traces with more than `max_intervals` non-trivial reuse intervals (default
+200,000, a few seconds to a minute of HiGHS) are refused with a ValueError; raise it
+knowingly. `time_limit_s` bounds HiGHS' run; on a time-out the best solution found is
+reported with its status and gap.
+
+This is not a replay policy (it has no eviction hooks and needs the whole trace); the
+sweep calls `solve` directly for the `ilp` oracle row.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .cost import cost_per_depth
+from .jit import njit
+
+MODES = ("request", "block")
+DEFAULT_MAX_INTERVALS = 200_000
+
+
+@njit
+def _intervals_request(offsets, blocks, n_unique, capacity, cost):
+    """Reuse intervals over requests that fit in the cache (see module docstring)."""
+    R = offsets.shape[0] - 1
+    N = blocks.shape[0]
+    tidx = np.full(R, -1, np.int64)       # time point of each request (-1 = skipped)
+    D = np.zeros(R, np.int64)             # distinct blocks per time point
+    a_out = np.empty(N, np.int64)
+    b_out = np.empty(N, np.int64)
+    g_out = np.empty(N, np.float64)
+    last = np.full(n_unique, -1, np.int64)
+    seen = np.full(n_unique, -1, np.int64)
+    const_gain = 0.0
+    const_hits = 0
+    n_int = 0
+    T = 0
+    for r in range(R):
+        s = offsets[r]
+        e = offsets[r + 1]
+        if e - s == 0 or e - s > capacity:
+            continue
+        t = T
+        T += 1
+        tidx[r] = t
+        for j in range(s, e):
+            k = blocks[j]
+            c = cost[j - s]
+            if seen[k] == t:  # repeat inside the request: computed once, then hits
+                const_gain += c
+                const_hits += 1
+                continue
+            seen[k] = t
+            D[t] += 1
+            a = last[k]
+            last[k] = t
+            if a < 0:
+                continue
+            if a == t - 1:
+                const_gain += c
+                const_hits += 1
+            else:
+                a_out[n_int] = a
+                b_out[n_int] = t
+                g_out[n_int] = c
+                n_int += 1
+    return a_out[:n_int], b_out[:n_int], g_out[:n_int], D[:T], const_gain, const_hits, T
+
+
+@njit
+def _intervals_block(offsets, blocks, n_unique, cost):
+    R = offsets.shape[0] - 1
+    N = blocks.shape[0]
+    a_out = np.empty(N, np.int64)
+    b_out = np.empty(N, np.int64)
+    g_out = np.empty(N, np.float64)
+    last = np.full(n_unique, -1, np.int64)
+    const_gain = 0.0
+    const_hits = 0
+    n_int = 0
+    for r in range(R):
+        s = offsets[r]
+        for j in range(s, offsets[r + 1]):
+            k = blocks[j]
+            c = cost[j - s]
+            a = last[k]
+            last[k] = j
+            if a < 0:
+                continue
+            if a == j - 1:
+                const_gain += c
+                const_hits += 1
+            else:
+                a_out[n_int] = a
+                b_out[n_int] = j
+                g_out[n_int] = c
+                n_int += 1
+    return a_out[:n_int], b_out[:n_int], g_out[:n_int], np.ones(N, np.int64), const_gain, const_hits, N
+
+
+def _feasible(a, b, kept, D, capacity) -> bool:
+    """Does keeping the `kept` intervals respect the capacity at every time point?"""
+    T = len(D)
+    delta = np.zeros(T + 1, np.int64)
+    np.add.at(delta, a[kept] + 1, 1)
+    np.add.at(delta, b[kept], -1)
+    occupancy = np.cumsum(delta[:T])
+    return bool(np.all(occupancy + D <= capacity))
+
+
+def reuse_intervals(trace, capacity: int, cost: np.ndarray, mode: str = "request"):
+    """(a, b, gain, D, const_gain, const_hits, n_time_points) of the model above."""
+    if mode == "request":
+        return _intervals_request(trace.req_offsets, trace.blocks, trace.n_unique, int(capacity), cost)
+    if mode == "block":
+        return _intervals_block(trace.req_offsets, trace.blocks, trace.n_unique, cost)
+    raise ValueError(f"unknown mode {mode!r}; valid: {', '.join(MODES)}")
+
+
+def solve(trace, capacity: int, cost_model: str = "uniform", mode: str = "request", *,
+          model=None, time_limit_s: float = 600.0, max_intervals: int = DEFAULT_MAX_INTERVALS,
+          integral: bool | str = "auto", threads: int | None = None) -> dict:
+    """Best compute savings any policy can reach on `trace` at `capacity` (blocks).
+
+    Returns dict(compute_savings, hit_ratio, hits, status, gap, bound_compute_savings,
+    n_intervals, n_time_points, runtime_s, capacity_blocks, cost_model, mode).
+    `hit_ratio` is that of the optimal solution for `cost_model` (not the best hit ratio
+    unless the cost model is uniform). `bound_compute_savings` is HiGHS' upper bound
+    (equal to compute_savings when status is "Optimal").
+
+    integral="auto" (default) solves the LP relaxation with the simplex method, whose
+    vertex optimum is integral because the matrix is totally unimodular (checked; if a
+    fractional value ever appears the model is re-solved as a MIP); integral=True solves
+    it as a MIP from the start (same optimum, about 3x slower).
+    """
+    import highspy
+
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; valid: {', '.join(MODES)}")
+    capacity = int(capacity)
+    if capacity < 1:
+        raise ValueError(f"capacity must be at least one block, got {capacity}")
+    if trace.n_accesses == 0:
+        raise ValueError(f"trace {trace.name!r} is empty")
+    depths = trace.depths()
+    max_depth = max(trace.max_request_blocks, 1)
+    cost = cost_per_depth(cost_model, max_depth, trace.block_tokens, model)
+    total = float(cost[depths].sum())
+    scale = float(cost.max())
+    cs = cost / scale
+    a, b, g, D, const_gain, const_hits, T = reuse_intervals(trace, capacity, cs, mode)
+    n = len(a)
+    if n > max_intervals:
+        raise ValueError(
+            f"trace {trace.name!r} has {n:,} reuse intervals at capacity {capacity} ({mode} mode), "
+            f"more than max_intervals={max_intervals:,}; solve a subset (trace.subset) or raise "
+            f"max_intervals knowingly (HiGHS time and memory grow with it)")
+    t0 = time.perf_counter()
+    N = trace.n_accesses
+    result = dict(capacity_blocks=capacity, cost_model=cost_model, mode=mode,
+                  n_intervals=int(n), n_time_points=int(T))
+    if n == 0:
+        savings = const_gain * scale / total
+        return dict(result, compute_savings=savings, bound_compute_savings=savings,
+                    hit_ratio=const_hits / N, hits=int(const_hits), status="Optimal", gap=0.0,
+                    runtime_s=time.perf_counter() - t0)
+
+    # columns: x_0..x_{n-1}, then y_0..y_{T-1}; rows: 1..T-1 (flow balance at time i)
+    # x_k: -1 in row a_k+1 (starts occupying), +1 in row b_k (stops); y_i: +1 in row i,
+    # -1 in row i+1. Row index i maps to i-1.
+    rows_x = np.stack([a + 1, b], axis=1).ravel() - 1
+    vals_x = np.tile(np.array([-1.0, 1.0]), n)
+    yi = np.arange(T, dtype=np.int64)
+    ry = np.stack([yi, yi + 1], axis=1)
+    vy = np.tile(np.array([1.0, -1.0]), (T, 1))
+    keep = (ry >= 1) & (ry <= T - 1)
+    counts_y = keep.sum(axis=1)
+    rows_y = ry[keep] - 1
+    vals_y = vy[keep]
+    starts = np.concatenate([[0], np.cumsum(np.concatenate([np.full(n, 2), counts_y]))]).astype(np.int32)
+    index = np.concatenate([rows_x, rows_y]).astype(np.int32)
+    value = np.concatenate([vals_x, vals_y])
+
+    lp = highspy.HighsLp()
+    lp.num_col_ = n + T
+    lp.num_row_ = T - 1
+    lp.sense_ = highspy.ObjSense.kMaximize
+    lp.col_cost_ = np.concatenate([g, np.zeros(T)])
+    lp.col_lower_ = np.zeros(n + T)
+    y_upper = (capacity - D).astype(np.float64)
+    y_upper[0] = 0.0  # nothing is kept across the first time point
+    lp.col_upper_ = np.concatenate([np.ones(n), y_upper])
+    lp.row_lower_ = np.zeros(T - 1)
+    lp.row_upper_ = np.zeros(T - 1)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = starts
+    lp.a_matrix_.index_ = index
+    lp.a_matrix_.value_ = value
+
+    def run(as_mip: bool, limit: float):
+        h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+        h.setOptionValue("time_limit", max(float(limit), 1e-3))
+        if threads:
+            h.setOptionValue("threads", int(threads))
+        if as_mip:
+            lp.integrality_ = [highspy.HighsVarType.kInteger] * n + [highspy.HighsVarType.kContinuous] * T
+        else:
+            lp.integrality_ = []
+            h.setOptionValue("solver", "simplex")  # a vertex: integral, the matrix being TU
+        h.passModel(lp)
+        h.run()
+        info = h.getInfo()
+        sol = np.asarray(h.getSolution().col_value[:n]) if info.primal_solution_status else np.zeros(n)
+        return h.modelStatusToString(h.getModelStatus()), info, sol
+
+    as_mip = integral is True
+    status, info, x = run(as_mip, time_limit_s)
+    if not as_mip and status == "Optimal" and not np.allclose(x, np.round(x), atol=1e-6):
+        # cannot happen for a TU matrix up to numerics; then let branch and bound finish
+        as_mip = True
+        status, info, x = run(True, time_limit_s - (time.perf_counter() - t0))
+    kept = x > 0.5
+    feasible = _feasible(a, b, kept, D, capacity)
+    if not feasible:  # only an LP stopped before optimality: no usable solution
+        kept[:] = False
+    obj = float(g[kept].sum())
+    if as_mip:
+        bound = float(info.mip_dual_bound) if np.isfinite(info.mip_dual_bound) else float(g.sum())
+        gap = float(info.mip_gap) if np.isfinite(info.mip_gap) else np.inf
+    elif status == "Optimal":
+        bound = float(info.objective_function_value)
+        gap = (bound - obj) / max(bound, 1e-300)
+    else:
+        bound = float(g.sum())
+        gap = np.inf
+    if not feasible:
+        status += " (no feasible solution found; keeping nothing reported)"
+    hits = int(kept.sum()) + int(const_hits)
+    return dict(result,
+                compute_savings=(obj + const_gain) * scale / total,
+                bound_compute_savings=(max(bound, obj) + const_gain) * scale / total,
+                hit_ratio=hits / N, hits=hits, status=status, gap=max(gap, 0.0),
+                runtime_s=time.perf_counter() - t0)
