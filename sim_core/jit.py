@@ -11,7 +11,10 @@ import hashlib
 import os
 from pathlib import Path
 
+import warnings
+
 import numba
+from numba.core.errors import NumbaIRAssumptionWarning
 
 _PKG = Path(__file__).resolve().parent
 
@@ -25,10 +28,14 @@ def _source_digest() -> str:
 
 
 def _configure_cache() -> None:
-    if os.environ.get("NUMBA_CACHE_DIR"):
-        return  # the user chose a location; respect it
-    base = Path(os.environ.get("KVSWEEP_CACHE_DIR", Path.home() / ".cache" / "kvcache-sweep"))
-    numba.config.CACHE_DIR = str(base / "numba" / _source_digest())
+    # A user's NUMBA_CACHE_DIR is honoured as the base, still keyed by the source digest
+    # (otherwise an edited policy hook would run with a stale compiled engine).
+    user = os.environ.get("NUMBA_CACHE_DIR")
+    if user:
+        base = Path(user) / "kvcache-sweep"
+    else:
+        base = Path(os.environ.get("KVSWEEP_CACHE_DIR", Path.home() / ".cache" / "kvcache-sweep")) / "numba"
+    numba.config.CACHE_DIR = str(base / _source_digest())
 
 
 def _tolerate_unreadable_index() -> None:
@@ -54,6 +61,8 @@ def _tolerate_unreadable_index() -> None:
 
 _configure_cache()
 _tolerate_unreadable_index()
+# numba's pedantic SSA check warns about variables of inlined hooks; it is internal noise
+warnings.filterwarnings("ignore", category=NumbaIRAssumptionWarning)
 
 # Every hot function uses these options. fastmath stays off: results must be exact.
 njit = numba.njit(cache=True, nogil=True)
