@@ -1,0 +1,293 @@
+"""Kinetic tournament (kinetic segment tree): an exact argmax of linear scores over time.
+
+Each leaf (a "slot") holds one item with a positive weight c, a target time n and an
+id. Its score at integer time t is linear in t:
+
+    inverse=True    score(t) = (n - t) / c      (slope -1/c)
+    inverse=False   score(t) = (n - t) * c      (slope -c)
+
+Internal node k holds the child winner with the highest score at the tree's clock
+(ties: smaller id wins) and its "melt" time: a time no later than the first moment at
+which any certificate in its subtree fails (a loser's line overtakes its winner).
+`advance` moves the clock forward and only revisits subtrees whose melt time has
+passed; leaf updates recompute one root path at the current clock, stopping early once
+nothing changes. Scores at the clock are queried with `top`.
+
+Exactness: every comparison decides the sign of a*x - b*y (a, b float64 weights, x, y
+integers) exactly, from the rounded products and, when those are equal, from their
+exact rounding errors (Dekker's two-product). The order is therefore that of exact
+rationals, independent of rounding. Melt times come from the float crossing time minus
+a rigorous error margin (an early melt only makes the node re-check), and when the
+margin does not clear the clock the first crossing is found with the exact predicate.
+
+Layout (flat arrays, so hot calls pass two arrays): `kt` int64 and `kc` float64[P]
+    kt[0] P (leaves, power of two)   kt[1] clock   kt[2] inverse flag   kt[3] tmax
+    kt[_H + k]            winner slot of node k (k in 1..2P-1; leaves at P + s), -1 = none
+    kt[_H + 2P + k]       melt time of node k (NO_EVENT = never before tmax)
+    kt[_H + 4P + s]       n of slot s          kt[_H + 5P + s]   id of slot s
+    kt[_H + 6P ...]       scratch stack for `advance`
+    kc[s]                 c of slot s
+tmax is the last time anyone will query; crossings after it are ignored.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..jit import njit
+
+NO_EVENT = np.iinfo(np.int64).max
+_H = 8  # header words in kt
+_STACK = 4 * 64 + 8
+_SPLIT = 134217729.0  # 2**27 + 1 (Dekker split)
+_EPS = 2.0 ** -52
+
+
+def new_tree(n_slots: int, inverse: bool, tmax: int):
+    """(kt, kc) of an empty tree with room for `n_slots` items."""
+    P = 1
+    while P < max(1, n_slots):
+        P *= 2
+    kt = np.zeros(_H + 6 * P + _STACK, np.int64)
+    kt[0] = P
+    kt[2] = 1 if inverse else 0
+    kt[3] = max(0, int(tmax))
+    kt[_H:_H + 2 * P] = -1
+    kt[_H + 2 * P:_H + 4 * P] = NO_EVENT
+    return kt, np.ones(P, np.float64)
+
+
+@njit
+def _two_prod_err(a, b, p):
+    """Exact error of p = fl(a*b): a*b == p + err (no overflow/underflow)."""
+    t = _SPLIT * a
+    ah = t - (t - a)
+    al = a - ah
+    t = _SPLIT * b
+    bh = t - (t - b)
+    bl = b - bh
+    return ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+@njit
+def sign_diff(a, x, b, y):
+    """Exact sign of a*x - b*y for finite floats (x, y integral, |x|, |y| < 2**53)."""
+    p = a * x
+    q = b * y
+    # rounding is monotone: fl(A) > fl(B) implies A > B
+    if p > q:
+        return 1
+    if p < q:
+        return -1
+    e = _two_prod_err(a, x, p)
+    f = _two_prod_err(b, y, q)
+    if e > f:
+        return 1
+    if e < f:
+        return -1
+    return 0
+
+
+@njit
+def _beats(co, no, io, cw, nw, iw, t, inv):
+    """True if item o = (c, n, id) ranks above item w at time t (ties: smaller id)."""
+    xo = float(no - t)
+    xw = float(nw - t)
+    if inv:  # xo/co vs xw/cw  <=>  xo*cw vs xw*co
+        s = sign_diff(cw, xo, co, xw)
+    else:
+        s = sign_diff(co, xo, cw, xw)
+    return s > 0 or (s == 0 and io < iw)
+
+
+@njit
+def _first_overtake(co, no, io, cw, nw, iw, T, tmax, inv):
+    """A time t > T no later than the first time item o ranks above item w (w ranks
+    above o at T); NO_EVENT if that does not happen by tmax. Scalars only (no arrays
+    cross the call, which keeps reference counting out of the hot loop)."""
+    if inv:
+        p = cw
+        q = co
+    else:
+        p = co
+        q = cw
+    # score_o - score_w  ~  p*(n_o - t) - q*(n_w - t): increasing in t only if q > p
+    if not (q > p) or T >= tmax:
+        return NO_EVENT
+    a = q * float(nw)
+    b = p * float(no)
+    est = (a - b) / (q - p)
+    # |est - crossing| is a few ulps of the products amplified by 1/(q - p); pad it well
+    err = 8.0 * _EPS * ((abs(a) + abs(b)) / (q - p) + abs(est)) + 1.0
+    if est - err > float(tmax):
+        return NO_EVENT
+    if est - err > float(T + 2):
+        return np.int64(np.floor(est - err))
+    # close to the clock: find the exact first integer time
+    if not _beats(co, no, io, cw, nw, iw, tmax, inv):
+        return NO_EVENT
+    if not (est < float(tmax)):
+        g = tmax
+    elif est <= float(T + 1):
+        g = T + 1
+    else:
+        g = np.int64(np.ceil(est))
+        if g > tmax:
+            g = tmax
+    # bracket: beats(lo) false, beats(hi) true, T <= lo < hi <= tmax
+    if _beats(co, no, io, cw, nw, iw, g, inv):
+        hi = g
+        step = np.int64(1)
+        lo = hi - step
+        while lo > T and _beats(co, no, io, cw, nw, iw, lo, inv):
+            hi = lo
+            step *= 2
+            lo = hi - step
+        if lo < T:
+            lo = T
+    else:
+        lo = g
+        step = np.int64(1)
+        hi = lo + step
+        while hi < tmax and not _beats(co, no, io, cw, nw, iw, hi, inv):
+            lo = hi
+            step *= 2
+            hi = lo + step
+        if hi > tmax:
+            hi = tmax
+    while hi - lo > 1:
+        mid = lo + (hi - lo) // 2
+        if _beats(co, no, io, cw, nw, iw, mid, inv):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+@njit
+def _match(ca, na, ia, cb, nb, ib, T, tmax, inv):
+    """Winner of a against b at T (0 = a, 1 = b) and the time it may change."""
+    if _beats(cb, nb, ib, ca, na, ia, T, inv):
+        return 1, _first_overtake(ca, na, ia, cb, nb, ib, T, tmax, inv)
+    return 0, _first_overtake(cb, nb, ib, ca, na, ia, T, tmax, inv)
+
+
+@njit
+def _fix_path(kt, kc, s):
+    """Recompute the ancestors of leaf s at the clock; stop once a node is unchanged
+    and not won by s. (The node update is written out here and in `advance` rather
+    than shared, so no array crosses a call per tree level.)"""
+    P = kt[0]
+    T = kt[1]
+    inv = kt[2] != 0
+    tmax = kt[3]
+    mb = _H + 2 * P
+    nb = _H + 4 * P
+    ib = _H + 5 * P
+    k = (P + s) >> 1
+    while k >= 1:
+        w0 = kt[_H + k]
+        m0 = kt[mb + k]
+        a = kt[_H + 2 * k]
+        b = kt[_H + 2 * k + 1]
+        m = min(kt[mb + 2 * k], kt[mb + 2 * k + 1])
+        if a < 0 or b < 0:
+            w = b if a < 0 else a
+        else:
+            side, own = _match(kc[a], kt[nb + a], kt[ib + a], kc[b], kt[nb + b], kt[ib + b], T, tmax, inv)
+            w = b if side == 1 else a
+            if own < m:
+                m = own
+        kt[_H + k] = w
+        kt[mb + k] = m
+        if w == w0 and m == m0 and w0 != s:
+            return
+        k >>= 1
+
+
+@njit
+def set_leaf(kt, kc, s, c, n, ident):
+    """Put (or replace) item (c, n, ident) in slot s."""
+    P = kt[0]
+    kc[s] = c
+    kt[_H + 4 * P + s] = n
+    kt[_H + 5 * P + s] = ident
+    kt[_H + P + s] = s
+    _fix_path(kt, kc, s)
+
+
+@njit
+def clear_leaf(kt, kc, s):
+    """Empty slot s."""
+    kt[_H + kt[0] + s] = -1
+    _fix_path(kt, kc, s)
+
+
+@njit
+def leaf_is(kt, s, n, ident):
+    """True if slot s is occupied by exactly (n, ident)."""
+    P = kt[0]
+    return kt[_H + P + s] >= 0 and kt[_H + 4 * P + s] == n and kt[_H + 5 * P + s] == ident
+
+
+@njit
+def leaf_used(kt, s):
+    return kt[_H + kt[0] + s] >= 0
+
+
+@njit
+def top(kt):
+    """Slot with the highest score at the clock, -1 if the tree is empty."""
+    return kt[_H + 1]
+
+
+@njit
+def top_id(kt):
+    """Id of the item with the highest score at the clock (the tree must not be empty)."""
+    return kt[_H + 5 * kt[0] + kt[_H + 1]]
+
+
+@njit
+def advance(kt, kc, t):
+    """Move the clock forward to t (never backwards) and repair failed certificates."""
+    if t <= kt[1]:
+        return
+    kt[1] = t
+    P = kt[0]
+    mb = _H + 2 * P
+    if kt[mb + 1] > t:
+        return
+    inv = kt[2] != 0
+    tmax = kt[3]
+    nb = _H + 4 * P
+    ib = _H + 5 * P
+    sb = _H + 6 * P
+    kt[sb] = 1
+    sp = 1
+    while sp > 0:
+        sp -= 1
+        k = kt[sb + sp]
+        if k < 0:  # children done: recompute node -k
+            k = -k
+            a = kt[_H + 2 * k]
+            b = kt[_H + 2 * k + 1]
+            m = min(kt[mb + 2 * k], kt[mb + 2 * k + 1])
+            if a < 0 or b < 0:
+                w = b if a < 0 else a
+            else:
+                side, own = _match(kc[a], kt[nb + a], kt[ib + a], kc[b], kt[nb + b], kt[ib + b], t, tmax, inv)
+                w = b if side == 1 else a
+                if own < m:
+                    m = own
+            kt[_H + k] = w
+            kt[mb + k] = m
+            continue
+        if k >= P or kt[mb + k] > t:
+            continue
+        kt[sb + sp] = -k
+        sp += 1
+        if kt[mb + 2 * k] <= t:
+            kt[sb + sp] = 2 * k
+            sp += 1
+        if kt[mb + 2 * k + 1] <= t:
+            kt[sb + sp] = 2 * k + 1
+            sp += 1
