@@ -117,8 +117,9 @@ class RayRunner:
         """Run every job; returns the number of failed jobs.
 
         A job that raises is reported to `on_error` and the sweep goes on (or raises
-        SweepFailed at once when `on_error` is None); an actor that dies is dropped, and
-        the sweep fails when none is left.
+        SweepFailed at once when `on_error` is None). An actor that dies (crash, killed by
+        Ray's out-of-memory monitor) is replaced, at most once per original actor, and its
+        jobs are retried once; the sweep fails when no actor is left.
         """
         import ray
 
@@ -136,16 +137,26 @@ class RayRunner:
         pending: dict = {}
         dead: set = set()
         failed = 0
+        retried: set = set()
+        respawns = len(self.actors)  # replacements for actors that die (OOM kill, crash)
+        died = (ray.exceptions.RayActorError, ray.exceptions.OutOfMemoryError,
+                ray.exceptions.WorkerCrashedError)
 
         def submit(actor) -> None:
             job = queue.popleft()
             pending[actor.run.remote(job)] = (actor, job)
 
-        for _ in range(self.inflight):
+        def top_up() -> None:
+            """Every live actor gets up to `inflight` queued jobs."""
             for a in self.actors:
-                if queue:
+                if a in dead:
+                    continue
+                n = sum(1 for x, _ in pending.values() if x is a)
+                while n < self.inflight and queue:
                     submit(a)
+                    n += 1
 
+        top_up()
         progress = _Progress(jobs)
         try:
             while pending:
@@ -157,27 +168,33 @@ class RayRunner:
                 actor, job = pending.pop(ref)
                 try:
                     _, recs, secs, cpu = ray.get(ref)
-                except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError) as e:
+                except ray.exceptions.RayError as e:
                     msg = (f"job {job.id} ({job.policy}, {','.join(job.cost_models)}, "
                            f"{len(job.capacities)} capacities) failed: {_short(e)}")
+                    if isinstance(e, died):  # the worker process is gone, maybe not the job's fault
+                        if actor not in dead:
+                            dead.add(actor)
+                            if respawns > 0:
+                                respawns -= 1
+                                self.actors.append(Shard.remote(trace_ref, sim_kwargs))
+                        if job.id not in retried and len(dead) < len(self.actors):
+                            retried.add(job.id)
+                            log.warning("%s; retrying it once on another actor", msg)
+                            queue.appendleft(job)
+                            top_up()
+                            continue
                     if on_error is None:
                         raise SweepFailed(msg) from e
                     failed += 1
                     log.error("%s", msg)
                     on_error(job, msg)
                     progress.done(job, 0.0, cpu=0.0, failed=True)
-                    if isinstance(e, ray.exceptions.RayActorError):
-                        dead.add(actor)
-                        if len(dead) == len(self.actors):
-                            raise SweepFailed(f"every simulator actor died (last: {msg}); "
-                                              f"{len(queue)} job(s) never ran") from e
-                    elif queue:
-                        submit(actor)
-                    while queue and not pending:  # the failed actor was the only busy one
-                        submit(next(a for a in self.actors if a not in dead))
+                    if len(dead) == len(self.actors):
+                        raise SweepFailed(f"every simulator actor died (last: {msg}); "
+                                          f"{len(queue)} job(s) never ran") from e
+                    top_up()
                     continue
-                if queue:
-                    submit(actor)
+                top_up()
                 on_result(job, recs, secs)
                 progress.done(job, secs, cpu=cpu)
         finally:
