@@ -1,0 +1,264 @@
+"""Workload characterization of a prefix-cache trace (paper sec. 4 and appendix B).
+
+``characterize(trace)`` returns every statistic the paper uses to describe the
+FreeInference and Chutes traces, by name, computed with vectorised numpy (a few
+million accesses take about a second). It is what the synthetic generator is calibrated
+against (``calibration_table(characterize(t), TARGETS_FREEINFERENCE)``) and what users
+run on their own traces.
+
+Conventions used by every statistic:
+
+* **Session.** Requests with the same ``trace.session`` id >= 0 form a session; a
+  request with session id -1 is a session of its own. A *multi-turn* session has at
+  least two requests; every other request is *single-turn*.
+* **Request length** is ``trace.input_tokens`` (prompt tokens). Percentiles use
+  numpy's default linear interpolation.
+* **Footprint** of a session is its number of distinct block ids (every block any of
+  its requests touches, shared system-prompt blocks included); it is proportional to
+  the session's KV bytes.
+* **Block categories** (paper sec. 4.1, only when ``block_category`` is given, one int
+  per dense block id): 0 = system prompt, 1 = multi-turn history, 2 = single-turn
+  prompt. :func:`infer_block_category` approximates them from a trace alone.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+SYSTEM, HISTORY, SINGLE_TURN = 0, 1, 2
+
+#: Published FreeInference Trace statistics (paper sec. 3.1, 4.1-4.5, appendix B) that
+#: the ``freeinference`` synthetic profile is calibrated to.
+TARGETS_FREEINFERENCE: dict[str, float] = {
+    "multi_turn_request_share": 0.343,
+    "mean_input_tokens": 32_000.0,
+    "median_input_tokens": 3_386.0,
+    "median_input_tokens_multi_turn": 66_605.0,
+    "p90_input_tokens": 111_000.0,
+    "gap_median_s": 8.2,
+    "session_duration_median_s": 55.0,
+    "footprint_median_blocks": 45.0,
+    "footprint_p99_blocks": 8_300.0,
+    "footprint_top10_share": 0.762,
+    "system_block_share": 0.047,
+    "system_access_share": 0.184,
+    "single_turn_block_share": 0.578,
+    "single_turn_access_share": 0.114,
+    "single_turn_once_share": 0.849,
+    "concurrency_mean": 12.0,
+}
+
+#: Further published FreeInference statistics: reported in calibration tables but not
+#: calibration requirements (several are approximate readings: "~4 hours", "up to 412").
+SECONDARY_TARGETS_FREEINFERENCE: dict[str, float] = {
+    "footprint_top1_share": 0.203,
+    "history_block_share": 0.376,
+    "history_access_share": 0.702,
+    "compulsory_miss_ratio": 0.060,
+    "session_duration_p90_s": 840.0,
+    "session_duration_p99_s": 14_400.0,
+    "gap_share_under_22min": 0.997,
+    "requests_per_session_max": 412.0,
+    "system_accesses_median": 15.0,
+    "history_accesses_median": 12.0,
+}
+
+#: Published Chutes Trace statistics (paper Table 1 / sec. 3.1).
+TARGETS_CHUTES: dict[str, float] = {
+    "multi_turn_request_share": 0.261,
+    "mean_input_tokens": 18_700.0,
+}
+
+
+def session_index(trace) -> tuple[np.ndarray, np.ndarray]:
+    """(dense session index per request, requests per session); -1 ids become singletons."""
+    s = np.asarray(trace.session, dtype=np.int64).copy()
+    neg = s < 0
+    if neg.any():
+        s[neg] = (s.max() if (~neg).any() else -1) + 1 + np.arange(int(neg.sum()), dtype=np.int64)
+    _, inv, counts = np.unique(s, return_inverse=True, return_counts=True)
+    return inv.astype(np.int64), counts.astype(np.int64)
+
+
+def _pct(x: np.ndarray, q: float) -> float:
+    return float(np.percentile(x, q)) if len(x) else math.nan
+
+
+def _top_share(x: np.ndarray, frac: float) -> float:
+    """Share of sum(x) held by the largest ceil(frac * len(x)) entries."""
+    if len(x) == 0 or x.sum() == 0:
+        return math.nan
+    k = max(1, math.ceil(frac * len(x)))
+    top = np.partition(x, len(x) - k)[len(x) - k:]
+    return float(top.sum() / x.sum())
+
+
+def _session_blocks(trace, sess_of_req: np.ndarray, n_sessions: int) -> tuple[np.ndarray, np.ndarray]:
+    """(footprint per session, number of distinct sessions touching each block)."""
+    U = trace.n_unique
+    key = np.repeat(sess_of_req, trace.request_lengths) * np.int64(max(U, 1))
+    key += trace.blocks
+    key.sort()
+    first = np.empty(len(key), dtype=bool)
+    if len(key):
+        first[0] = True
+        np.not_equal(key[1:], key[:-1], out=first[1:])
+    pairs = key[first]
+    del key, first
+    footprint = np.bincount(pairs // max(U, 1), minlength=n_sessions)
+    sessions_per_block = np.bincount(pairs % max(U, 1), minlength=U)
+    return footprint, sessions_per_block
+
+
+def characterize(trace, block_category: np.ndarray | None = None) -> dict[str, float]:
+    """Workload statistics of a trace, by name.
+
+    Size: ``n_requests``, ``n_sessions`` (incl. single-turn), ``n_multi_turn_sessions``,
+    ``n_accesses`` (block accesses), ``n_unique_blocks``, ``total_input_tokens``,
+    ``span_s`` (last minus first arrival).
+
+    Requests: ``multi_turn_request_share`` (requests in multi-turn sessions / all
+    requests); ``mean_input_tokens``, ``median_input_tokens``, ``p90_input_tokens`` over
+    all requests; ``median_input_tokens_multi_turn`` over requests of multi-turn
+    sessions; ``requests_per_session_median`` / ``_max`` over multi-turn sessions.
+
+    Time: ``gap_median_s`` is the median over all pairs of consecutive requests of a
+    multi-turn session (ordered by arrival) of the time between their arrivals;
+    ``gap_share_under_22min`` the fraction of those gaps below 1,320 s.
+    ``session_duration_median_s`` / ``_p90_s`` / ``_p99_s``: last minus first arrival of
+    each multi-turn session. ``concurrency_mean``: time-average, over the trace span
+    [first arrival, last arrival], of the number of multi-turn sessions that are
+    active (a session is active from its first to its last request's arrival), i.e.
+    sum of multi-turn session durations / span (single-turn sessions last 0 s).
+
+    Footprint: ``footprint_median_blocks``, ``footprint_p99_blocks``,
+    ``footprint_max_blocks`` over all sessions (single-turn included);
+    ``footprint_top10_share`` / ``footprint_top1_share``: share of the summed footprint
+    (= KV bytes) held by the largest 10% / 1% of sessions (rounded up).
+
+    Blocks: ``compulsory_miss_ratio`` = distinct blocks / accesses (misses of an infinite
+    cache); ``one_hit_block_share`` = fraction of distinct blocks accessed exactly once.
+
+    With ``block_category`` (int per dense block id, 0 system / 1 history / 2 single-turn):
+    ``{system,history,single_turn}_block_share`` (share of distinct blocks),
+    ``{..}_access_share`` (share of accesses), ``single_turn_once_share`` (fraction of
+    single-turn blocks accessed exactly once), ``system_accesses_median`` and
+    ``history_accesses_median`` (median accesses per block of the category).
+    """
+    R = trace.n_requests
+    N = trace.n_accesses
+    U = trace.n_unique
+    arrival = np.asarray(trace.arrival_s, dtype=np.float64)
+    itok = np.asarray(trace.input_tokens, dtype=np.int64)
+    sess, per_sess = session_index(trace)
+    S = len(per_sess)
+    multi_sess = per_sess >= 2
+    multi_req = multi_sess[sess]
+    out: dict[str, float] = {
+        "n_requests": float(R),
+        "n_sessions": float(S),
+        "n_multi_turn_sessions": float(multi_sess.sum()),
+        "n_accesses": float(N),
+        "n_unique_blocks": float(U),
+        "total_input_tokens": float(itok.sum()),
+        "span_s": float(arrival.max() - arrival.min()) if R else math.nan,
+        "multi_turn_request_share": float(multi_req.mean()) if R else math.nan,
+        "mean_input_tokens": float(itok.mean()) if R else math.nan,
+        "median_input_tokens": _pct(itok, 50),
+        "p90_input_tokens": _pct(itok, 90),
+        "median_input_tokens_multi_turn": _pct(itok[multi_req], 50),
+        "requests_per_session_median": _pct(per_sess[multi_sess], 50),
+        "requests_per_session_max": float(per_sess[multi_sess].max()) if multi_sess.any() else math.nan,
+    }
+
+    # ---- time: gaps and durations of multi-turn sessions
+    order = np.lexsort((arrival, sess))
+    s_sorted = sess[order]
+    a_sorted = arrival[order]
+    same = s_sorted[1:] == s_sorted[:-1]
+    gaps = np.diff(a_sorted)[same]  # only multi-turn sessions have consecutive pairs
+    grp_start = np.flatnonzero(np.concatenate(([True], ~same)))
+    grp_end = np.concatenate((grp_start[1:], [R])) - 1
+    duration = a_sorted[grp_end] - a_sorted[grp_start]  # per dense session (sorted order)
+    duration = duration[multi_sess[s_sorted[grp_start]]]
+    span = out["span_s"]
+    out.update({
+        "gap_median_s": _pct(gaps, 50),
+        "gap_share_under_22min": float((gaps < 1_320.0).mean()) if len(gaps) else math.nan,
+        "session_duration_median_s": _pct(duration, 50),
+        "session_duration_p90_s": _pct(duration, 90),
+        "session_duration_p99_s": _pct(duration, 99),
+        "concurrency_mean": float(duration.sum() / span) if span and span > 0 else math.nan,
+    })
+
+    # ---- footprints and block reuse
+    footprint, _ = _session_blocks(trace, sess, S)
+    counts = np.bincount(trace.blocks, minlength=U)
+    out.update({
+        "footprint_median_blocks": _pct(footprint, 50),
+        "footprint_p99_blocks": _pct(footprint, 99),
+        "footprint_max_blocks": float(footprint.max()) if S else math.nan,
+        "footprint_top10_share": _top_share(footprint, 0.10),
+        "footprint_top1_share": _top_share(footprint, 0.01),
+        "compulsory_miss_ratio": U / N if N else math.nan,
+        "one_hit_block_share": float((counts == 1).mean()) if U else math.nan,
+    })
+
+    if block_category is not None:
+        cat = np.asarray(block_category)
+        if len(cat) != U:
+            raise ValueError(f"block_category has {len(cat)} entries, trace has {U} distinct blocks")
+        for c, name in ((SYSTEM, "system"), (HISTORY, "history"), (SINGLE_TURN, "single_turn")):
+            mask = cat == c
+            out[f"{name}_block_share"] = float(mask.mean()) if U else math.nan
+            out[f"{name}_access_share"] = float(counts[mask].sum() / N) if N else math.nan
+        single = counts[cat == SINGLE_TURN]
+        out["single_turn_once_share"] = float((single == 1).mean()) if len(single) else math.nan
+        out["system_accesses_median"] = _pct(counts[cat == SYSTEM], 50)
+        out["history_accesses_median"] = _pct(counts[cat == HISTORY], 50)
+    return out
+
+
+def infer_block_category(trace) -> np.ndarray:
+    """Approximate paper sec. 4.1 categories from the access stream alone.
+
+    The paper labels system prompts by message role, which a block trace does not
+    carry. Proxy: a block seen in a multi-turn session is *system* if more than one
+    session touches it (a cross-session shared prefix) and *history* otherwise; a block
+    seen only in single-turn requests is *single-turn*. System prompts used by a single
+    session are therefore counted as history.
+    """
+    sess, per_sess = session_index(trace)
+    _, sessions_per_block = _session_blocks(trace, sess, len(per_sess))
+    in_multi = np.zeros(trace.n_unique, dtype=bool)
+    multi_access = np.repeat(per_sess[sess] >= 2, trace.request_lengths)
+    in_multi[trace.blocks[multi_access]] = True
+    cat = np.full(trace.n_unique, SINGLE_TURN, dtype=np.int8)
+    cat[in_multi] = HISTORY
+    cat[in_multi & (sessions_per_block > 1)] = SYSTEM
+    return cat
+
+
+def calibration_table(stats: dict[str, float], targets: dict[str, float]) -> list[tuple[str, float, float, float]]:
+    """Rows ``(name, target, generated, rel_err)``; rel_err = generated / target - 1."""
+    rows = []
+    for name, target in targets.items():
+        got = float(stats.get(name, math.nan))
+        rel = got / target - 1.0 if target else math.nan
+        rows.append((name, float(target), got, rel))
+    return rows
+
+
+def format_table(rows: list[tuple[str, float, float, float]]) -> str:
+    """Plain-text rendering of :func:`calibration_table` rows."""
+    lines = [f"{'statistic':34s} {'target':>12s} {'generated':>12s} {'rel_err':>8s}"]
+    for name, target, got, rel in rows:
+        lines.append(f"{name:34s} {target:12.4g} {got:12.4g} {rel:+8.1%}")
+    return "\n".join(lines)
+
+
+__all__ = [
+    "SECONDARY_TARGETS_FREEINFERENCE", "TARGETS_CHUTES", "TARGETS_FREEINFERENCE",
+    "calibration_table", "characterize", "format_table", "infer_block_category", "session_index",
+]
