@@ -1,0 +1,203 @@
+"""S3-FIFO (Yang et al., SOSP'23): small FIFO + main FIFO with reinsertion + ghost FIFO.
+
+Algorithm (c = capacity in blocks):
+  small S  FIFO of floor(small_ratio * c) blocks that filters one-hit wonders;
+  main  M  FIFO of the remaining c - |S| blocks, CLOCK-like with a 2-bit counter;
+  ghost G  FIFO of the ids of floor(ghost_ratio * c) blocks demoted from S (no data).
+  hit       -> freq += 1 (the block does not move);
+  miss      -> a block found in G leaves G and goes straight to M (quick promotion of a
+               block demoted too early); any other block goes to S;
+  eviction  -> from M when M is over its share or S is empty, otherwise from S:
+    from S: the oldest block moves to M (freq reset to 0) if it was hit at least
+            `move_to_main_threshold` times while in S and the scan goes on; the first
+            one hit fewer times is evicted and its id enters G (quick demotion);
+    from M: the oldest block with freq > 0 is reinserted at the head with
+            freq = min(freq, 3) - 1; the first block with freq 0 is evicted.
+
+Parameters: small_ratio (0.10), ghost_ratio (0.90: the ghost is sized like main) and
+move_to_main_threshold (2), all at libCacheSim's defaults (libcachesim.S3FIFO takes
+them as small_size_ratio, ghost_size_ratio, move_to_main_threshold).
+
+Choices that follow libCacheSim (S3FIFO.c) where the paper is silent or differs:
+  * a block moved from S to M starts in M with freq 0, and the threshold compares the
+    number of hits taken in S (libCacheSim's default 2 means "hit twice in S");
+  * moving S blocks to M never evicts from M inside the same scan; M's excess is paid
+    by later evictions (the `|M| > its share` test);
+  * before the first eviction, a new block goes to M once S is full (the cache fills
+    S first, then M) - libCacheSim's `has_evicted` warm-up rule;
+  * a ghost hit is resolved (the id leaves G) when the block is looked up, before the
+    eviction it triggers; in block mode `evict` looks the incoming block blocks[j] up
+    itself, so block mode equals libcachesim.S3FIFO exactly for capacities of at least
+    20 blocks.
+Deviation: libCacheSim refuses to admit blocks when the small queue has fewer than 2
+slots (capacity < 20 at the default ratio: it evicts but does not insert, or caches
+nothing). Our engine must insert every missed block, so we give S at least one slot.
+
+Request mode: the engine evicts for request r before r's blocks are looked up, so
+r's ghost hits are resolved when its missing blocks are inserted. Pinned blocks (r's
+own) are passed over in S without being demoted and are rotated in M, so an unpinned
+victim is always found.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..jit import njit
+from .api import PolicySpec, register_hooks
+from .mlist import move_to_head, new_links, push_head, tail, unlink
+
+S, M, G = 0, 1, 2  # list ids: sentinel U + id; size lk[META, N_S + id]
+L, WHERE, FREQ, META = 0, 2, 3, 4  # rows of lk: L, L + 1 links of S, M and G; ...; scalars
+NONE, IN_S, IN_M, IN_G, HIT_G = 0, 1, 2, 3, 4  # lk[WHERE]; HIT_G: left G, bound for M
+S_CAP, M_CAP, G_CAP, THR, HAS_EVICTED, N_S = range(6)  # lk[META]; N_S, N_S+1, N_S+2 sizes
+N_SENT, N_META = 3, 8
+FREQ_MAX = 1 << 30
+
+
+class S3FIFOState(NamedTuple):
+    lk: np.ndarray  # int32[5, U+3+N_META]: links, where, freq, scalars
+    blocks: np.ndarray  # the trace's blocks (block mode: the incoming block of evict)
+
+
+def queue_sizes(capacity: int, small_ratio: float, ghost_ratio: float) -> tuple[int, int, int]:
+    """(small, main, ghost) sizes in blocks, truncated like libCacheSim; small >= 1."""
+    small = max(1, int(capacity * small_ratio))
+    return small, capacity - small, int(capacity * ghost_ratio)
+
+
+def make_state(ctx) -> S3FIFOState:
+    p = ctx.params
+    small_ratio = float(p["small_ratio"])
+    ghost_ratio = float(p["ghost_ratio"])
+    thr = int(p["move_to_main_threshold"])
+    if not 0.0 < small_ratio < 1.0:
+        raise ValueError(f"s3fifo: small_ratio must be in (0, 1), got {small_ratio}")
+    if ghost_ratio < 0.0:
+        raise ValueError(f"s3fifo: ghost_ratio must be >= 0, got {ghost_ratio}")
+    if thr < 1:
+        raise ValueError(f"s3fifo: move_to_main_threshold must be >= 1, got {thr}")
+    lk = new_links(ctx.trace.n_unique, N_SENT, 5, n_meta=N_META)
+    lk[META, S_CAP], lk[META, M_CAP], lk[META, G_CAP] = queue_sizes(ctx.capacity, small_ratio, ghost_ratio)
+    lk[META, THR] = thr
+    return S3FIFOState(lk, ctx.trace.blocks)
+
+
+@njit
+def _to_ghost(lk, v):
+    U = lk.shape[1] - N_SENT - N_META
+    g_cap = lk[META, G_CAP]
+    if g_cap <= 0:
+        lk[WHERE, v] = NONE
+        return
+    while lk[META, N_S + G] >= g_cap:
+        g = tail(lk, L, U + G)
+        unlink(lk, L, g)
+        lk[META, N_S + G] -= 1
+        lk[WHERE, g] = NONE
+    push_head(lk, L, U + G, v)
+    lk[META, N_S + G] += 1
+    lk[WHERE, v] = IN_G
+
+
+@njit
+def _evict_small(lk, pin, r):
+    U = lk.shape[1] - N_SENT - N_META
+    s = U + S
+    thr = lk[META, THR]
+    v = lk[L, s]
+    while v != s:
+        pv = lk[L, v]
+        if lk[FREQ, v] >= thr:  # reused in S: promote to M
+            unlink(lk, L, v)
+            lk[META, N_S + S] -= 1
+            push_head(lk, L, U + M, v)
+            lk[META, N_S + M] += 1
+            lk[WHERE, v] = IN_M
+            lk[FREQ, v] = 0
+        elif pin[v] != r:  # quick demotion: evict, remember the id in G
+            unlink(lk, L, v)
+            lk[META, N_S + S] -= 1
+            _to_ghost(lk, v)
+            return v
+        v = pv
+    return -1
+
+
+@njit
+def _evict_main(lk, pin, r):
+    U = lk.shape[1] - N_SENT - N_META
+    s = U + M
+    limit = 4 * lk[META, N_S + M] + 4  # every block is reinserted at most 3 times
+    for _ in range(limit):
+        v = lk[L, s]
+        if v == s:
+            return -1
+        f = lk[FREQ, v]
+        if f >= 1:
+            move_to_head(lk, L, s, v)
+            lk[FREQ, v] = min(f, 3) - 1
+        elif pin[v] == r:
+            move_to_head(lk, L, s, v)
+        else:
+            unlink(lk, L, v)
+            lk[META, N_S + M] -= 1
+            lk[WHERE, v] = NONE
+            return v
+    return -1
+
+
+@njit
+def on_hit(st, b, j, r, d):
+    if st.lk[FREQ, b] < FREQ_MAX:
+        st.lk[FREQ, b] += 1
+
+
+@njit
+def on_insert(st, b, j, r, d):
+    lk = st.lk
+    U = lk.shape[1] - N_SENT - N_META
+    w = lk[WHERE, b]
+    if w == IN_G:  # ghost hit with no eviction due (or request mode)
+        unlink(lk, L, b)
+        lk[META, N_S + G] -= 1
+        w = HIT_G
+    if w == HIT_G or (lk[META, HAS_EVICTED] == 0 and lk[META, N_S + S] >= lk[META, S_CAP]):
+        push_head(lk, L, U + M, b)
+        lk[META, N_S + M] += 1
+        lk[WHERE, b] = IN_M
+    else:
+        push_head(lk, L, U + S, b)
+        lk[META, N_S + S] += 1
+        lk[WHERE, b] = IN_S
+    lk[FREQ, b] = 0
+
+
+@njit
+def evict(st, j, r, pin):
+    lk = st.lk
+    if r < 0:  # block mode: resolve the incoming block's ghost hit before evicting
+        x = st.blocks[j]
+        if lk[WHERE, x] == IN_G:
+            unlink(lk, L, x)
+            lk[META, N_S + G] -= 1
+            lk[WHERE, x] = HIT_G
+    lk[META, HAS_EVICTED] = 1
+    if lk[META, N_S + M] > lk[META, M_CAP] or lk[META, N_S + S] == 0:
+        v = _evict_main(lk, pin, r)
+        if v < 0:
+            v = _evict_small(lk, pin, r)
+    else:
+        v = _evict_small(lk, pin, r)
+        if v < 0:  # S emptied into M (or only pinned blocks left): evict from M
+            v = _evict_main(lk, pin, r)
+    return v
+
+
+register_hooks(S3FIFOState, on_hit, on_insert, evict)
+
+SPEC = PolicySpec("s3fifo", make_state,
+                  "S3-FIFO: small FIFO filters one-hit blocks into a ghost; reused blocks live in a main FIFO.",
+                  defaults={"small_ratio": 0.10, "ghost_ratio": 0.90, "move_to_main_threshold": 2},
+                  family="quick_demotion")
