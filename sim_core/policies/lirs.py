@@ -39,6 +39,10 @@ a hit and apply the same re-admission, so the LIRS state stays identical and the
 counts differ by exactly `lk[META, REHITS]`. With L_hirs = 1 (capacity < 200 at 1%)
 libCacheSim even evicts the block being hit and keeps it as an uncounted resident HIR
 entry (the cache briefly holds c + 1 blocks); we do not reproduce that.
+Cross-checks (tests): on the Mooncake and session traces case 2(b) never arises with a
+full LIR set, so both variants equal libcachesim.LIRS exactly there; on Zipf traces
+where it does, compat equals it exactly (minus REHITS) for L_hirs >= 2 and within 0.5
+points of hit ratio for L_hirs = 1.
 
 Request mode: pinned blocks are skipped at the front of Q; if Q holds only pinned
 blocks the least recent unpinned LIR block is evicted (the LIR set then refills from
