@@ -24,17 +24,22 @@ def plot_curves(curves: Mapping[str, Sequence[Mapping]], path: str | Path, *, ti
     fig = Figure(figsize=(12, 4.8), layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, 2, sharex=True)
+    from matplotlib import colormaps
+
+    names = sorted(curves)
+    cmap = colormaps["tab10" if len(names) <= 10 else "tab20"]
+    color = {p: cmap(i % cmap.N) for i, p in enumerate(names)}
     for ax, key, label in ((axes[0], "hit_ratio", "block hit ratio"),
                            (axes[1], "compute_savings", "compute-savings ratio")):
-        for policy in sorted(curves):
+        for policy in names:
             rows = sorted(curves[policy], key=lambda r: r[x])
             if not rows:
                 continue
             xs = [float(r[x]) for r in rows]
             ys = [float(r[key]) for r in rows]
             style = "--" if policy.lower() in _DASHED else "-"
-            ax.plot(xs, ys, style, marker="o" if len(xs) <= 12 else None, markersize=3,
-                    linewidth=1.4, label=policy)
+            ax.plot(xs, ys, style, color=color[policy], marker="o" if len(xs) <= 12 else None,
+                    markersize=3, linewidth=1.4, label=policy)
         ax.set_xscale("log")
         ax.set_xlabel("cache capacity (GiB)" if x == "capacity_gib" else x)
         ax.set_ylabel(label)
