@@ -149,6 +149,8 @@ def characterize(trace, block_category: np.ndarray | None = None) -> dict[str, f
     R = trace.n_requests
     N = trace.n_accesses
     U = trace.n_unique
+    if R == 0 or N == 0:
+        raise ValueError(f"cannot characterize trace {trace.name!r}: it has no requests or no blocks")
     arrival = np.asarray(trace.arrival_s, dtype=np.float64)
     itok = np.asarray(trace.input_tokens, dtype=np.int64)
     sess, per_sess = session_index(trace)
