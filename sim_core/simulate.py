@@ -86,16 +86,9 @@ def simulate(
 
     out = []
     for cap in caps:
-        if cap in results:
-            base = results[cap]
-            rec = _record(trace, cap, base, totals)
-            rec["compute_savings"] = {m: float((base[0] * costs[m]).sum() / (totals * costs[m]).sum())
-                                      for m in cost_models}
-            rec.update(policy=spec.name, mode=mode, hit_semantics=hits, params=params)
-            out.append(rec)
-            continue
-        per_model = {}
-        for pm in passes:
+        # one stack pass covers this capacity (stack policies are cost-unaware)
+        per_model = {passes[0]: results[cap]} if cap in results else {}
+        for pm in passes if not per_model else ():
             ctx = PolicyContext(trace=trace, capacity=cap, mode=mode, cost_per_depth=costs[pm],
                                 params=params, seed=seed)
             st = spec.make_state(ctx)
