@@ -81,7 +81,10 @@ def _evict_one(st, resident, pin, c, extra, j, r):
     return True
 
 
-@njit
+# Compiled without numba's reference counting (NRT): every array outlives the call, and
+# with NRT each eviction through an inlined hook paid atomic incref/decref pairs on the
+# state's arrays (measured 66 -> 201 M accesses/s for LRU). Hooks must not allocate.
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def replay_range(offsets, blocks, capacity, request_mode, prefix_hits, st, es, r_begin, r_end):
     resident = es.resident
     pin = es.pin

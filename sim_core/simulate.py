@@ -30,6 +30,13 @@ def depth_totals(trace: Trace) -> np.ndarray:
     return cached
 
 
+def saturation_capacity(trace: Trace) -> int:
+    """The capacity from which no policy ever evicts: the cache then holds every block
+    the trace has seen (and every request fits), so the replay is the same for every
+    larger capacity and every policy - capacities at or above it are replayed once."""
+    return max(trace.n_unique, trace.max_request_blocks, 1)
+
+
 def simulate(
     trace: Trace,
     policy: str,
@@ -51,6 +58,8 @@ def simulate(
     pass; a cost-aware policy is replayed once per cost model, optimising that model.
     A stack policy (LRU) gets all capacities from one pass when `one_pass` (exact; see
     sim_core.onepass); capacities below the largest request are replayed one by one.
+    Capacities at or above `saturation_capacity(trace)` never evict, so they share one
+    replay.
     """
     _check_choice("mode", mode, MODES)
     _check_choice("hits", hits, HITS)
@@ -84,25 +93,19 @@ def simulate(
         if big:
             results.update(_one_pass(spec, trace, big, mode, hits, max_depth))
 
+    sat = saturation_capacity(trace)
+    saturated = None  # per-model results at `sat`, shared by every capacity >= sat
     out = []
     for cap in caps:
         # one stack pass covers this capacity (stack policies are cost-unaware)
         per_model = {passes[0]: results[cap]} if cap in results else {}
+        if not per_model and cap >= sat:
+            if saturated is None:
+                saturated = {pm: _replay(spec, trace, sat, mode, hits, costs[pm], params, seed, max_depth)
+                             for pm in passes}
+            per_model = saturated
         for pm in passes if not per_model else ():
-            ctx = PolicyContext(trace=trace, capacity=cap, mode=mode, cost_per_depth=costs[pm],
-                                params=params, seed=seed)
-            st = spec.make_state(ctx)
-            es = new_engine_state(trace.n_unique, trace.n_requests, max_depth, cap)
-            for r0, r1 in _segments(spec, trace.n_requests):
-                replay_range(trace.req_offsets, trace.blocks, np.int64(cap), mode == "request",
-                             hits == "prefix", st, es, r0, r1)
-                if es.counters[FAILED]:
-                    raise RuntimeError(
-                        f"policy {spec.name} returned an invalid victim {es.counters[BAD_VICTIM]} at "
-                        f"capacity {cap} (not resident, or a block of the current request)")
-                if spec.train is not None and r1 < trace.n_requests:
-                    spec.train(st, ctx, r1)
-            per_model[pm] = (es.hit_by_depth, es.holes, es.counters)
+            per_model[pm] = _replay(spec, trace, cap, mode, hits, costs[pm], params, seed, max_depth)
         base = per_model[passes[0]]
         rec = _record(trace, cap, base, totals)
         rec["compute_savings"] = {
@@ -113,6 +116,24 @@ def simulate(
         rec.update(policy=spec.name, mode=mode, hit_semantics=hits, params=params)
         out.append(rec)
     return out
+
+
+def _replay(spec, trace: Trace, cap: int, mode: str, hits: str, cost, params: dict, seed: int,
+            max_depth: int):
+    """(hit_by_depth, holes per request, counters) of one replay at capacity `cap`."""
+    ctx = PolicyContext(trace=trace, capacity=cap, mode=mode, cost_per_depth=cost, params=params, seed=seed)
+    st = spec.make_state(ctx)
+    es = new_engine_state(trace.n_unique, trace.n_requests, max_depth, cap)
+    for r0, r1 in _segments(spec, trace.n_requests):
+        replay_range(trace.req_offsets, trace.blocks, np.int64(cap), mode == "request",
+                     hits == "prefix", st, es, r0, r1)
+        if es.counters[FAILED]:
+            raise RuntimeError(
+                f"policy {spec.name} returned an invalid victim {es.counters[BAD_VICTIM]} at "
+                f"capacity {cap} (not resident, or a block of the current request)")
+        if spec.train is not None and r1 < trace.n_requests:
+            spec.train(st, ctx, r1)
+    return es.hit_by_depth, es.holes, es.counters
 
 
 def _one_pass(spec, trace: Trace, caps: list[int], mode: str, hits: str, max_depth: int) -> dict:

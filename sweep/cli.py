@@ -73,6 +73,8 @@ def run(cfg) -> int:
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
+    from sim_core import saturation_capacity
+
     from . import traces
     from .plan import format_plan, make_plan, oversized_warnings, resolve_capacities
     from .spec import resolve
@@ -115,7 +117,12 @@ def run(cfg) -> int:
     sweep_cfg = cfg.sweep
     plan_kw = dict(shards_per_worker=int(sweep_cfg.get("shards_per_worker") or 3),
                    max_capacities_per_job=sweep_cfg.get("max_capacities_per_job"),
-                   max_request_blocks=trace.max_request_blocks if spec.mode == "request" else 0)
+                   max_request_blocks=trace.max_request_blocks if spec.mode == "request" else 0,
+                   saturation_blocks=saturation_capacity(trace))
+    n_sat = sum(1 for c in caps if c.blocks >= plan_kw["saturation_blocks"])
+    if n_sat > 1:
+        log.info("%d of %d capacities hold the whole trace (>= %d blocks): no policy evicts there, "
+                 "so each curve replays them once", n_sat, len(caps), plan_kw["saturation_blocks"])
 
     if sweep_cfg.get("dry_run"):
         workers = int(cfg.cluster.get("actors") or cfg.cluster.get("num_cpus") or os.cpu_count() or 1)

@@ -41,7 +41,7 @@ class Job:
     est_cost: float
     shard: int
     n_shards: int
-    accesses: int  # block accesses this job replays (trace accesses x capacities)
+    accesses: int  # block accesses this job replays (trace accesses x replays)
 
     @property
     def group(self) -> tuple[str, tuple[str, ...]]:
@@ -101,18 +101,21 @@ def oversized_warnings(caps: Sequence[Capacity], request_lengths) -> list[str]:
     return out
 
 
-def _split(n: int, k: int) -> list[list[int]]:
-    """Interleave n items into k shards (capacity i goes to shard i mod k): each shard
-    spans small and large capacities, which cost different amounts to replay."""
-    return [list(range(s, n, k)) for s in range(k)]
+def _split(items: list, k: int) -> list[list]:
+    """Interleave items into k shards (item i goes to shard i mod k): each shard spans
+    small and large capacities, which cost different amounts to replay."""
+    return [items[s::k] for s in range(k)]
 
 
 def make_plan(policies: Sequence, cost_models: Sequence[str], capacities: Sequence[Capacity],
               accesses: int, workers: int, *, shards_per_worker: int = 3,
-              max_capacities_per_job: int | None = None, max_request_blocks: int = 0) -> list[Job]:
+              max_capacities_per_job: int | None = None, max_request_blocks: int = 0,
+              saturation_blocks: int | None = None) -> list[Job]:
     """Jobs ordered largest first. `policies` are spec.PolicyChoice (name, params, weight,
     cost_aware, one_pass); `accesses` is the trace's block-access count; capacities below
-    `max_request_blocks` fall outside a one-pass curve and are replayed one by one."""
+    `max_request_blocks` fall outside a one-pass curve and are replayed one by one.
+    Capacities at or above `saturation_blocks` (sim_core.simulate.saturation_capacity)
+    share one replay, so they form one unit of work that stays in one job."""
     if not policies or not cost_models or not capacities:
         raise ValueError("a plan needs at least one policy, cost model and capacity")
     groups = []
@@ -120,14 +123,18 @@ def make_plan(policies: Sequence, cost_models: Sequence[str], capacities: Sequen
         cms = [(m,) for m in cost_models] if p.cost_aware else [tuple(cost_models)]
         for g in cms:
             groups.append((p, g))
-    n = len(capacities)
     n_small = sum(1 for c in capacities if c.blocks < max_request_blocks)
+    # work items: one per capacity, except that all saturated capacities are one item
+    items = [(c.index,) for c in capacities if saturation_blocks is None or c.blocks < saturation_blocks]
+    sat_item = tuple(c.index for c in capacities if saturation_blocks is not None and c.blocks >= saturation_blocks)
+    if sat_item:
+        items.append(sat_item)
 
-    def cost(p, n_caps: int) -> float:
-        units = (ONE_PASS_COST + n_small) if p.one_pass else n_caps
+    def cost(p, n_items: int) -> float:
+        units = (ONE_PASS_COST + n_small) if p.one_pass else n_items
         return float(p.weight) * accesses * units
 
-    total = sum(cost(p, n) for p, _ in groups)
+    total = sum(cost(p, len(items)) for p, _ in groups)
     target_jobs = max(1, int(workers) * max(1, int(shards_per_worker)))
     per_job = total / target_jobs
     raw = []
@@ -135,18 +142,19 @@ def make_plan(policies: Sequence, cost_models: Sequence[str], capacities: Sequen
         if p.one_pass:
             k = 1  # splitting would replay the whole trace once per shard
         else:
-            k = max(1, math.ceil(cost(p, n) / per_job - 1e-9)) if per_job > 0 else 1
+            k = max(1, math.ceil(cost(p, len(items)) / per_job - 1e-9)) if per_job > 0 else 1
             if max_capacities_per_job:
-                k = max(k, math.ceil(n / int(max_capacities_per_job)))
-            k = min(k, n)
-        for s, idx in enumerate(_split(n, k)):
-            raw.append((p, g, s, k, tuple(idx), cost(p, len(idx))))
+                k = max(k, math.ceil(len(items) / int(max_capacities_per_job)))
+            k = min(k, len(items))
+        for s, shard in enumerate(_split(items, k)):
+            idx = tuple(sorted(i for item in shard for i in item))
+            raw.append((p, g, s, k, idx, cost(p, len(shard)), len(shard)))
     raw.sort(key=lambda r: (-r[5], r[0].name, r[1], r[2]))
     jobs = []
-    for i, (p, g, s, k, idx, est) in enumerate(raw):
+    for i, (p, g, s, k, idx, est, n_replays) in enumerate(raw):
         job = Job(id=i, policy=p.name, params=tuple(sorted(p.params.items())), cost_models=g,
                   cap_indices=idx, capacities=tuple(capacities[j].blocks for j in idx),
-                  est_cost=est, shard=s, n_shards=k, accesses=accesses * len(idx))
+                  est_cost=est, shard=s, n_shards=k, accesses=accesses * n_replays)
         jobs.append(job)
     return jobs
 

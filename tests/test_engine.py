@@ -222,3 +222,30 @@ def test_belady_equals_brute_force_optimum_in_request_mode():
         t = Trace.from_requests(reqs)
         dense = tuple(tuple(int(x) for x in t.request_blocks(i)) for i in range(t.n_requests))
         assert hits(t, "belady", cap) == brute_force_opt_request(dense, cap), (reqs, cap)
+
+
+@pytest.mark.parametrize("policy", sorted(__import__("sim_core").REGISTRY))
+def test_capacities_past_saturation_share_one_replay(policy):
+    """Capacities >= saturation_capacity are answered by one replay at that capacity:
+    check it against a real replay at a larger capacity and against the no-eviction
+    count (every access after a block's first is a hit)."""
+    from sim_core.policies import get_policy
+    from sim_core.simulate import _replay, depth_totals, saturation_capacity
+    from sim_core.cost import cost_per_depth
+    from sim_core.engine import EVICTIONS
+
+    t = session_trace(n_sessions=25, seed=3)
+    sat = saturation_capacity(t)
+    big = 3 * sat + 7
+    first_uses = len(np.unique(t.blocks))
+    for mode in ("block", "request"):
+        recs = simulate(t, policy, [sat, big], mode=mode, one_pass=False, cost_models=["linear"])
+        depth = len(depth_totals(t))
+        direct, _, counters = _replay(get_policy(policy), t, big, mode, "block",
+                                      cost_per_depth("linear", depth, t.block_tokens),
+                                      {**get_policy(policy).defaults}, 0, depth)
+        assert counters[EVICTIONS] == 0  # no evictions at all
+        for rec in recs:
+            assert rec["hits"] == int(direct.sum()) == t.n_accesses - first_uses
+            assert rec["evictions"] == 0
+        assert [r["capacity_blocks"] for r in recs] == [sat, big]

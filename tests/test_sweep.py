@@ -381,3 +381,17 @@ def test_a_failing_job_fails_only_its_curves(e2e, tmp_path):
     assert "horizon" in runs["belady | uniform"].data.tags["error"]
     parent = [r for n, r in runs.items() if n.startswith("sweep-")]
     assert len(parent) == 1 and parent[0].info.status == "FAILED"
+
+
+def test_saturated_capacities_are_one_unit_of_work():
+    # capacities 100..1000; from 600 blocks on the trace fits whole: one replay covers 600..1000
+    cs = caps(10)
+    jobs = make_plan([pol("fifo"), pol("lru", one_pass=True)], ["uniform"], cs, accesses=10, workers=2,
+                     shards_per_worker=2, saturation_blocks=600)
+    fifo = [j for j in jobs if j.policy == "fifo"]
+    owners = [j for j in fifo if 5 in j.cap_indices]
+    assert len(owners) == 1 and set(range(5, 10)) <= set(owners[0].cap_indices)
+    assert sorted(i for j in fifo for i in j.cap_indices) == list(range(10))
+    # 5 capacities below saturation + 1 shared replay = 6 units of work
+    assert sum(j.est_cost for j in fifo) == 6 * 10
+    assert sum(j.accesses for j in fifo) == 6 * 10

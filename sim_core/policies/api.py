@@ -13,6 +13,9 @@ A policy is a NamedTuple of flat arrays (its state) plus three njit hooks:
                                 must go with it (session-level eviction); writes k ids to
                                 `out`, each resident, not pinned and removed from st
 
+Hooks are inlined into an engine compiled without numba's reference counting: they
+must not allocate arrays (allocate everything in make_state).
+
 `register_hooks(StateClass, ...)` binds them to the state type; the engine calls the
 generic stubs below and numba resolves them by the *type* of the state at compile time,
 so each policy gets its own specialised, disk-cached engine with no runtime dispatch.
