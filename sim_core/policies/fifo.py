@@ -13,10 +13,11 @@ from .dlist import new_list, push_head, unlink
 class FIFOState(NamedTuple):
     prev: np.ndarray
     nxt: np.ndarray
+    cursor: np.ndarray  # int64[2]: (request, last pinned block skipped by its evictions)
 
 
 def make_state(ctx) -> FIFOState:
-    return FIFOState(*new_list(ctx.trace.n_unique))
+    return FIFOState(*new_list(ctx.trace.n_unique), np.full(2, -1, np.int64))
 
 
 @njit
@@ -32,13 +33,17 @@ def on_insert(st, b, j, r, d):
 @njit
 def evict(st, j, r, pin):
     # Walk from the oldest block, skipping the current request's blocks in place
-    # (their queue position must not change).
+    # (their queue position must not change). Those blocks stay put while the request
+    # evicts, so the walk resumes after the last one it skipped (O(1) amortised).
     s = st.prev.shape[0] - 1
-    v = st.prev[s]
+    c = st.cursor
+    v = st.prev[c[1]] if r >= 0 and c[0] == r else st.prev[s]
     while v != s:
-        if pin[v] != r:
+        if r < 0 or pin[v] != r:
             unlink(st.prev, st.nxt, v)
             return v
+        c[0] = r
+        c[1] = v
         v = st.prev[v]
     return -1
 

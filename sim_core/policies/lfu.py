@@ -17,7 +17,9 @@ class LFUState(NamedTuple):
     nxt: np.ndarray
     bhead: np.ndarray  # int32[F]: oldest block of each frequency, -1 if empty
     btail: np.ndarray
-    meta: np.ndarray  # int64[1]: lower bound of the smallest non-empty frequency
+    # int64[4]: lower bound of the smallest non-empty frequency, then the eviction
+    # cursor (request, frequency, last pinned block skipped or -1)
+    meta: np.ndarray
 
 
 def make_state(ctx) -> LFUState:
@@ -25,7 +27,7 @@ def make_state(ctx) -> LFUState:
     fmax = int(np.bincount(ctx.trace.blocks).max()) + 2 if U else 2
     return LFUState(
         np.zeros(U, np.int32), np.full(U, -1, np.int32), np.full(U, -1, np.int32),
-        np.full(fmax, -1, np.int32), np.full(fmax, -1, np.int32), np.ones(1, np.int64),
+        np.full(fmax, -1, np.int32), np.full(fmax, -1, np.int32), np.array([1, -1, 0, -1], np.int64),
     )
 
 
@@ -72,20 +74,36 @@ def on_insert(st, b, j, r, d):
 
 @njit
 def evict(st, j, r, pin):
+    # The current request's blocks are skipped in place; they stay put while it evicts,
+    # so the walk resumes after the last one skipped (O(1) amortised per request).
     F = st.bhead.shape[0]
-    f = st.meta[0]
-    while f < F and st.bhead[f] == -1:
-        f += 1
-    st.meta[0] = f
+    m = st.meta
+    if r >= 0 and m[1] == r:
+        f = m[2]
+        v = st.nxt[m[3]] if m[3] >= 0 else st.bhead[f]
+    else:
+        f = m[0]
+        while f < F and st.bhead[f] == -1:
+            f += 1
+        m[0] = f
+        v = st.bhead[f] if f < F else -1
     while f < F:
-        v = st.bhead[f]
         while v != -1:
-            if pin[v] != r:
+            if r < 0 or pin[v] != r:
                 _remove(st, f, v)
                 st.freq[v] = 0
                 return v
+            m[1] = r
+            m[2] = f
+            m[3] = v
             v = st.nxt[v]
         f += 1
+        if f < F:
+            v = st.bhead[f]
+            if r >= 0:
+                m[1] = r
+                m[2] = f
+                m[3] = -1
     return -1
 
 
