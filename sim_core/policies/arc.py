@@ -37,7 +37,7 @@ import numpy as np
 
 from ..jit import njit
 from .api import PolicySpec, register_hooks
-from .mlist import move_to_head, new_links, push_head, tail, unlink
+from .mlist import move_to_head, new_cursors, new_links, push_head, tail, tail_unpinned, unlink
 
 T1, T2, B1, B2 = 0, 1, 2, 3  # list ids: sentinel U + id; size lk[META, id]
 L, WHERE, META = 0, 2, 3  # rows of lk: L, L + 1 links of all four lists; list of each block; scalars
@@ -50,12 +50,13 @@ class ARCState(NamedTuple):
     lk: np.ndarray  # int32[4, U+4+N_META]: links, where, |T1| |T2| |B1| |B2| capacity
     p: np.ndarray  # float64[1]: target size of T1
     blocks: np.ndarray  # the trace's blocks (block mode: the incoming block of evict)
+    cur: np.ndarray  # eviction cursors of T1 and T2 (mlist.tail_unpinned)
 
 
 def make_state(ctx) -> ARCState:
     lk = new_links(ctx.trace.n_unique, N_SENT, 4, n_meta=N_META)
     lk[META, CAP] = ctx.capacity
-    return ARCState(lk, np.zeros(1, np.float64), ctx.trace.blocks)
+    return ARCState(lk, np.zeros(1, np.float64), ctx.trace.blocks, new_cursors(2))
 
 
 @njit
@@ -77,16 +78,6 @@ def _ghost_hit(st, x):
 
 
 @njit
-def _lru_unpinned(lk, s, pin, r):
-    v = lk[L, s]
-    while v != s:
-        if pin[v] != r:
-            return v
-        v = lk[L, v]
-    return -1
-
-
-@njit
 def _replace(st, in_b2, pin, r):
     lk = st.lk
     U = lk.shape[1] - N_SENT - N_META
@@ -96,9 +87,9 @@ def _replace(st, in_b2, pin, r):
         first, second = T1, T2
     else:
         first, second = T2, T1
-    v = _lru_unpinned(lk, U + first, pin, r)
+    v = tail_unpinned(lk, L, U + first, pin, r, st.cur, first)
     if v < 0:
-        v = _lru_unpinned(lk, U + second, pin, r)
+        v = tail_unpinned(lk, L, U + second, pin, r, st.cur, second)
         if v < 0:
             return -1
     unlink(lk, L, v)
@@ -135,7 +126,7 @@ def _case_iv(st, pin, r):
         if b1 > 0:
             _drop_ghost_lru(lk, B1)
             return _replace(st, False, pin, r)
-        v = _lru_unpinned(lk, U + T1, pin, r)
+        v = tail_unpinned(lk, L, U + T1, pin, r, st.cur, T1)
         if v < 0:
             return _replace(st, False, pin, r)
         unlink(lk, L, v)  # |T1| = c: evicted without a ghost

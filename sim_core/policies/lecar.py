@@ -63,6 +63,9 @@ class LeCaRState(NamedTuple):
     rng: np.ndarray  # uint64[1]
     blocks: np.ndarray  # the trace (read only): the block an eviction is for
     offsets: np.ndarray
+    # int64[5] eviction cursors: (request, last pinned block skipped) in the LRU list,
+    # (request, frequency, last pinned block skipped or -1) in the frequency buckets
+    cur: np.ndarray
 
 
 def make_state(ctx) -> LeCaRState:
@@ -91,7 +94,7 @@ def make_state(ctx) -> LeCaRState:
         np.full(U, -1, np.int32), np.full(U, -1, np.int32),
         np.full(fmax, -1, np.int32), np.full(fmax, -1, np.int32),
         np.array([w0, 1.0 - w0]), fp, meta, np.array([ctx.seed], dtype=np.uint64),
-        t.blocks, t.req_offsets,
+        t.blocks, t.req_offsets, np.array([-1, -1, -1, 0, -1], np.int64),
     )
 
 
@@ -210,30 +213,49 @@ def on_insert(st, b, j, r, d):
         st.meta[MINF] = f
 
 
+# Both walks skip the current request's blocks, which stay put while it evicts (only
+# victims move), so a walk for request r resumes after the last pinned block it skipped.
 @njit
 def _lfu_choice(st, pin, r):
     F = st.bhead.shape[0]
-    f = st.meta[MINF]
-    while f < F and st.bhead[f] == -1:
-        f += 1
-    st.meta[MINF] = f
+    c = st.cur
+    if r >= 0 and c[2] == r:
+        f = c[3]
+        v = st.fnxt[c[4]] if c[4] >= 0 else st.bhead[f]
+    else:
+        f = st.meta[MINF]
+        while f < F and st.bhead[f] == -1:
+            f += 1
+        st.meta[MINF] = f
+        v = st.bhead[f] if f < F else -1
     while f < F:
-        v = st.bhead[f]
         while v != -1:
-            if pin[v] != r:
+            if r < 0 or pin[v] != r:
                 return v
+            c[2] = r
+            c[3] = f
+            c[4] = v
             v = st.fnxt[v]
         f += 1
+        if f < F:
+            v = st.bhead[f]
+            if r >= 0:
+                c[2] = r
+                c[3] = f
+                c[4] = -1
     return -1
 
 
 @njit
 def _lru_choice(st, pin, r):
     s = st.ghost.shape[0] + RES
-    v = st.prev[s]
+    c = st.cur
+    v = st.prev[c[1]] if r >= 0 and c[0] == r else st.prev[s]
     while v != s:
-        if pin[v] != r:
+        if r < 0 or pin[v] != r:
             return v
+        c[0] = r
+        c[1] = v
         v = st.prev[v]
     return -1
 

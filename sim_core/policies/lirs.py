@@ -57,7 +57,7 @@ import numpy as np
 
 from ..jit import njit
 from .api import PolicySpec, register_hooks
-from .mlist import move_to_head, new_links, push_head, tail, unlink
+from .mlist import move_to_head, new_cursors, new_links, push_head, tail, tail_unpinned, unlink
 
 NONE, LIR, HIR_R, HIR_N = 0, 1, 2, 3  # lk[STATUS]; HIR_N = non-resident HIR entry of S
 SL, QL, STATUS, IN_S, META = 0, 2, 4, 5, 6  # rows of lk: links of S (sentinel U), of Q and NH; ...
@@ -68,6 +68,7 @@ N_SENT, N_META = 2, 9
 
 class LIRSState(NamedTuple):
     lk: np.ndarray  # int32[7, U+2+N_META]: links of S (head = top), of Q and NH; status; in S; scalars
+    cur: np.ndarray  # eviction cursors in Q (mlist.tail_unpinned) and in S (evict)
 
 
 def limits(capacity: int, hir_ratio: float) -> tuple[int, int]:
@@ -89,7 +90,7 @@ def make_state(ctx) -> LIRSState:
     lk[META, S_MAX] = min(int(stack_ratio * ctx.capacity), 2**31 - 1)
     lk[META, COMPAT] = int(bool(p["libcachesim_compat"]))
     lk[META, ZOMBIE] = -1
-    return LIRSState(lk)
+    return LIRSState(lk, new_cursors(2))
 
 
 # ------------------------------------------------------------------ stack S
@@ -243,22 +244,28 @@ def evict(st, j, r, pin):
         if pin[z] != r:
             return z
         _admit(lk, z)  # request mode: the pinned zombie is re-admitted
-    q = U + Q
-    v = lk[QL, q]
-    while v != q:
-        if pin[v] != r:
-            _evict_hir(lk, v)
-            return v
-        v = lk[QL, v]
-    # Q holds only pinned blocks: evict the least recent unpinned LIR block
-    v = lk[SL, U]
+    v = tail_unpinned(lk, QL, U + Q, pin, r, st.cur, 0)
+    if v >= 0:
+        _evict_hir(lk, v)
+        return v
+    # Q holds only pinned blocks: evict the least recent unpinned LIR block. Pruning
+    # after an eviction only removes entries below the lowest LIR block, so every entry
+    # above a pinned LIR block stays: the walk for r resumes after the last such entry.
+    c = st.cur
+    anchored = r >= 0 and c[2] == r
+    v = lk[SL, c[3]] if anchored else lk[SL, U]
     while v != U:
-        if lk[STATUS, v] == LIR and pin[v] != r:
-            _s_remove(lk, v)
-            lk[STATUS, v] = NONE
-            lk[META, N_LIR] -= 1
-            _prune(lk)
-            return v
+        if lk[STATUS, v] == LIR:
+            if r < 0 or pin[v] != r:
+                _s_remove(lk, v)
+                lk[STATUS, v] = NONE
+                lk[META, N_LIR] -= 1
+                _prune(lk)
+                return v
+            anchored = r >= 0
+        if anchored:
+            c[2] = r
+            c[3] = v
         v = lk[SL, v]
     return -1
 

@@ -68,3 +68,28 @@ def tail(lk, p, s):
 def move_to_head(lk, p, s, b):
     unlink(lk, p, b)
     push_head(lk, p, s, b)
+
+
+def new_cursors(n_lists: int) -> np.ndarray:
+    """int64[2 * n_lists] eviction cursors for tail_unpinned, one (request, block) pair
+    per list."""
+    return np.full(2 * n_lists, -1, dtype=np.int64)
+
+
+@njit
+def tail_unpinned(lk, p, s, pin, r, cur, k):
+    """Oldest element of list s that request r has not pinned, or -1 (block mode,
+    r < 0: the oldest). r's pinned blocks stay where they are while r evicts, so the
+    walk resumes after the last one it skipped (cursor pair k of `cur`): a request
+    that hits many old blocks and then evicts many times walks them once."""
+    if r >= 0 and cur[2 * k] == r:
+        v = lk[p, cur[2 * k + 1]]
+    else:
+        v = lk[p, s]
+    while v != s:
+        if r < 0 or pin[v] != r:
+            return v
+        cur[2 * k] = r
+        cur[2 * k + 1] = v
+        v = lk[p, v]
+    return -1

@@ -59,6 +59,7 @@ FREQ_MAX = 1 << 30
 class S3FIFOState(NamedTuple):
     lk: np.ndarray  # int32[5, U+3+N_META]: links, where, freq, scalars
     blocks: np.ndarray  # the trace's blocks (block mode: the incoming block of evict)
+    cur: np.ndarray  # int64[2]: eviction cursor in S (request, last pinned block skipped)
 
 
 def queue_sizes(capacity: int, small_ratio: float, ghost_ratio: float) -> tuple[int, int, int]:
@@ -81,7 +82,7 @@ def make_state(ctx) -> S3FIFOState:
     lk = new_links(ctx.trace.n_unique, N_SENT, 5, n_meta=N_META)
     lk[META, S_CAP], lk[META, M_CAP], lk[META, G_CAP] = queue_sizes(ctx.capacity, small_ratio, ghost_ratio)
     lk[META, THR] = thr
-    return S3FIFOState(lk, ctx.trace.blocks)
+    return S3FIFOState(lk, ctx.trace.blocks, np.full(2, -1, np.int64))
 
 
 @njit
@@ -102,11 +103,12 @@ def _to_ghost(lk, v):
 
 
 @njit
-def _evict_small(lk, pin, r):
+def _evict_small(lk, pin, r, cur):
     U = lk.shape[1] - N_SENT - N_META
     s = U + S
     thr = lk[META, THR]
-    v = lk[L, s]
+    # r's pinned blocks with a low count stay put while r evicts: resume after them
+    v = lk[L, cur[1]] if r >= 0 and cur[0] == r else lk[L, s]
     while v != s:
         pv = lk[L, v]
         if lk[FREQ, v] >= thr:  # reused in S: promote to M
@@ -121,6 +123,9 @@ def _evict_small(lk, pin, r):
             lk[META, N_S + S] -= 1
             _to_ghost(lk, v)
             return v
+        else:
+            cur[0] = r
+            cur[1] = v
         v = pv
     return -1
 
@@ -187,9 +192,9 @@ def evict(st, j, r, pin):
     if lk[META, N_S + M] > lk[META, M_CAP] or lk[META, N_S + S] == 0:
         v = _evict_main(lk, pin, r)
         if v < 0:
-            v = _evict_small(lk, pin, r)
+            v = _evict_small(lk, pin, r, st.cur)
     else:
-        v = _evict_small(lk, pin, r)
+        v = _evict_small(lk, pin, r, st.cur)
         if v < 0:  # S emptied into M (or only pinned blocks left): evict from M
             v = _evict_main(lk, pin, r)
     return v

@@ -81,6 +81,7 @@ KNOBS = ("small_ratio", "move_to_main_threshold", "ghost_to_main_threshold", "gh
 class S4FIFOState(NamedTuple):
     lk: np.ndarray  # int32[10, U+3+N_META]: links of S/M and of G, where, in G, freq, ghost count, stamp, scalars
     blocks: np.ndarray  # the trace's blocks (block mode: the incoming block of evict)
+    cur: np.ndarray  # int64[2]: eviction cursor in S (request, last pinned block skipped)
 
 
 def resolve_params(params: dict) -> dict:
@@ -113,7 +114,7 @@ def make_state(ctx) -> S4FIFOState:
     lk[META, G_THR] = int(k["ghost_to_main_threshold"])
     lk[META, SKIP] = int(s_cap * float(k["skip_ratio"]))
     lk[META, ARTIFACT] = int(ctx.params["ghost_mode"] == "artifact")
-    return S4FIFOState(lk, ctx.trace.blocks)
+    return S4FIFOState(lk, ctx.trace.blocks, np.full(2, -1, np.int64))
 
 
 # ------------------------------------------------------------------ ghost
@@ -170,10 +171,11 @@ def _to_main(lk, v):
 
 
 @njit
-def _evict_small(lk, pin, r):
+def _evict_small(lk, pin, r, cur):
     s = lk.shape[1] - N_SENT - N_META + S
     thr = lk[META, THR]
-    v = lk[L, s]
+    # r's pinned blocks with a low count stay put while r evicts: resume after them
+    v = lk[L, cur[1]] if r >= 0 and cur[0] == r else lk[L, s]
     while v != s:
         pv = lk[L, v]
         if lk[FREQ, v] >= thr:
@@ -186,6 +188,9 @@ def _evict_small(lk, pin, r):
             lk[WHERE, v] = NONE
             _g_put(lk, v, lk[FREQ, v] if lk[META, ARTIFACT] else lk[GHOST, v])
             return v
+        else:
+            cur[0] = r
+            cur[1] = v
         v = pv
     return -1
 
@@ -262,9 +267,9 @@ def evict(st, j, r, pin):
     if lk[META, N_M] > lk[META, M_CAP] or lk[META, N_S] == 0:
         v = _evict_main(lk, pin, r)
         if v < 0:
-            v = _evict_small(lk, pin, r)
+            v = _evict_small(lk, pin, r, st.cur)
     else:
-        v = _evict_small(lk, pin, r)
+        v = _evict_small(lk, pin, r, st.cur)
         if v < 0:
             v = _evict_main(lk, pin, r)
     return v
