@@ -395,3 +395,33 @@ def test_saturated_capacities_are_one_unit_of_work():
     # 5 capacities below saturation + 1 shared replay = 6 units of work
     assert sum(j.est_cost for j in fifo) == 6 * 10
     assert sum(j.accesses for j in fifo) == 6 * 10
+
+
+def test_bench_smoke(tmp_path):
+    """`python -m sweep.bench` end to end on a tiny trace: table rows, ratios, files."""
+    import json
+
+    from sweep import bench
+
+    assert bench.main(["--accesses", "3e5", "--policies", "lru,fifo,random_compute", "--reps", "1",
+                       "--skip", "jit,ray", "--capacity", "2000", "--out", str(tmp_path)]) == 0
+    res = json.loads((tmp_path / "bench.json").read_text())
+    rows = {r["policy"]: r for r in res["speed"]}
+    assert set(rows) == {"lru", "fifo", "random_compute"}
+    for r in rows.values():
+        assert r["accesses"] >= 3e5 and r["ours_acc_per_s"] > 0 and r["ours_request_acc_per_s"] > 0
+    # same policy in libCacheSim: identical hit ratio; a nearest-policy reference is marked
+    assert rows["lru"]["lcs_hit_ratio"] == pytest.approx(rows["lru"]["ours_hit_ratio"], abs=1e-12)
+    assert rows["lru"]["same_policy"] and not rows["random_compute"]["same_policy"]
+    assert rows["random_compute"]["lcs_policy"] == "Random"
+    eng = res["engine"]
+    assert eng["ratio_request_vs_block"] > 0 and eng["one_pass_capacities"] > 1
+    assert "| lru |" in (tmp_path / "bench.md").read_text()
+
+
+def test_bench_ray_scaling_runs_the_same_plan_on_1_and_2_actors():
+    from sweep import bench
+    from tests.helpers import session_trace
+
+    out = bench.ray_scaling(session_trace(n_sessions=30), capacity=200, n_caps=2)
+    assert out["actors_1_acc_per_s"] > 0 and out["actors_2_acc_per_s"] > 0 and out["speedup"] > 0
