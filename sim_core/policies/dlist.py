@@ -1,5 +1,7 @@
-"""Intrusive doubly-linked list over block ids (flat int32 arrays, sentinel = n).
+"""Intrusive doubly-linked lists over block ids (flat int32 arrays).
 
+prev/nxt have n_unique + k entries: blocks, then one sentinel per list (a block sits in
+at most one list). new_list/push_head/tail serve the single-list case (sentinel n).
 head side = most recent / newest, tail side = eviction end.
 """
 from __future__ import annotations
@@ -9,22 +11,28 @@ import numpy as np
 from ..jit import njit
 
 
-def new_list(n_unique: int) -> tuple[np.ndarray, np.ndarray]:
-    prev = np.full(n_unique + 1, -1, dtype=np.int32)
-    nxt = np.full(n_unique + 1, -1, dtype=np.int32)
-    prev[n_unique] = n_unique  # empty list: sentinel points to itself
-    nxt[n_unique] = n_unique
+def new_list(n_unique: int, n_lists: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    prev = np.full(n_unique + n_lists, -1, dtype=np.int32)
+    nxt = np.full(n_unique + n_lists, -1, dtype=np.int32)
+    for s in range(n_unique, n_unique + n_lists):
+        prev[s] = s  # empty list: sentinel points to itself
+        nxt[s] = s
     return prev, nxt
 
 
 @njit
-def push_head(prev, nxt, b):
-    s = prev.shape[0] - 1
+def push_front(prev, nxt, s, b):
+    """Insert b at the head of the list with sentinel s."""
     h = nxt[s]
     nxt[b] = h
     prev[b] = s
     prev[h] = b
     nxt[s] = b
+
+
+@njit
+def push_head(prev, nxt, b):
+    push_front(prev, nxt, prev.shape[0] - 1, b)
 
 
 @njit

@@ -36,10 +36,12 @@ import numpy as np
 
 from ..jit import njit
 from .api import PolicySpec, register_hooks
+from .dlist import new_list, push_front, unlink
+from .fbuckets import append, lowest_unpinned, new_buckets, new_cursor, remove
 
 RES, GLRU, GLFU = 0, 1, 2  # lists: resident LRU order, LRU history, LFU history
 # meta layout
-MINF, NG1, NG2, HMAX, LAST_R, NH1, NH2, UPDATE, RESTORE = range(9)
+_, NG1, NG2, HMAX, LAST_R, NH1, NH2, UPDATE, RESTORE = range(9)  # slot 0 unused
 # fparams layout
 LR, DR, CLIP = range(3)
 
@@ -63,9 +65,8 @@ class LeCaRState(NamedTuple):
     rng: np.ndarray  # uint64[1]
     blocks: np.ndarray  # the trace (read only): the block an eviction is for
     offsets: np.ndarray
-    # int64[5] eviction cursors: (request, last pinned block skipped) in the LRU list,
-    # (request, frequency, last pinned block skipped or -1) in the frequency buckets
-    cur: np.ndarray
+    cur: np.ndarray  # int64[2]: LRU eviction cursor (request, last pinned block skipped)
+    fcur: np.ndarray  # fbuckets.new_cursor(): lowest count and the LFU eviction cursor
 
 
 def make_state(ctx) -> LeCaRState:
@@ -73,16 +74,12 @@ def make_state(ctx) -> LeCaRState:
     t = ctx.trace
     U = t.n_unique
     cap = int(ctx.capacity)
-    fmax = int(np.bincount(t.blocks).max()) + 2 if U else 2
-    prev = np.full(U + 3, -1, np.int32)
-    nxt = np.full(U + 3, -1, np.int32)
-    for k in range(3):
-        prev[U + k] = nxt[U + k] = U + k
+    max_count = int(np.bincount(t.blocks).max()) + 1 if U else 1
+    prev, nxt = new_list(U, 3)
     w0 = float(p["lru_weight"])
     if not 0.0 <= w0 <= 1.0:
         raise ValueError(f"lecar: lru_weight must be in [0, 1], got {w0}")
     meta = np.zeros(9, np.int64)
-    meta[MINF] = 1
     meta[HMAX] = int(cap * float(p["history"]))
     meta[LAST_R] = -1
     meta[UPDATE] = int(bool(p["update_weight"]))
@@ -91,10 +88,9 @@ def make_state(ctx) -> LeCaRState:
                    float(p["weight_clip"])])
     return LeCaRState(
         prev, nxt, np.zeros(U, np.int8), np.zeros(U, np.int64), np.zeros(U, np.int32),
-        np.full(U, -1, np.int32), np.full(U, -1, np.int32),
-        np.full(fmax, -1, np.int32), np.full(fmax, -1, np.int32),
+        *new_buckets(U, max_count),
         np.array([w0, 1.0 - w0]), fp, meta, np.array([ctx.seed], dtype=np.uint64),
-        t.blocks, t.req_offsets, np.array([-1, -1, -1, 0, -1], np.int64),
+        t.blocks, t.req_offsets, np.full(2, -1, np.int64), new_cursor(),
     )
 
 
@@ -108,46 +104,12 @@ def next_rand(st):
 # ------------------------------------------------------------------ lists
 @njit
 def _push_head(st, k, b):
-    s = st.ghost.shape[0] + k
-    h = st.nxt[s]
-    st.nxt[b] = h
-    st.prev[b] = s
-    st.prev[h] = b
-    st.nxt[s] = b
+    push_front(st.prev, st.nxt, st.ghost.shape[0] + k, b)
 
 
 @njit
 def _unlink(st, b):
-    p = st.prev[b]
-    q = st.nxt[b]
-    st.nxt[p] = q
-    st.prev[q] = p
-
-
-@njit
-def _bucket_append(st, f, b):
-    t = st.btail[f]
-    st.fprev[b] = t
-    st.fnxt[b] = -1
-    if t == -1:
-        st.bhead[f] = b
-    else:
-        st.fnxt[t] = b
-    st.btail[f] = b
-
-
-@njit
-def _bucket_remove(st, f, b):
-    p = st.fprev[b]
-    q = st.fnxt[b]
-    if p == -1:
-        st.bhead[f] = q
-    else:
-        st.fnxt[p] = q
-    if q == -1:
-        st.btail[f] = p
-    else:
-        st.fprev[q] = p
+    unlink(st.prev, st.nxt, b)
 
 
 # ------------------------------------------------------------------ learning
@@ -197,9 +159,9 @@ def on_hit(st, b, j, r, d):
     _unlink(st, b)
     _push_head(st, RES, b)
     f = st.freq[b]
-    _bucket_remove(st, f, b)
+    remove(st.fprev, st.fnxt, st.bhead, st.btail, f, b)
     st.freq[b] = f + 1
-    _bucket_append(st, f + 1, b)
+    append(st.fprev, st.fnxt, st.bhead, st.btail, f + 1, b)
 
 
 @njit
@@ -208,44 +170,14 @@ def on_insert(st, b, j, r, d):
     _push_head(st, RES, b)
     f = st.freq[b] + 1  # 1, or the restored count + 1
     st.freq[b] = f
-    _bucket_append(st, f, b)
-    if f < st.meta[MINF]:
-        st.meta[MINF] = f
+    append(st.fprev, st.fnxt, st.bhead, st.btail, f, b)
+    if f < st.fcur[0]:
+        st.fcur[0] = f
 
 
-# Both walks skip the current request's blocks, which stay put while it evicts (only
-# victims move), so a walk for request r resumes after the last pinned block it skipped.
-@njit
-def _lfu_choice(st, pin, r):
-    F = st.bhead.shape[0]
-    c = st.cur
-    if r >= 0 and c[2] == r:
-        f = c[3]
-        v = st.fnxt[c[4]] if c[4] >= 0 else st.bhead[f]
-    else:
-        f = st.meta[MINF]
-        while f < F and st.bhead[f] == -1:
-            f += 1
-        st.meta[MINF] = f
-        v = st.bhead[f] if f < F else -1
-    while f < F:
-        while v != -1:
-            if r < 0 or pin[v] != r:
-                return v
-            c[2] = r
-            c[3] = f
-            c[4] = v
-            v = st.fnxt[v]
-        f += 1
-        if f < F:
-            v = st.bhead[f]
-            if r >= 0:
-                c[2] = r
-                c[3] = f
-                c[4] = -1
-    return -1
-
-
+# The LRU walk skips the current request's blocks, which stay put while it evicts (only
+# victims move), so a walk for request r resumes after the last pinned block it skipped
+# (fbuckets.lowest_unpinned does the same for the LFU expert).
 @njit
 def _lru_choice(st, pin, r):
     s = st.ghost.shape[0] + RES
@@ -270,7 +202,7 @@ def evict(st, j, r, pin):
         for jj in range(st.offsets[r], st.offsets[r + 1]):
             _ghost_hit(st, st.blocks[jj], j)
     lru = _lru_choice(st, pin, r)
-    lfu = _lfu_choice(st, pin, r)
+    lfu = lowest_unpinned(st.fnxt, st.bhead, st.fcur, pin, r)
     if lru < 0:
         return -1
     if lru == lfu:
@@ -283,7 +215,7 @@ def evict(st, j, r, pin):
         v = lfu
         expert = GLFU
     _unlink(st, v)
-    _bucket_remove(st, st.freq[v], v)
+    remove(st.fprev, st.fnxt, st.bhead, st.btail, st.freq[v], v)
     st.etime[v] = j
     if expert == 0:
         st.freq[v] = 0

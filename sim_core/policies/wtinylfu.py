@@ -63,6 +63,7 @@ import numpy as np
 
 from ..jit import njit
 from .api import PolicySpec, register_hooks
+from .dlist import new_list, push_front, unlink
 
 # list ids (sentinel of list k is U + k)
 WIN, PROB, PROT, ZOMB = 0, 1, 2, 3
@@ -179,30 +180,19 @@ def make_state(ctx) -> WTinyLFUState:
         cnt[DOOR] = int(bool(p["doorkeeper"]))
         cnt[CONS] = int(bool(p["conservative"]))
     cnt[WCAP], cnt[MCAP], cnt[MAX0], cnt[MAX1], cnt[LCS] = wcap, mcap, max0, max1, int(lcs)
-    prev = np.full(U + 4, -1, np.int32)
-    nxt = np.full(U + 4, -1, np.int32)
-    for k in range(4):
-        prev[U + k] = nxt[U + k] = U + k
+    prev, nxt = new_list(U, 4)
     return WTinyLFUState(prev, nxt, np.zeros(U, np.int8), pos, sketch, dkpos, door, cnt)
 
 
 # ------------------------------------------------------------------ lists
 @njit
 def _push_head(st, k, b):
-    s = st.where.shape[0] + k
-    h = st.nxt[s]
-    st.nxt[b] = h
-    st.prev[b] = s
-    st.prev[h] = b
-    st.nxt[s] = b
+    push_front(st.prev, st.nxt, st.where.shape[0] + k, b)
 
 
 @njit
 def _unlink(st, b):
-    p = st.prev[b]
-    q = st.nxt[b]
-    st.nxt[p] = q
-    st.prev[q] = p
+    unlink(st.prev, st.nxt, b)
 
 
 @njit
