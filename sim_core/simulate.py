@@ -86,19 +86,21 @@ def simulate(
     costs = {m: cost_per_depth(m, max_depth, trace.block_tokens, model) for m in cost_models}
     passes = cost_models if spec.cost_aware else [cost_models[0]]
 
+    sat = saturation_capacity(trace)
     results = {}
     if spec.curve is not None and one_pass:
         lo = trace.max_request_blocks if mode == "request" else 1
-        big = sorted({c for c in caps if c >= lo})
+        # saturated capacities are one bucket of the stack pass (each costs O(1) per access)
+        big = sorted({min(c, sat) for c in caps if c >= lo})
         if big:
             results.update(_one_pass(spec, trace, big, mode, hits, max_depth))
 
-    sat = saturation_capacity(trace)
     saturated = None  # per-model results at `sat`, shared by every capacity >= sat
     out = []
     for cap in caps:
         # one stack pass covers this capacity (stack policies are cost-unaware)
-        per_model = {passes[0]: results[cap]} if cap in results else {}
+        key = min(cap, sat)
+        per_model = {passes[0]: results[key]} if key in results else {}
         if not per_model and cap >= sat:
             if saturated is None:
                 saturated = {pm: _replay(spec, trace, sat, mode, hits, costs[pm], params, seed, max_depth)

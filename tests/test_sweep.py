@@ -413,7 +413,7 @@ def test_bench_smoke(tmp_path):
     # same policy in libCacheSim: identical hit ratio; a nearest-policy reference is marked
     assert rows["lru"]["lcs_hit_ratio"] == pytest.approx(rows["lru"]["ours_hit_ratio"], abs=1e-12)
     assert rows["lru"]["same_policy"] and not rows["random_compute"]["same_policy"]
-    assert rows["random_compute"]["lcs_policy"] == "Random"
+    assert rows["random_compute"]["lcs_policy"] == "Hyperbolic"
     eng = res["engine"]
     assert eng["ratio_request_vs_block"] > 0 and eng["one_pass_capacities"] > 1
     assert "| lru |" in (tmp_path / "bench.md").read_text()
