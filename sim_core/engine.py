@@ -41,7 +41,7 @@ SIZE, MAX_SIZE, EVICTIONS, OVERSIZED, OVERSIZED_BLOCKS, FAILED, BAD_VICTIM = ran
 
 class EngineState(NamedTuple):
     resident: np.ndarray  # bool[U]
-    pin: np.ndarray  # int64[U]: last request that touched the block (pins it during r)
+    pin: np.ndarray  # int32[U]: last request that touched the block (pins it during r)
     hit_by_depth: np.ndarray  # int64[max_depth]
     holes: np.ndarray  # int32[R] holes per request
     counters: np.ndarray  # int64[7], see layout above
@@ -50,7 +50,7 @@ class EngineState(NamedTuple):
 
 def new_engine_state(n_unique: int, n_requests: int, max_depth: int, capacity: int) -> EngineState:
     return EngineState(
-        np.zeros(n_unique, np.bool_), np.full(n_unique, -1, np.int64),
+        np.zeros(n_unique, np.bool_), np.full(n_unique, -1, np.int32),
         np.zeros(max(max_depth, 1), np.int64), np.zeros(n_requests, np.int32),
         np.zeros(7, np.int64), np.empty(max(int(capacity), 1), np.int32),
     )

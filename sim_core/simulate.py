@@ -25,7 +25,10 @@ def depth_totals(trace: Trace) -> np.ndarray:
     """int64[max_depth]: number of accesses at each depth (policy independent)."""
     cached = getattr(trace, "_depth_totals", None)
     if cached is None:
-        cached = np.bincount(trace.depths(), minlength=max(trace.max_request_blocks, 1)).astype(np.int64)
+        # depth d occurs once in every request longer than d: a reverse cumulative count
+        # of request lengths (O(requests), no per-access array at full scale)
+        n_len = np.bincount(trace.request_lengths, minlength=max(trace.max_request_blocks, 1) + 1)
+        cached = np.cumsum(n_len[::-1])[::-1][1:].astype(np.int64)
         trace._depth_totals = cached
     return cached
 
