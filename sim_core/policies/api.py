@@ -8,7 +8,12 @@ A policy is a NamedTuple of flat arrays (its state) plus three njit hooks:
                                 with pin[v] != r (pin marks the current request's blocks).
                                 In request mode evictions for r happen before r's
                                 on_hit/on_insert calls, so r's blocks may sit anywhere
-                                in the policy's structures and must be skipped.
+                                in the policy's structures and must be skipped. evict
+                                is called again for r until r fits, and r's blocks do
+                                not move in between: a walk that skips them should
+                                resume where it stopped (mlist.tail_unpinned,
+                                fbuckets.lowest_unpinned), or a request that hits many
+                                old blocks costs O(hits x evictions).
     evict_more(st, j, r, pin, out) -> k   optional: after a victim, further blocks that
                                 must go with it (session-level eviction); writes k ids to
                                 `out`, each resident, not pinned and removed from st
