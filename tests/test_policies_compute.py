@@ -459,3 +459,15 @@ def test_ilp_oversized_requests_and_repeats():
     got = solve(t, 2, "uniform")
     assert got["hits"] == 2 and got["hit_ratio"] == pytest.approx(2 / 6)
     assert one(t, "lru", 2)["hits"] == 2
+
+
+def test_s3fifo_compute_promotion_during_evictions_stays_evictable():
+    """Regression (found at 1/10 FreeInference scale): a reused small-queue block promoted
+    to main while the request's own blocks were parked joined the parked tail, so the
+    sampler could not draw it and evict returned no victim (RuntimeError)."""
+    reqs = [[0, 2, 5, 4, 1], [0], [3, 0], [5, 6, 4, 1, 0], [6], [6, 1, 2, 0, 4], [0], [4, 2, 1, 3],
+            [1, 2, 3, 5, 6]]
+    t = Trace.from_requests(reqs)
+    rec = simulate(t, "s3fifo_compute", 5, mode="request", one_pass=False, small_ratio=0.5, samples=2)[0]
+    assert rec["max_resident_blocks"] <= 5
+    assert rec["hits"] <= simulate(t, "belady", 5, mode="request")[0]["hits"]

@@ -203,6 +203,20 @@ def pool_add(st, b):
 
 
 @hook_njit
+def pool_add_sampleable(st, b):
+    """pool_add for a block that joins while the current request's blocks are parked
+    and is not one of them (S3-FIFO-Compute promotes reused small-queue blocks during
+    evictions): it goes before the parked tail, so the sampler can draw it."""
+    n = st.pinfo[P_N]
+    m = st.pinfo[P_M]
+    if m < n:
+        _put(st, n, st.res[m])  # the first parked block moves to the end
+    _put(st, m, b)
+    st.pinfo[P_M] = m + 1
+    st.pinfo[P_N] = n + 1
+
+
+@hook_njit
 def pool_remove(st, b):
     res = st.res
     pos = st.pos

@@ -39,7 +39,8 @@ import numpy as np
 
 from .api import PolicySpec, register_hooks
 from .dlist import new_list, push_head, tail, unlink
-from .random_compute import hook_njit, pool_arrays, pool_pick, pool_remove, pool_sync, pool_add, touch, P_N
+from .random_compute import (P_N, hook_njit, pool_add, pool_add_sampleable, pool_arrays, pool_pick, pool_remove,
+                             pool_sync, touch)
 
 ABSENT, SMALL, MAIN, GHOST = 0, 1, 2, 3
 # q layout (int64)
@@ -148,8 +149,13 @@ def _evict_small(st, r, pin):
     t = tail(st.sprev)
     unlink(st.sprev, st.snext, t)
     st.q[Q_SMALL_N] -= 1
-    if st.freq[t] >= st.q[Q_THRESH] or pin[t] == r:
+    if pin[t] == r:  # the current request's block: parked in main like its others
         _to_main(st, t)
+        return -1
+    if st.freq[t] >= st.q[Q_THRESH]:  # reused: promoted, and main may evict it for r
+        st.where[t] = MAIN
+        st.freq[t] = 0
+        pool_add_sampleable(st, t)
         return -1
     st.freq[t] = 0
     _ghost_add(st, t)
