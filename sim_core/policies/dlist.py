@@ -57,3 +57,19 @@ def tail(prev):
 def move_to_head(prev, nxt, b):
     unlink(prev, nxt, b)
     push_head(prev, nxt, b)
+
+
+@njit
+def tail_unpinned(prev, s, pin, r, cur):
+    """Oldest element of the list with sentinel s that request r has not pinned, or -1
+    (block mode, r < 0: the oldest). Not removed. r's pinned blocks stay put while r
+    evicts, so the walk resumes after the last one it skipped; cur is an int64[2]
+    cursor (request, block). mlist.tail_unpinned is the same walk on packed rows."""
+    v = prev[cur[1]] if r >= 0 and cur[0] == r else prev[s]
+    while v != s:
+        if r < 0 or pin[v] != r:
+            return v
+        cur[0] = r
+        cur[1] = v
+        v = prev[v]
+    return -1

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..jit import njit
 from .api import PolicySpec, register_hooks
-from .dlist import new_list, push_head, unlink
+from .dlist import new_list, push_head, tail_unpinned, unlink
 
 
 class FIFOState(NamedTuple):
@@ -32,20 +32,12 @@ def on_insert(st, b, j, r, d):
 
 @njit
 def evict(st, j, r, pin):
-    # Walk from the oldest block, skipping the current request's blocks in place
-    # (their queue position must not change). Those blocks stay put while the request
-    # evicts, so the walk resumes after the last one it skipped (O(1) amortised).
-    s = st.prev.shape[0] - 1
-    c = st.cursor
-    v = st.prev[c[1]] if r >= 0 and c[0] == r else st.prev[s]
-    while v != s:
-        if r < 0 or pin[v] != r:
-            unlink(st.prev, st.nxt, v)
-            return v
-        c[0] = r
-        c[1] = v
-        v = st.prev[v]
-    return -1
+    # The oldest block not of the current request; the request's blocks keep their
+    # queue position (they are skipped in place, not moved).
+    v = tail_unpinned(st.prev, st.prev.shape[0] - 1, pin, r, st.cursor)
+    if v >= 0:
+        unlink(st.prev, st.nxt, v)
+    return v
 
 
 register_hooks(FIFOState, on_hit, on_insert, evict)

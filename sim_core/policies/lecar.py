@@ -36,7 +36,7 @@ import numpy as np
 
 from ..jit import njit
 from .api import PolicySpec, register_hooks
-from .dlist import new_list, push_front, unlink
+from .dlist import new_list, push_front, tail_unpinned, unlink
 from .fbuckets import append, lowest_unpinned, new_buckets, new_cursor, remove
 
 RES, GLRU, GLFU = 0, 1, 2  # lists: resident LRU order, LRU history, LFU history
@@ -180,16 +180,7 @@ def on_insert(st, b, j, r, d):
 # (fbuckets.lowest_unpinned does the same for the LFU expert).
 @njit
 def _lru_choice(st, pin, r):
-    s = st.ghost.shape[0] + RES
-    c = st.cur
-    v = st.prev[c[1]] if r >= 0 and c[0] == r else st.prev[s]
-    while v != s:
-        if r < 0 or pin[v] != r:
-            return v
-        c[0] = r
-        c[1] = v
-        v = st.prev[v]
-    return -1
+    return tail_unpinned(st.prev, st.ghost.shape[0] + RES, pin, r, st.cur)
 
 
 @njit
