@@ -37,6 +37,7 @@ from .policies.api import p_evict, p_evict_more, p_on_hit, p_on_insert
 
 # counters layout
 SIZE, MAX_SIZE, EVICTIONS, OVERSIZED, OVERSIZED_BLOCKS, FAILED, BAD_VICTIM = range(7)
+N_COUNTERS = 7
 
 
 class EngineState(NamedTuple):
@@ -44,7 +45,7 @@ class EngineState(NamedTuple):
     pin: np.ndarray  # int32[U]: last request that touched the block (pins it during r)
     hit_by_depth: np.ndarray  # int64[max_depth]
     holes: np.ndarray  # int32[R] holes per request
-    counters: np.ndarray  # int64[7], see layout above
+    counters: np.ndarray  # int64[N_COUNTERS], see layout above
     extra: np.ndarray  # int32 scratch for evict_more
 
 
@@ -52,7 +53,7 @@ def new_engine_state(n_unique: int, n_requests: int, max_depth: int, capacity: i
     return EngineState(
         np.zeros(n_unique, np.bool_), np.full(n_unique, -1, np.int32),
         np.zeros(max(max_depth, 1), np.int64), np.zeros(n_requests, np.int32),
-        np.zeros(7, np.int64), np.empty(max(int(capacity), 1), np.int32),
+        np.zeros(N_COUNTERS, np.int64), np.empty(max(int(capacity), 1), np.int32),
     )
 
 

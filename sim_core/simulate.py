@@ -1,26 +1,32 @@
 """Python entry point: replay a trace through a policy at one or more capacities."""
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+import numbers
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
 from .cost import cost_per_depth
-from .engine import (BAD_VICTIM, EVICTIONS, FAILED, MAX_SIZE, OVERSIZED, OVERSIZED_BLOCKS,
+from .engine import (BAD_VICTIM, EVICTIONS, FAILED, MAX_SIZE, N_COUNTERS, OVERSIZED, OVERSIZED_BLOCKS,
                      new_engine_state, replay_range)
 from .onepass import percentile_from_hist
 from .policies import PolicyContext, get_policy
+from .result import Hits, Mode, Result, make_result
 from .trace import Trace
 
-MODES = ("request", "block")
-HITS = ("block", "prefix")
+MODES = tuple(m.value for m in Mode)
+HITS = tuple(h.value for h in Hits)
+
+# a one-pass curve (sim_core.onepass) costs about this many single-capacity replays
+ONE_PASS_COST = 2.0
 
 
-def _check_choice(name: str, value: str, valid: Sequence[str]) -> None:
-    if value not in valid:
-        raise ValueError(f"unknown {name} {value!r}; valid: {', '.join(valid)}")
-
-
+def _enum(kind, name: str, value):
+    try:
+        return kind(value)
+    except ValueError:
+        raise ValueError(f"unknown {name} {value!r}; valid: {', '.join(k.value for k in kind)}") from None
 def depth_totals(trace: Trace) -> np.ndarray:
     """int64[max_depth]: number of accesses at each depth (policy independent)."""
     cached = getattr(trace, "_depth_totals", None)
@@ -40,44 +46,95 @@ def saturation_capacity(trace: Trace) -> int:
     return max(trace.n_unique, trace.max_request_blocks, 1)
 
 
+def as_capacity(c) -> int:
+    """A capacity in blocks: a positive integer (or an integral float such as 512.0).
+    Booleans, strings and fractional values are refused rather than cut."""
+    if isinstance(c, (bool, np.bool_)) or not isinstance(c, numbers.Real):
+        raise ValueError(f"capacity must be a whole number of blocks, got {c!r} ({type(c).__name__})")
+    if isinstance(c, numbers.Integral):
+        v = int(c)
+    elif float(c).is_integer():
+        v = int(c)
+    else:
+        raise ValueError(f"capacity must be a whole number of blocks, got {c!r}")
+    if v < 1:
+        raise ValueError(f"capacity must be at least one block, got {v}")
+    return v
+
+
+@dataclass(frozen=True)
+class ReplayUnit:
+    """Capacities answered by one piece of replay work. kind: "one_pass" (a stack
+    policy's whole curve from one pass), "saturated" (every capacity that holds the
+    whole trace: no policy evicts there, one replay serves them all) or "single"."""
+
+    kind: str
+    capacities: tuple[int, ...]
+
+    @property
+    def cost(self) -> float:  # in single-capacity replays of the trace
+        return ONE_PASS_COST if self.kind == "one_pass" else 1.0
+
+
+def replay_units(capacities: Sequence[int], *, saturation: int, max_request_blocks: int,
+                 mode: str | Mode = Mode.REQUEST, one_pass: bool = False) -> list[ReplayUnit]:
+    """How `simulate` batches capacities (the sweep's planner costs jobs with it).
+
+    A one-pass curve covers every capacity from the largest request up in request mode
+    (smaller ones evict the request's own blocks: replayed one by one); capacities at or
+    above `saturation` (see `saturation_capacity`) share one replay."""
+    caps = sorted(dict.fromkeys(int(c) for c in capacities))
+    units = []
+    if one_pass:
+        lo = max_request_blocks if Mode(mode) is Mode.REQUEST else 1
+        big = tuple(c for c in caps if c >= lo)
+        if big:
+            units.append(ReplayUnit("one_pass", big))
+        caps = [c for c in caps if c < lo]
+    sat = tuple(c for c in caps if c >= saturation)
+    units += [ReplayUnit("single", (c,)) for c in caps if c < saturation]
+    if sat:
+        units.append(ReplayUnit("saturated", sat))
+    return units
+
+
 def simulate(
     trace: Trace,
     policy: str,
     capacities: int | Iterable[int],
     *,
-    mode: str = "request",
-    hits: str = "block",
+    params: Mapping | None = None,
+    mode: str | Mode = Mode.REQUEST,
+    hits: str | Hits = Hits.BLOCK,
     cost_models: Sequence[str] = ("uniform",),
     model=None,
     seed: int = 0,
     one_pass: bool = True,
-    **policy_params,
-) -> list[dict]:
-    """Replay `trace` under `policy` at each capacity (in blocks).
+) -> list[Result]:
+    """Replay `trace` under `policy` at each capacity (in blocks); one `Result` per
+    capacity, in the order given.
 
-    Returns one record per capacity with `capacity_blocks`, `hit_ratio`,
-    `compute_savings` (cost model -> ratio), hole statistics and counters.
-    A cost-unaware policy is replayed once and every cost model is read off the same
-    pass; a cost-aware policy is replayed once per cost model, optimising that model.
-    A stack policy (LRU) gets all capacities from one pass when `one_pass` (exact; see
-    sim_core.onepass); capacities below the largest request are replayed one by one.
-    Capacities at or above `saturation_capacity(trace)` never evict, so they share one
-    replay.
+    `params` are the policy's parameters (its defaults fill the rest). A cost-unaware
+    policy is replayed once and every cost model is read off the same pass; a cost-aware
+    policy is replayed once per cost model, optimising that model. How capacities are
+    batched into replays is `replay_units`: a stack policy (LRU) gets its curve from one
+    pass when `one_pass` (exact; see sim_core.onepass), and capacities at or above
+    `saturation_capacity(trace)` never evict, so they share one replay.
     """
-    _check_choice("mode", mode, MODES)
-    _check_choice("hits", hits, HITS)
+    mode = _enum(Mode, "mode", mode)
+    hits = _enum(Hits, "hits", hits)
     spec = get_policy(policy)
-    unknown = set(policy_params) - set(spec.defaults)
+    params = dict(params or {})
+    unknown = set(params) - set(spec.defaults)
     if unknown:
         raise ValueError(f"policy {spec.name!r} has no parameter(s) {sorted(unknown)}; "
                          f"valid: {sorted(spec.defaults) or 'none'}")
-    params = {**spec.defaults, **policy_params}
-    caps = [int(capacities)] if np.isscalar(capacities) else [int(c) for c in capacities]
+    params = {**spec.defaults, **params}
+    if isinstance(capacities, (str, bytes)) or np.ndim(capacities) == 0:
+        capacities = [capacities]
+    caps = [as_capacity(c) for c in capacities]
     if not caps:
         raise ValueError("no capacities given")
-    for c in caps:
-        if c < 1:
-            raise ValueError(f"capacity must be at least one block, got {c}")
     if trace.n_accesses == 0:
         raise ValueError(f"trace {trace.name!r} is empty")
     cost_models = list(cost_models)
@@ -88,50 +145,46 @@ def simulate(
     max_depth = len(totals)
     costs = {m: cost_per_depth(m, max_depth, trace.block_tokens, model) for m in cost_models}
     passes = cost_models if spec.cost_aware else [cost_models[0]]
-
     sat = saturation_capacity(trace)
-    results = {}
-    if spec.curve is not None and one_pass:
-        lo = trace.max_request_blocks if mode == "request" else 1
-        # saturated capacities are one bucket of the stack pass (each costs O(1) per access)
-        big = sorted({min(c, sat) for c in caps if c >= lo})
-        if big:
-            results.update(_one_pass(spec, trace, big, mode, hits, max_depth))
 
-    saturated = None  # per-model results at `sat`, shared by every capacity >= sat
-    out = []
-    for cap in caps:
-        # one stack pass covers this capacity (stack policies are cost-unaware)
-        key = min(cap, sat)
-        per_model = {passes[0]: results[key]} if key in results else {}
-        if not per_model and cap >= sat:
-            if saturated is None:
-                saturated = {pm: _replay(spec, trace, sat, mode, hits, costs[pm], params, seed, max_depth)
-                             for pm in passes}
-            per_model = saturated
-        for pm in passes if not per_model else ():
-            per_model[pm] = _replay(spec, trace, cap, mode, hits, costs[pm], params, seed, max_depth)
-        base = per_model[passes[0]]
-        rec = _record(trace, cap, base, totals)
-        rec["compute_savings"] = {
-            m: float((per_model[m if spec.cost_aware else passes[0]][0] * costs[m]).sum()
-                     / (totals * costs[m]).sum())
-            for m in cost_models
-        }
-        rec.update(policy=spec.name, mode=mode, hit_semantics=hits, params=params)
-        out.append(rec)
-    return out
+    # capacity -> {pass cost model: (hit_by_depth, holes, counters)}
+    raw: dict[int, dict] = {}
+    for unit in replay_units(caps, saturation=sat, max_request_blocks=trace.max_request_blocks,
+                             mode=mode, one_pass=spec.curve is not None and one_pass):
+        if unit.kind == "one_pass":
+            # saturated capacities are one bucket of the stack pass (each costs O(1) per access)
+            buckets = sorted({min(c, sat) for c in unit.capacities})
+            curve = _one_pass(spec, trace, buckets, mode, hits, max_depth)
+            for c in unit.capacities:
+                raw[c] = {passes[0]: curve[min(c, sat)]}
+        else:
+            at = sat if unit.kind == "saturated" else unit.capacities[0]
+            per_model = {pm: _replay(spec, trace, at, mode, hits, costs[pm], params, seed, max_depth)
+                         for pm in passes}
+            for c in unit.capacities:
+                raw[c] = per_model
+    return [_result(trace, cap, raw[cap], costs, totals, spec.cost_aware, passes[0]) for cap in caps]
 
 
-def _replay(spec, trace: Trace, cap: int, mode: str, hits: str, cost, params: dict, seed: int,
+def _result(trace: Trace, cap: int, per_model: dict, costs: dict, totals, cost_aware: bool, first: str) -> Result:
+    hbd, holes, counters = per_model[first]
+    savings = {m: float((per_model[m if cost_aware else first][0] * cost).sum() / (totals * cost).sum())
+               for m, cost in costs.items()}
+    return make_result(cap, trace.n_accesses, hbd, _holes_stats(holes, trace.request_lengths),
+                       {"evictions": counters[EVICTIONS], "oversized_requests": counters[OVERSIZED],
+                        "oversized_blocks": counters[OVERSIZED_BLOCKS], "max_resident_blocks": counters[MAX_SIZE]},
+                       savings)
+
+
+def _replay(spec, trace: Trace, cap: int, mode: Mode, hits: Hits, cost, params: dict, seed: int,
             max_depth: int):
     """(hit_by_depth, holes per request, counters) of one replay at capacity `cap`."""
     ctx = PolicyContext(trace=trace, capacity=cap, mode=mode, cost_per_depth=cost, params=params, seed=seed)
     st = spec.make_state(ctx)
     es = new_engine_state(trace.n_unique, trace.n_requests, max_depth, cap)
     for r0, r1 in _segments(spec, trace.n_requests):
-        replay_range(trace.req_offsets, trace.blocks, np.int64(cap), mode == "request",
-                     hits == "prefix", st, es, r0, r1)
+        replay_range(trace.req_offsets, trace.blocks, np.int64(cap), mode is Mode.REQUEST,
+                     hits is Hits.PREFIX, st, es, r0, r1)
         if es.counters[FAILED]:
             raise RuntimeError(
                 f"policy {spec.name} returned an invalid victim {es.counters[BAD_VICTIM]} at "
@@ -141,18 +194,18 @@ def _replay(spec, trace: Trace, cap: int, mode: str, hits: str, cost, params: di
     return es.hit_by_depth, es.holes, es.counters
 
 
-def _one_pass(spec, trace: Trace, caps: list[int], mode: str, hits: str, max_depth: int) -> dict:
+def _one_pass(spec, trace: Trace, caps: list[int], mode: Mode, hits: Hits, max_depth: int) -> dict:
     """{capacity: (hit_by_depth, holes_hist, counters)} from one stack pass."""
     arr = np.asarray(caps, dtype=np.int64)
     hist, holes_hist, resident = spec.curve(trace.req_offsets, trace.blocks, trace.n_unique, arr,
-                                  mode == "request", hits == "prefix", max_depth)
+                                  mode is Mode.REQUEST, hits is Hits.PREFIX, max_depth)
     cum = np.cumsum(hist, axis=0)
     cum_resident = np.cumsum(resident)
     out = {}
     for i, cap in enumerate(caps):
         hbd = cum[i]
         final = min(cap, trace.n_unique)
-        counters = np.zeros(7, np.int64)
+        counters = np.zeros(N_COUNTERS, np.int64)
         counters[EVICTIONS] = (trace.n_accesses - int(cum_resident[i])) - final  # inserted - kept
         counters[MAX_SIZE] = final
         out[cap] = (hbd, HolesHistogram(holes_hist[i]), counters)
@@ -199,25 +252,3 @@ def _segments(spec, n_requests: int):
     if step <= 0:
         return [(0, n_requests)]
     return [(r, min(r + step, n_requests)) for r in range(0, n_requests, step)]
-
-
-def _record(trace: Trace, cap: int, result, totals) -> dict:
-    hbd, holes, counters = result
-    n_hits = int(hbd.sum())
-    n = trace.n_accesses
-    misses = n - n_hits
-    hs = _holes_stats(holes, trace.request_lengths)
-    n_holes = hs["holes_total"]
-    return {
-        "capacity_blocks": cap,
-        "accesses": n,
-        "hits": n_hits,
-        "hit_ratio": n_hits / n,
-        "recomputed_blocks": misses,
-        **hs,
-        "hole_length_mean": misses / n_holes if n_holes else 0.0,
-        "evictions": int(counters[EVICTIONS]),
-        "oversized_requests": int(counters[OVERSIZED]),
-        "oversized_blocks": int(counters[OVERSIZED_BLOCKS]),
-        "max_resident_blocks": int(counters[MAX_SIZE]),
-    }

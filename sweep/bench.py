@@ -117,7 +117,7 @@ def speed_table(trace, policies, capacity, reps, oracle_path):
         req = lambda: simulate(trace, name, capacity, mode="request", cost_models=cost, one_pass=False)
         req()
         row = {"policy": name, "capacity_blocks": capacity, "accesses": n,
-               "ours_hit_ratio": rec["hit_ratio"], "ours_acc_per_s": n / ours,
+               "ours_hit_ratio": rec.hit_ratio, "ours_acc_per_s": n / ours,
                "ours_request_acc_per_s": n / _median_time(req, reps)}
         ref = LCS_NAMES.get(name) or SPEED_REFERENCE.get(name)
         if have_lcs and ref:
@@ -206,7 +206,7 @@ r = simulate(t, "lru", int(sys.argv[2]), mode="request", one_pass=False)[0]
 replay_s = time.perf_counter() - t0
 print(json.dumps(dict(load_s=load_s, accesses=t.n_accesses, requests=t.n_requests, unique=t.n_unique,
      bytes_per_access=per_access, bytes_per_request=per_request, lru_replay_s=replay_s,
-     lru_hit_ratio=r["hit_ratio"], peak_rss_gib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)))
+     lru_hit_ratio=r.hit_ratio, peak_rss_gib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)))
 """
 
 
@@ -238,7 +238,7 @@ def ray_scaling(trace, capacity: int, n_caps: int = 6, actors=(1, 2)) -> dict:
     from omegaconf import OmegaConf
 
     from .plan import Capacity, make_plan
-    from .runner import RayRunner
+    from .runner import RayCluster
     from .spec import PolicyChoice
     from .traces import to_payload
 
@@ -249,9 +249,10 @@ def ray_scaling(trace, capacity: int, n_caps: int = 6, actors=(1, 2)) -> dict:
     for n in actors:
         jobs = make_plan(pols, ["uniform"], caps, trace.n_accesses, n)
         cfg = OmegaConf.create({"num_cpus": max(actors), "actors": n})
-        with RayRunner(cfg) as runner:  # Ray's own start-up is not timed
+        with RayCluster(cfg) as cluster:  # Ray's own start-up is not timed
             t0 = time.perf_counter()
-            runner.run(to_payload(trace), jobs, {"mode": "request"}, lambda *a: None)
+            for _ in cluster.pool_for(to_payload(trace), {"mode": "request"}, len(jobs)).results(jobs, fail_fast=True):
+                pass
             wall = time.perf_counter() - t0
         out[f"actors_{n}_wall_s"] = wall
         out[f"actors_{n}_acc_per_s"] = sum(j.accesses for j in jobs) / wall

@@ -12,12 +12,9 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 log = logging.getLogger("sweep")
-
-# a one-pass curve costs about this many single-capacity replays
-ONE_PASS_COST = 2.0
 
 GiB = 1 << 30
 
@@ -110,53 +107,52 @@ def _split(items: list, k: int) -> list[list]:
 def make_plan(policies: Sequence, cost_models: Sequence[str], capacities: Sequence[Capacity],
               accesses: int, workers: int, *, shards_per_worker: int = 3,
               max_capacities_per_job: int | None = None, max_request_blocks: int = 0,
-              saturation_blocks: int | None = None) -> list[Job]:
+              saturation_blocks: int | None = None,
+              todo: Mapping[tuple[str, tuple[str, ...]], Sequence[int]] | None = None) -> list[Job]:
     """Jobs ordered largest first. `policies` are spec.PolicyChoice (name, params, weight,
-    cost_aware, one_pass); `accesses` is the trace's block-access count; capacities below
-    `max_request_blocks` fall outside a one-pass curve and are replayed one by one.
-    Capacities at or above `saturation_blocks` (sim_core.simulate.saturation_capacity)
-    share one replay, so they form one unit of work that stays in one job."""
+    cost_aware, one_pass); `accesses` is the trace's block-access count. Capacities are
+    batched into replays by sim_core.replay_units (the simulator's own rules): one-pass
+    curves from `max_request_blocks` up (0 in block mode), and every capacity at or above
+    `saturation_blocks` in one replay. `todo[(policy, cost-model group)]` limits a curve
+    to those capacity indices (resume); a group with nothing to do gets no job."""
+    from sim_core import replay_units
+
     if not policies or not cost_models or not capacities:
         raise ValueError("a plan needs at least one policy, cost model and capacity")
+    index = {c.blocks: c.index for c in capacities}
     groups = []
     for p in policies:
-        cms = [(m,) for m in cost_models] if p.cost_aware else [tuple(cost_models)]
-        for g in cms:
-            groups.append((p, g))
-    n_small = sum(1 for c in capacities if c.blocks < max_request_blocks)
-    # work items: one per capacity, except that all saturated capacities are one item
-    items = [(c.index,) for c in capacities if saturation_blocks is None or c.blocks < saturation_blocks]
-    sat_item = tuple(c.index for c in capacities if saturation_blocks is not None and c.blocks >= saturation_blocks)
-    if sat_item:
-        items.append(sat_item)
+        for g in ([(m,) for m in cost_models] if p.cost_aware else [tuple(cost_models)]):
+            idx = range(len(capacities)) if todo is None else sorted(todo.get((p.name, g), ()))
+            if idx:
+                units = replay_units([capacities[i].blocks for i in idx],
+                                     saturation=saturation_blocks or 1 << 62,
+                                     max_request_blocks=max_request_blocks, one_pass=p.one_pass)
+                groups.append((p, g, units))
+    if not groups:
+        return []
 
-    def cost(p, n_items: int) -> float:
-        units = (ONE_PASS_COST + n_small) if p.one_pass else n_items
-        return float(p.weight) * accesses * units
+    def cost(p, units) -> float:
+        return float(p.weight) * accesses * sum(u.cost for u in units)
 
-    total = sum(cost(p, len(items)) for p, _ in groups)
-    target_jobs = max(1, int(workers) * max(1, int(shards_per_worker)))
-    per_job = total / target_jobs
+    per_job = sum(cost(p, us) for p, _, us in groups) / max(1, int(workers) * max(1, int(shards_per_worker)))
     raw = []
-    for p, g in groups:
+    for p, g, units in groups:
         if p.one_pass:
             k = 1  # splitting would replay the whole trace once per shard
         else:
-            k = max(1, math.ceil(cost(p, len(items)) / per_job - 1e-9)) if per_job > 0 else 1
+            k = max(1, math.ceil(cost(p, units) / per_job - 1e-9)) if per_job > 0 else 1
             if max_capacities_per_job:
-                k = max(k, math.ceil(len(items) / int(max_capacities_per_job)))
-            k = min(k, len(items))
-        for s, shard in enumerate(_split(items, k)):
-            idx = tuple(sorted(i for item in shard for i in item))
-            raw.append((p, g, s, k, idx, cost(p, len(shard)), len(shard)))
+                k = max(k, math.ceil(len(units) / int(max_capacities_per_job)))
+            k = min(k, len(units))
+        for s, shard in enumerate(_split(units, k)):
+            idx = tuple(sorted(index[b] for u in shard for b in u.capacities))
+            raw.append((p, g, s, k, idx, cost(p, shard), len(shard)))
     raw.sort(key=lambda r: (-r[5], r[0].name, r[1], r[2]))
-    jobs = []
-    for i, (p, g, s, k, idx, est, n_replays) in enumerate(raw):
-        job = Job(id=i, policy=p.name, params=tuple(sorted(p.params.items())), cost_models=g,
-                  cap_indices=idx, capacities=tuple(capacities[j].blocks for j in idx),
-                  est_cost=est, shard=s, n_shards=k, accesses=accesses * n_replays)
-        jobs.append(job)
-    return jobs
+    return [Job(id=i, policy=p.name, params=tuple(sorted(p.params.items())), cost_models=g,
+                cap_indices=idx, capacities=tuple(capacities[j].blocks for j in idx),
+                est_cost=est, shard=s, n_shards=k, accesses=accesses * n_replays)
+            for i, (p, g, s, k, idx, est, n_replays) in enumerate(raw)]
 
 
 def format_plan(jobs: Sequence[Job], capacities: Sequence[Capacity]) -> str:

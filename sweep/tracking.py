@@ -1,41 +1,52 @@
-"""MLflow records of a sweep, written as results stream in.
+"""MLflow records of a sweep, and what a new sweep can reuse from them.
 
 experiment   one per trace (its name; synthetic traces get a "-synthetic" suffix)
-parent run   one per sweep: resolved config (flattened params + config.yaml), trace summary
-             (params/metrics), tags trace_source / git commit / package versions; at the end
-             curves.csv (every curve) and one PNG per cost model (analysis.plots)
-child run    one per (policy, cost model): metrics hit_ratio, compute_savings, hole and
-             counter metrics with step = capacity index; params with the capacity list in
-             blocks and GiB; curve.csv. FINISHED as soon as its last capacity arrives.
+parent run   one per sweep (tag kvsweep.sweep_key): resolved config, trace summary, tags
+             trace_source / git commit / package versions / driver host and pid; at the
+             end curves.csv (every curve) and one PNG per cost model (analysis.plots)
+child run    one per curve = (policy, cost model, capacity list), tag kvsweep.curve_key:
+             every sim_core.Result metric with step = capacity index, params with the
+             capacity list in blocks and GiB, curve.csv; FINISHED once every capacity is in.
 
-An interrupted sweep leaves finished child runs FINISHED, partial ones KILLED (with what
-they had), and the parent KILLED; a failed one marks them FAILED.
+Identity (sweep.keys): a re-run finds its parent by sweep key and its curves by curve
+key. A FINISHED curve is reused, never duplicated; a partial one (KILLED, FAILED, or
+RUNNING under a driver that is gone) is resumed into. Points are reused by point key
+from any curve of the same base identity (another capacity list) and from the journal.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import logging
 import os
+import socket
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from .plan import Capacity, Job
+from sim_core import Result, metric_fields
+
+from .keys import CurveIdentity
+from .plan import Capacity
 
 log = logging.getLogger("sweep")
 
-# per-capacity values copied from sim_core.simulate records into metrics and CSV columns
-CURVE_METRICS = (
-    "hit_ratio", "compute_savings", "holes_total", "holes_per_request_mean", "holes_per_request_p50",
-    "holes_per_request_p99", "holes_per_request_max", "hole_length_mean", "recomputed_blocks",
-    "evictions", "oversized_requests", "oversized_blocks", "max_resident_blocks",
-)
-CSV_COLUMNS = ("capacity_index", "capacity_label", "capacity_gib", "capacity_blocks", "accesses",
-               "hits") + CURVE_METRICS
 MAX_PARAM = 6000  # MLflow's limit on a param value
+CSV_COLUMNS = ("capacity_index", "capacity_label", "capacity_gib", "capacity_blocks", "accesses") + metric_fields()
+STALE_HEARTBEAT_S = 600  # a RUNNING sweep on another host is stale after this long without news
+HEARTBEAT_S = 60
+
+T_KIND, T_SWEEP, T_CURVE, T_BASE = "kvsweep.kind", "kvsweep.sweep_key", "kvsweep.curve_key", "kvsweep.base_key"
+T_HOST, T_PID, T_BEAT = "kvsweep.driver_host", "kvsweep.driver_pid", "kvsweep.heartbeat"
+
+
+class TrackingUnavailable(RuntimeError):
+    """The tracking server does not answer."""
 
 
 def default_uri(cwd: str | os.PathLike | None = None) -> str:
@@ -56,11 +67,54 @@ def ui_command(uri: str) -> str:
 
 
 def quiet_mlflow() -> None:
-    """Before importing mlflow: its own handler would print INFO (database migrations)."""
+    """Before importing mlflow: its own handler would print INFO (database migrations),
+    and its HTTP client would retry a dead server for minutes (the sweep's delivery
+    thread retries instead, with the results safe in the journal)."""
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
     for name in ("mlflow", "alembic", "sqlalchemy", "urllib3", "git"):
         logging.getLogger(name).setLevel(logging.WARNING)
     os.environ.setdefault("MLFLOW_ENABLE_ASYNC_LOGGING", "false")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
+
+
+def check_reachable(uri: str, timeout: float = 5.0, tries: int = 2) -> None:
+    """A tracking server must answer /health; raises TrackingUnavailable within about
+    tries x timeout seconds. Stores that are files (sqlite, file:) always pass."""
+    if not uri.startswith(("http://", "https://")):
+        return
+    err = None
+    for i in range(tries):
+        try:
+            with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout) as r:
+                if r.status == 200:
+                    return
+                err = f"HTTP {r.status}"
+        except (urllib.error.URLError, OSError) as e:
+            err = str(getattr(e, "reason", e))
+        if i + 1 < tries:
+            time.sleep(1.0)
+    raise TrackingUnavailable(f"tracking server {uri} does not answer ({err}); start it, or run "
+                              f"offline into the journal with tracking.offline=true")
+
+
+@contextlib.contextmanager
+def store_lock(uri: str):
+    """Serialise first use of a SQLite store: two sweeps creating one fresh mlflow.db
+    race in MLflow's schema migration (table ... already exists)."""
+    db = sqlite_path(uri)
+    if db is None:
+        yield
+        return
+    import fcntl
+
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with open(str(db) + ".lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _chunks(items: list, n: int) -> Iterable[list]:
@@ -68,7 +122,7 @@ def _chunks(items: list, n: int) -> Iterable[list]:
         yield items[i:i + n]
 
 
-def _param_value(v) -> str:
+def param_value(v) -> str:
     s = v if isinstance(v, str) else json.dumps(v, default=str)
     return s if len(s) <= MAX_PARAM else s[: MAX_PARAM - 20] + "...(truncated)"
 
@@ -80,15 +134,34 @@ def _finite(x) -> bool:
         return False
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 @dataclass
-class _Child:
+class Curve:
+    """One child run: a (policy, cost model) curve over the sweep's capacities."""
+
     policy: str
     cost_model: str
-    run_id: str
-    expected: int
-    rows: dict = field(default_factory=dict)  # capacity index -> row
+    identity: CurveIdentity
+    capacities_blocks: tuple[int, ...]
+    run_id: str | None = None
+    status: str = "NEW"  # NEW | REUSED (finished before) | RESUMED | CREATED
+    stored: set = field(default_factory=set)  # capacity indices already logged to the run
+    rows: dict = field(default_factory=dict)  # capacity index -> Result
     done: bool = False
-    failed: bool = False
+
+    def __post_init__(self):
+        self.key = self.identity.curve_key(self.capacities_blocks)
+        self.base_key = self.identity.base_key
+        self.point_keys = [self.identity.point_key(b) for b in self.capacities_blocks]
 
 
 class Tracker:
@@ -98,41 +171,144 @@ class Tracker:
 
         self.uri = uri
         db = sqlite_path(uri)
-        if db is not None:
-            db.parent.mkdir(parents=True, exist_ok=True)
-            if artifact_location is None:
-                artifact_location = (db.parent / "mlruns").as_uri()
-        self.client = MlflowClient(tracking_uri=uri)
-        exp = self.client.get_experiment_by_name(experiment)
-        if exp is None:
-            self.experiment_id = self.client.create_experiment(experiment, artifact_location=artifact_location)
-        else:
-            self.experiment_id = exp.experiment_id
-            if exp.lifecycle_stage == "deleted":
-                self.client.restore_experiment(self.experiment_id)
+        if db is not None and artifact_location is None:
+            artifact_location = (db.parent / "mlruns").as_uri()
+        with store_lock(uri):
+            self.client = MlflowClient(tracking_uri=uri)
+            self.experiment_id = self._experiment(experiment, artifact_location)
         self.experiment = experiment
         self.parent_id: str | None = None
-        self.children: dict[tuple[str, str], _Child] = {}
         self.capacities: list[Capacity] = []
-        self.child_params: dict[str, dict] = {}
-        self.child_tags: dict = {}
-        self.trace_name = experiment
+        self._last_beat = 0.0
+
+    def _experiment(self, name: str, artifact_location: str | None) -> str:
+        from mlflow.exceptions import MlflowException
+
+        exp = self.client.get_experiment_by_name(name)
+        if exp is None:
+            try:
+                return self.client.create_experiment(name, artifact_location=artifact_location)
+            except MlflowException:  # created by a concurrent sweep since we looked
+                exp = self.client.get_experiment_by_name(name)
+                if exp is None:
+                    raise
+        if exp.lifecycle_stage == "deleted":
+            self.client.restore_experiment(exp.experiment_id)
+        return exp.experiment_id
+
+    # ------------------------------------------------------------------ reading
+    def _search(self, filter_string: str) -> list:
+        from mlflow.entities import ViewType
+
+        out, token = [], None
+        while True:
+            page = self.client.search_runs([self.experiment_id], filter_string, ViewType.ACTIVE_ONLY,
+                                           max_results=1000, page_token=token)
+            out += list(page)
+            token = page.token
+            if not token:
+                return out
+
+    def _is_live(self, run) -> bool:
+        """A RUNNING sweep run whose driver still runs (same host: its pid; elsewhere:
+        a heartbeat in the last STALE_HEARTBEAT_S seconds)."""
+        tags = run.data.tags
+        if tags.get(T_HOST) == socket.gethostname() and tags.get(T_PID, "").isdigit():
+            return _pid_alive(int(tags[T_PID]))
+        try:
+            beat = float(tags.get(T_BEAT, run.info.start_time / 1000))
+        except ValueError:
+            return False
+        return time.time() - beat < STALE_HEARTBEAT_S
+
+    def mark_stale(self) -> list[str]:
+        """RUNNING sweeps whose driver is gone (killed, lost node) and their RUNNING
+        curves: marked KILLED so they can be resumed. Returns their run ids."""
+        sweeps = self._search(f"attributes.status = 'RUNNING' and tags.`{T_KIND}` = 'sweep'")
+        stale = [r for r in sweeps if not self._is_live(r)]
+        out = []
+        for s in stale:
+            kids = self._search(f"attributes.status = 'RUNNING' and tags.`mlflow.parentRunId` = '{s.info.run_id}'")
+            for r in kids + [s]:
+                self.client.set_tag(r.info.run_id, "kvsweep.stale", "driver gone; marked KILLED by a later sweep")
+                self.client.set_terminated(r.info.run_id, "KILLED")
+                out.append(r.info.run_id)
+        return out
+
+    def live_sweep(self, sweep_key: str):
+        """The RUNNING run of a live driver with this sweep key, if any."""
+        for r in self._search(f"attributes.status = 'RUNNING' and tags.`{T_SWEEP}` = '{sweep_key}'"):
+            if self._is_live(r):
+                return r
+        return None
+
+    def stored_points(self, curves: Sequence[Curve]) -> dict[str, Result]:
+        """point key -> Result for every capacity already logged to a curve run with
+        the same base identity (any capacity list); fills `curve.run_id/status/stored`
+        for runs of the same curve key."""
+        by_base: dict[str, list[Curve]] = {}
+        for c in curves:
+            by_base.setdefault(c.base_key, []).append(c)
+        runs = self._search(f"tags.`{T_KIND}` = 'curve'")
+        runs = [r for r in runs if r.data.tags.get(T_BASE) in by_base]
+        # a FINISHED run of a curve key wins over partial ones; then the newest
+        runs.sort(key=lambda r: (r.info.status != "FINISHED", -r.info.start_time))
+        known: dict[str, Result] = {}
+        for r in runs:
+            steps = self._points_of(r.info.run_id)
+            cm = r.data.tags.get("cost_model")
+            base = by_base[r.data.tags[T_BASE]]
+            ident = base[0].identity
+            have = {ident.point_key(res.capacity_blocks) for res in steps.values()}
+            for res in steps.values():
+                known.setdefault(ident.point_key(res.capacity_blocks), res)
+            for c in base:
+                if c.key == r.data.tags.get(T_CURVE) and c.run_id is None and c.cost_model == cm:
+                    c.run_id = r.info.run_id
+                    c.status = "REUSED" if r.info.status == "FINISHED" else "RESUMED"
+                    c.stored = {i for i, k in enumerate(c.point_keys) if k in have}
+        return known
+
+    def _points_of(self, run_id: str) -> dict[int, Result]:
+        """step -> Result (compute_savings under the run's own cost model) from the run's
+        metric histories."""
+        run = self.client.get_run(run_id)
+        cm = run.data.tags.get("cost_model", "uniform")
+        hist = {}
+        for k in ("capacity_blocks", "accesses") + metric_fields():
+            hist[k] = {m.step: m.value for m in self.client.get_metric_history(run_id, k)}
+        out = {}
+        for step in hist["capacity_blocks"]:
+            try:
+                d = {k: hist[k][step] for k in hist}
+            except KeyError:  # a batch cut short: this step is incomplete
+                continue
+            d["compute_savings"] = {cm: d["compute_savings"]}
+            out[step] = Result.from_dict(d)
+        return out
 
     # ------------------------------------------------------------------ parent
-    def start_parent(self, *, run_name: str, params: dict, tags: dict, metrics: dict,
-                     texts: dict[str, str], capacities: Sequence[Capacity],
-                     child_params: dict[str, dict], child_tags: dict, trace_name: str) -> str:
-        """Create the sweep's parent run; `child_params[policy]` go on each child run."""
-        from mlflow.entities import Metric, Param, RunTag
+    def start_parent(self, *, run_name: str, sweep_key: str, params: dict, tags: dict, metrics: dict,
+                     texts: dict[str, str], capacities: Sequence[Capacity]) -> tuple[str, bool]:
+        """Create the sweep's parent run, or resume the one with the same sweep key.
+        Returns (run id, resumed)."""
+        from mlflow.entities import Metric, Param
 
         self.capacities = list(capacities)
-        self.child_params = child_params
-        self.child_tags = dict(child_tags)
-        self.trace_name = trace_name
+        driver = {T_KIND: "sweep", T_SWEEP: sweep_key, T_HOST: socket.gethostname(), T_PID: str(os.getpid()),
+                  T_BEAT: f"{time.time():.0f}"}
+        prior = self._search(f"tags.`{T_SWEEP}` = '{sweep_key}' and tags.`{T_KIND}` = 'sweep'")
+        if prior:
+            prior.sort(key=lambda r: -r.info.start_time)
+            self.parent_id = prior[0].info.run_id
+            self.client.update_run(self.parent_id, status="RUNNING")
+            for k, v in {**driver, "kvsweep.resumed": "true"}.items():
+                self.client.set_tag(self.parent_id, k, v)
+            return self.parent_id, True
         run = self.client.create_run(self.experiment_id, run_name=run_name,
-                                     tags={k: str(v) for k, v in tags.items()})
+                                     tags={**{k: str(v) for k, v in tags.items()}, **driver})
         self.parent_id = run.info.run_id
-        ps = [Param(k[:250], _param_value(v)) for k, v in params.items()]
+        ps = [Param(k[:250], param_value(v)) for k, v in params.items()]
         for chunk in _chunks(ps, 100):
             self.client.log_batch(self.parent_id, params=chunk)
         now = int(time.time() * 1000)
@@ -142,141 +318,134 @@ class Tracker:
             self.client.log_batch(self.parent_id, metrics=chunk)
         for name, text in texts.items():
             self.client.log_text(self.parent_id, text, name)
-        return self.parent_id
+        return self.parent_id, False
+
+    def heartbeat(self) -> None:
+        if self.parent_id and time.time() - self._last_beat > HEARTBEAT_S:
+            self._last_beat = time.time()
+            self.client.set_tag(self.parent_id, T_BEAT, f"{time.time():.0f}")
 
     # ------------------------------------------------------------------ children
-    def _child(self, policy: str, cost_model: str) -> _Child:
-        key = (policy, cost_model)
-        ch = self.children.get(key)
-        if ch is not None:
-            return ch
+    def open_curve(self, c: Curve, params: dict, tags: dict) -> None:
+        """Give curve `c` a run under the parent: its own again (resumed) or a new one.
+        A REUSED (finished) curve is left where it is."""
         from mlflow.entities import Param
 
-        tags = {"mlflow.parentRunId": self.parent_id, "policy": policy, "cost_model": cost_model,
-                **{k: str(v) for k, v in self.child_tags.items()}}
-        run = self.client.create_run(self.experiment_id, run_name=f"{policy} | {cost_model}", tags=tags)
+        if c.status == "REUSED":
+            return
+        if c.status == "RESUMED":
+            self.client.update_run(c.run_id, status="RUNNING")
+            self.client.set_tag(c.run_id, "mlflow.parentRunId", self.parent_id)
+            return
         caps = self.capacities
-        params = {
-            "policy": policy,
-            "cost_model": cost_model,
-            "n_capacities": len(caps),
-            "capacities_blocks": [c.blocks for c in caps],
-            "capacities_gib": [round(c.gib, 6) for c in caps],
-            **self.child_params.get(policy, {}),
-        }
-        ps = [Param(k[:250], _param_value(v)) for k, v in params.items()]
-        for chunk in _chunks(ps, 100):
-            self.client.log_batch(run.info.run_id, params=chunk)
-        ch = _Child(policy, cost_model, run.info.run_id, expected=len(caps))
-        self.children[key] = ch
-        return ch
+        run = self.client.create_run(
+            self.experiment_id, run_name=f"{c.policy} | {c.cost_model}",
+            tags={"mlflow.parentRunId": self.parent_id, "policy": c.policy, "cost_model": c.cost_model,
+                  T_KIND: "curve", T_CURVE: c.key, T_BASE: c.base_key, **{k: str(v) for k, v in tags.items()}})
+        c.run_id, c.status = run.info.run_id, "CREATED"
+        ps = {"policy": c.policy, "cost_model": c.cost_model, "n_capacities": len(caps),
+              "capacities_blocks": [x.blocks for x in caps], "capacities_gib": [round(x.gib, 6) for x in caps],
+              **params}
+        for chunk in _chunks([Param(k[:250], param_value(v)) for k, v in ps.items()], 100):
+            self.client.log_batch(c.run_id, params=chunk)
 
-    def record(self, job: Job, records: Sequence[dict]) -> list[tuple[str, str]]:
-        """Log one finished job. Returns the (policy, cost model) curves it completed."""
+    def log_points(self, c: Curve, points: dict[int, Result]) -> None:
+        """Log capacity index -> Result into the curve's run (metrics, step = index)."""
         from mlflow.entities import Metric
 
-        completed = []
         now = int(time.time() * 1000)
-        for m in job.cost_models:
-            ch = self._child(job.policy, m)
-            metrics = []
-            for idx, rec in zip(job.cap_indices, records):
-                cap = self.capacities[idx]
-                if int(rec["capacity_blocks"]) != cap.blocks:
-                    raise RuntimeError(f"result for {cap.blocks} blocks came back as {rec['capacity_blocks']}")
-                row = self._row(cap, rec, m)
-                ch.rows[idx] = row
-                metrics.append(Metric("capacity_gib", cap.gib, now, idx))
-                metrics.append(Metric("capacity_blocks", float(cap.blocks), now, idx))
-                for k in CURVE_METRICS:
-                    metrics.append(Metric(k, float(row[k]), now, idx))
-            for chunk in _chunks(metrics, 1000):
-                self.client.log_batch(ch.run_id, metrics=chunk)
-            if len(ch.rows) == ch.expected and not ch.done and not ch.failed:
-                self._finish_child(ch, "FINISHED")
-                completed.append((job.policy, m))
-        return completed
+        ms = []
+        for idx, res in sorted(points.items()):
+            cap = self.capacities[idx]
+            if res.capacity_blocks != cap.blocks:
+                raise RuntimeError(f"result for {cap.blocks} blocks came back as {res.capacity_blocks}")
+            row = res.row(c.cost_model)
+            ms.append(Metric("capacity_gib", cap.gib, now, idx))
+            for k in ("capacity_blocks", "accesses") + metric_fields():
+                ms.append(Metric(k, float(row[k]), now, idx))
+        for chunk in _chunks(ms, 1000):
+            self.client.log_batch(c.run_id, metrics=chunk)
+        c.stored.update(points)
 
-    def fail(self, job: Job, message: str) -> None:
-        """A job raised: its curves end FAILED (with the capacities they already had)."""
-        for m in job.cost_models:
-            ch = self._child(job.policy, m)
-            ch.failed = True
-            if not ch.done:
-                self.client.set_tag(ch.run_id, "error", message[:5000])
-                self._finish_child(ch, "FAILED")
-
-    @staticmethod
-    def _row(cap: Capacity, rec: dict, cost_model: str) -> dict:
-        row = {"capacity_index": cap.index, "capacity_label": cap.label, "capacity_gib": cap.gib,
-               "capacity_blocks": cap.blocks, "accesses": rec["accesses"], "hits": rec["hits"]}
-        for k in CURVE_METRICS:
-            row[k] = rec["compute_savings"][cost_model] if k == "compute_savings" else rec[k]
-        return row
-
-    def _finish_child(self, ch: _Child, status: str) -> None:
+    def finish_curve(self, c: Curve, status: str, error: str | None = None) -> None:
+        """End the curve's run: FINISHED with its summary and curve.csv when every
+        capacity is in; otherwise `status` (KILLED/FAILED), marked partial, and without
+        means (a mean over the capacities that happened to finish would mislead)."""
         from mlflow.entities import Metric
 
-        rows = [ch.rows[i] for i in sorted(ch.rows)]
+        if c.status == "REUSED" or c.run_id is None:
+            return
+        if error:
+            self.client.set_tag(c.run_id, "error", error[:5000])
+        complete = len(c.stored) == len(self.capacities)
+        rows = [row_dict(self.capacities, i, c.rows[i], c.cost_model) for i in sorted(c.rows)]
+        now = int(time.time() * 1000)
+        if complete:
+            self.client.log_batch(c.run_id, metrics=[
+                Metric("hit_ratio_mean", sum(r["hit_ratio"] for r in rows) / len(rows), now, 0),
+                Metric("compute_savings_mean", sum(r["compute_savings"] for r in rows) / len(rows), now, 0)])
+            status = "FINISHED"
+            self.client.set_tag(c.run_id, "kvsweep.partial", "false")
+        else:
+            self.client.set_tag(c.run_id, "kvsweep.partial",
+                                f"{len(c.stored)} of {len(self.capacities)} capacities; no means logged")
         if rows:
-            now = int(time.time() * 1000)
-            summary = [Metric("hit_ratio_mean", sum(r["hit_ratio"] for r in rows) / len(rows), now, 0),
-                       Metric("compute_savings_mean", sum(r["compute_savings"] for r in rows) / len(rows), now, 0)]
-            self.client.log_batch(ch.run_id, metrics=summary)
             with tempfile.TemporaryDirectory() as d:
                 path = Path(d) / "curve.csv"
                 write_csv(path, rows, CSV_COLUMNS)
-                self.client.log_artifact(ch.run_id, str(path))
-        self.client.set_terminated(ch.run_id, status)
-        ch.done = True
+                self.client.log_artifact(c.run_id, str(path))
+        self.client.set_terminated(c.run_id, status)
+        c.done = True
 
     # ------------------------------------------------------------------ end
-    def curves(self) -> dict[str, dict[str, list[dict]]]:
-        """cost model -> policy -> rows (ascending capacity), for plots and tables."""
-        out: dict[str, dict[str, list[dict]]] = {}
-        for (p, m), ch in self.children.items():
-            if ch.rows:
-                out.setdefault(m, {})[p] = [ch.rows[i] for i in sorted(ch.rows)]
-        return out
-
-    def close(self, status: str = "FINISHED") -> None:
-        """End open child runs with `status` (KILLED/FAILED) and the parent with `status`,
-        after attaching every curve and the plots to the parent. Never raises."""
-        for ch in self.children.values():
-            if not ch.done:
-                try:
-                    self._finish_child(ch, "KILLED" if status == "FINISHED" else status)
-                except Exception as e:  # noqa: BLE001
-                    log.warning("could not close child run %s: %s", ch.run_id, e)
+    def close_parent(self, status: str, curves: Sequence[Curve], trace_name: str) -> None:
+        """Attach every curve and the plots to the parent, then mark it. Never raises."""
         if self.parent_id is None:
             return
         try:
-            self._parent_artifacts()
+            self._parent_artifacts(curves, trace_name)
         except Exception as e:  # noqa: BLE001 - plots must not lose the status update
             log.warning("could not attach curves/plots to the parent run: %s", e)
         try:
+            reused = [c.run_id for c in curves if c.status == "REUSED"]
+            if reused:
+                self.client.set_tag(self.parent_id, "kvsweep.reused_curves", ",".join(reused)[:5000])
             self.client.set_terminated(self.parent_id, status)
         except Exception as e:  # noqa: BLE001
-            log.warning("could not mark the parent run %s: %s", status, e)
+            log.warning("could not mark the sweep run %s %s: %s", self.parent_id, status, e)
 
-    def _parent_artifacts(self) -> None:
-        curves = self.curves()
-        if not curves:
+    def _parent_artifacts(self, curves: Sequence[Curve], trace_name: str) -> None:
+        per_model = curves_by_model(self.capacities, curves)
+        if not per_model:
             return
         from analysis.plots import plot_curves
 
         with tempfile.TemporaryDirectory() as d:
-            rows = []
-            for m, per_policy in curves.items():
-                for p, rs in per_policy.items():
-                    rows += [{"policy": p, "cost_model": m, **r} for r in rs]
+            rows = [{"policy": p, "cost_model": m, **r} for m, per in per_model.items()
+                    for p, rs in per.items() for r in rs]
             path = Path(d) / "curves.csv"
             write_csv(path, rows, ("policy", "cost_model") + CSV_COLUMNS)
             self.client.log_artifact(self.parent_id, str(path))
-            for m, per_policy in sorted(curves.items()):
+            for m, per_policy in sorted(per_model.items()):
                 png = Path(d) / f"curves_{m}.png"
-                plot_curves(per_policy, png, title=f"{self.trace_name} - cost model {m}")
+                plot_curves(per_policy, png, title=f"{trace_name} - cost model {m}")
                 self.client.log_artifact(self.parent_id, str(png), "plots")
+
+
+def row_dict(capacities: Sequence[Capacity], idx: int, res: Result, cost_model: str) -> dict:
+    """A CSV/table row: the capacity's labels and the result under one cost model."""
+    cap = capacities[idx]
+    return {"capacity_index": idx, "capacity_label": cap.label, "capacity_gib": cap.gib, **res.row(cost_model)}
+
+
+def curves_by_model(capacities: Sequence[Capacity], curves: Sequence[Curve]) -> dict[str, dict[str, list[dict]]]:
+    """cost model -> policy -> rows (ascending capacity), for plots and tables."""
+    out: dict[str, dict[str, list[dict]]] = {}
+    for c in curves:
+        if c.rows:
+            out.setdefault(c.cost_model, {})[c.policy] = [row_dict(capacities, i, c.rows[i], c.cost_model)
+                                                          for i in sorted(c.rows)]
+    return out
 
 
 def write_csv(path: Path, rows: Sequence[dict], columns: Sequence[str]) -> None:

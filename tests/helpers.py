@@ -43,3 +43,13 @@ def session_trace(n_sessions=60, seed=0, max_turns=12, sys_prompts=4, single_sha
     events.sort(key=lambda e: e[0])
     return Trace.from_requests([e[2] for e in events], arrival_s=[e[0] for e in events],
                                session=[e[1] for e in events], name="sessions")
+
+
+ENGINE_KEYS = frozenset({"mode", "hits", "cost_models", "model", "seed", "one_pass"})
+
+
+def engine_kw(kw: dict) -> dict:
+    """simulate() keywords from a test's mixed keywords: policy parameters go to params=."""
+    out = {k: v for k, v in kw.items() if k in ENGINE_KEYS}
+    params = {k: v for k, v in kw.items() if k not in ENGINE_KEYS}
+    return {**out, "params": params} if params else out

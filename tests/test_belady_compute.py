@@ -139,7 +139,7 @@ def engine_run(trace, cap, mode, cost_model, hits="block", **params):
 
 def _check_equal(trace, caps, mode, models, hits="block", **params):
     totals = depth_totals(trace)
-    recs = simulate(trace, "belady_compute", caps, mode=mode, hits=hits, cost_models=models, **params)
+    recs = simulate(trace, "belady_compute", caps, mode=mode, hits=hits, cost_models=models, params=params)
     for cap, rec in zip(caps, recs):
         for i, m in enumerate(models):
             hbd, ev, costs = engine_run(trace, cap, mode, m, hits, **params)
@@ -147,9 +147,9 @@ def _check_equal(trace, caps, mode, models, hits="block", **params):
             assert np.array_equal(hbd, ref), (cap, mode, m, hbd, ref)
             assert ev == ref_ev
             want = float((ref * costs).sum() / (totals * costs).sum())
-            assert rec["compute_savings"][m] == want
+            assert rec.compute_savings[m] == want
             if i == 0:  # hit counts are reported for the first cost model's pass
-                assert rec["hits"] == ref.sum() and rec["evictions"] == ref_ev
+                assert rec.hits == ref.sum() and rec.evictions == ref_ev
 
 
 # ------------------------------------------------------------------ tests
@@ -188,11 +188,11 @@ def test_uniform_cost_is_belady(mode):
         t = random_trace(rng, n_ids=40, n_req=(20, 80)) if i % 2 else prefix_trace(rng, n_sessions=12)
         caps = [2, 4, 8, 16]
         for score in bc.SCORES:
-            got = simulate(t, "belady_compute", caps, mode=mode, cost_models=["uniform"], score=score)
+            got = simulate(t, "belady_compute", caps, mode=mode, cost_models=["uniform"], params={'score': score})
             opt = simulate(t, "belady", caps, mode=mode)
             for g, o in zip(got, opt):
-                assert g["hits"] == o["hits"] and g["hit_ratio"] == o["hit_ratio"]
-                assert g["evictions"] == o["evictions"]
+                assert g.hits == o.hits and g.hit_ratio == o.hit_ratio
+                assert g.evictions == o.evictions
 
 
 def test_keeps_the_deep_block_belady_evicts():
@@ -208,14 +208,14 @@ def test_keeps_the_deep_block_belady_evicts():
     t = Trace.from_requests([[A, B], [C], [C], [C], [A], [D, B]])
     bel = simulate(t, "belady", 2, mode="block", cost_models=["linear"])[0]
     got = simulate(t, "belady_compute", 2, mode="block", cost_models=["linear"])[0]
-    assert bel["hits"] == got["hits"] == 3
-    assert bel["compute_savings"]["linear"] == pytest.approx(0.3)
-    assert got["compute_savings"]["linear"] == pytest.approx(0.4)
+    assert bel.hits == got.hits == 3
+    assert bel.compute_savings["linear"] == pytest.approx(0.3)
+    assert got.compute_savings["linear"] == pytest.approx(0.4)
     hbd, _, _ = engine_run(t, 2, "block", "linear")
     assert list(hbd) == [2, 1]  # the depth-1 hit is B's
     # the product as printed (cost x time) evicts B at j=2 (2*5 > 1*3), like Belady
-    lit = simulate(t, "belady_compute", 2, mode="block", cost_models=["linear"], score="cost_times_time")[0]
-    assert lit["compute_savings"]["linear"] == pytest.approx(0.3)
+    lit = simulate(t, "belady_compute", 2, mode="block", cost_models=["linear"], params={'score': "cost_times_time"})[0]
+    assert lit.compute_savings["linear"] == pytest.approx(0.3)
 
 
 def test_beats_belady_on_compute_savings_of_prefix_sessions():
@@ -226,9 +226,9 @@ def test_beats_belady_on_compute_savings_of_prefix_sessions():
         got = simulate(t, "belady_compute", caps, mode=mode, cost_models=["linear"])
         bel = simulate(t, "belady", caps, mode=mode, cost_models=["linear"])
         for g, b in zip(got, bel):
-            assert g["hits"] <= b["hits"]  # Belady is hit-optimal (block mode) ...
-            assert g["compute_savings"]["linear"] >= b["compute_savings"]["linear"]
-        assert any(g["compute_savings"]["linear"] > b["compute_savings"]["linear"] for g, b in zip(got, bel))
+            assert g.hits <= b.hits  # Belady is hit-optimal (block mode) ...
+            assert g.compute_savings["linear"] >= b.compute_savings["linear"]
+        assert any(g.compute_savings["linear"] > b.compute_savings["linear"] for g, b in zip(got, bel))
 
 
 def test_request_mode_tight_capacities_never_evict_pinned():
@@ -239,7 +239,7 @@ def test_request_mode_tight_capacities_never_evict_pinned():
         for m in ("linear", "uniform"):
             recs = simulate(t, "belady_compute", [1, 2, 3, 4, 6, 7], mode="request", cost_models=[m])
             for rec in recs:
-                assert rec["max_resident_blocks"] <= rec["capacity_blocks"]
+                assert rec.max_resident_blocks <= rec.capacity_blocks
 
 
 def test_hooks_skip_pinned_and_restore_them():
@@ -294,6 +294,6 @@ def test_kinetic_tree_tracks_the_argmax_over_time():
 def test_bad_params():
     t = Trace.from_requests([[1, 2], [1]])
     with pytest.raises(ValueError, match="horizon"):
-        simulate(t, "belady_compute", 1, horizon=-1)
+        simulate(t, "belady_compute", 1, params={'horizon': -1})
     with pytest.raises(ValueError, match="score"):
-        simulate(t, "belady_compute", 1, score="cost")
+        simulate(t, "belady_compute", 1, params={'score': "cost"})

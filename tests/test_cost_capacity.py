@@ -61,5 +61,5 @@ def test_linear_and_uniform_savings_by_hand():
     # [A,B,C] then [A,B,D]: LRU big cache -> hits at depths 0 and 1.
     t = Trace.from_requests([[1, 2, 3], [1, 2, 4]])
     r = simulate(t, "lru", 10, cost_models=["uniform", "linear"])[0]
-    assert r["compute_savings"]["uniform"] == pytest.approx(2 / 6)
-    assert r["compute_savings"]["linear"] == pytest.approx((1 + 2) / (2 * (1 + 2 + 3)))
+    assert r.compute_savings["uniform"] == pytest.approx(2 / 6)
+    assert r.compute_savings["linear"] == pytest.approx((1 + 2) / (2 * (1 + 2 + 3)))

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 from sim_core import Trace, simulate
-from tests.helpers import mooncake_trace, session_trace
+from tests.helpers import engine_kw, mooncake_trace, session_trace
 
 ONLINE = ["lru", "fifo", "lfu"]
 A, B, C, D, E = 1, 2, 3, 4, 5
 
 
 def hits(trace, policy, cap, **kw):
-    return simulate(trace, policy, cap, **kw)[0]["hits"]
+    return simulate(trace, policy, cap, **engine_kw(kw))[0].hits
 
 
 # ---------------------------------------------------------------- hand-computed
@@ -26,11 +26,11 @@ def test_residency_constraint_changes_the_answer():
     t = Trace.from_requests([[A, B], [C], [A, B]])
     assert hits(t, "lru", 2, mode="block") == 0
     rec = simulate(t, "lru", 2, mode="request")[0]
-    assert rec["hits"] == 1 and rec["hit_ratio"] == pytest.approx(1 / 5)
-    assert rec["holes_total"] == 3  # [A,B], [C], and the hole at A in request 3
+    assert rec.hits == 1 and rec.hit_ratio == pytest.approx(1 / 5)
+    assert rec.holes_total == 3  # [A,B], [C], and the hole at A in request 3
     # prefix hits: reuse stops at A, so B is recomputed
     pre = simulate(t, "lru", 2, mode="request", hits="prefix")[0]
-    assert pre["hits"] == 0 and pre["holes_total"] == 3
+    assert pre.hits == 0 and pre.holes_total == 3
 
 
 def test_block_vs_prefix_hits_hole_accounting():
@@ -38,15 +38,15 @@ def test_block_vs_prefix_hits_hole_accounting():
     # r1 inserts E (5 resident). r2: A,B,C,D resident -> 4 hits; nothing to evict.
     t = Trace.from_requests([[A, B, C, D], [A, E], [A, B, C, D]])
     r = simulate(t, "lru", 5)[0]
-    assert r["hits"] == 1 + 4
+    assert r.hits == 1 + 4
     # capacity 4: r1 evicts LRU non-pinned block B; r2 = [A hit, B miss, C hit, D hit]
     r4 = simulate(t, "lru", 4)[0]
-    assert r4["hits"] == 1 + 3
-    assert r4["holes_per_request_max"] == 1
-    assert r4["holes_total"] == 1 + 1 + 1  # r0 all miss, r1 E, r2 B
+    assert r4.hits == 1 + 3
+    assert r4.holes_per_request_max == 1
+    assert r4.holes_total == 1 + 1 + 1  # r0 all miss, r1 E, r2 B
     p4 = simulate(t, "lru", 4, hits="prefix")[0]
-    assert p4["hits"] == 1 + 1  # r2 stops at B
-    assert p4["recomputed_blocks"] == 10 - 2
+    assert p4.hits == 1 + 1  # r2 stops at B
+    assert p4.recomputed_blocks == 10 - 2
 
 
 def test_block_mode_hole_count_and_lengths():
@@ -54,15 +54,15 @@ def test_block_mode_hole_count_and_lengths():
     # D evicts A; r2: A miss (evicts B), B miss (evicts C), C miss (evicts D) -> 0 hits
     t = Trace.from_requests([[A, B, C], [D], [A, B, C]])
     r = simulate(t, "fifo", 3, mode="block")[0]
-    assert r["hits"] == 0 and r["holes_total"] == 3 and r["hole_length_mean"] == pytest.approx(7 / 3)
+    assert r.hits == 0 and r.holes_total == 3 and r.hole_length_mean == pytest.approx(7 / 3)
 
 
 def test_oversized_requests_are_counted_not_dropped():
     t = Trace.from_requests([[A, B, C, D], [A, B], [A, B]])
     r = simulate(t, "lru", 3)[0]
-    assert r["oversized_requests"] == 1 and r["oversized_blocks"] == 4
-    assert r["accesses"] == 8 and r["hits"] == 2  # the 4 blocks count as recomputed
-    assert r["max_resident_blocks"] <= 3
+    assert r.oversized_requests == 1 and r.oversized_blocks == 4
+    assert r.accesses == 8 and r.hits == 2  # the 4 blocks count as recomputed
+    assert r.max_resident_blocks <= 3
 
 
 def test_lfu_tie_break_is_fifo_within_frequency():
@@ -70,7 +70,7 @@ def test_lfu_tie_break_is_fifo_within_frequency():
     t = Trace.from_requests([[A], [B], [A], [C], [D], [A], [B]])
     r = simulate(t, "lfu", 2, mode="block")[0]
     # A hit (3rd), C evicts B, D evicts C, A hit, B miss
-    assert r["hits"] == 2
+    assert r.hits == 2
 
 
 def test_belady_keeps_the_block_used_soonest():
@@ -113,9 +113,9 @@ def test_online_policies_never_beat_belady(seed):
     t = session_trace(n_sessions=40, seed=seed)
     caps = [8, 20, 50, 120]
     for mode in ("block", "request"):
-        opt = [r["hits"] for r in simulate(t, "belady", caps, mode=mode)]
+        opt = [r.hits for r in simulate(t, "belady", caps, mode=mode)]
         for p in ONLINE:
-            got = [r["hits"] for r in simulate(t, p, caps, mode=mode)]
+            got = [r.hits for r in simulate(t, p, caps, mode=mode)]
             assert all(g <= o for g, o in zip(got, opt)), (p, mode, got, opt)
 
 
@@ -127,21 +127,21 @@ def test_invariants(policy):
         for cap in (5, 30, 200):
             blk = simulate(t, policy, cap, mode=mode, cost_models=["uniform", "linear"])[0]
             pre = simulate(t, policy, cap, mode=mode, hits="prefix")[0]
-            assert blk["max_resident_blocks"] <= cap
-            assert pre["hits"] <= blk["hits"]
-            assert blk["compute_savings"]["uniform"] == pytest.approx(blk["hit_ratio"], abs=1e-15)
+            assert blk.max_resident_blocks <= cap
+            assert pre.hits <= blk.hits
+            assert blk.compute_savings["uniform"] == pytest.approx(blk.hit_ratio, abs=1e-15)
             # prefix semantics leaves at most one hole per request
-            assert pre["holes_per_request_max"] <= 1
+            assert pre.holes_per_request_max <= 1
     # a cache larger than the trace keeps everything: only compulsory misses
     big = simulate(t, policy, t.n_unique)[0]
-    assert big["hits"] == t.n_accesses - t.n_unique and big["evictions"] == 0
+    assert big.hits == t.n_accesses - t.n_unique and big.evictions == 0
 
 
 def test_more_capacity_never_hurts_lru():
     t = session_trace(n_sessions=60, seed=5)
     caps = list(range(5, 400, 15))
     for mode in ("block", "request"):
-        hr = [r["hits"] for r in simulate(t, "lru", caps, mode=mode)]
+        hr = [r.hits for r in simulate(t, "lru", caps, mode=mode)]
         assert hr == sorted(hr)
 
 
@@ -156,7 +156,7 @@ def test_bad_arguments_are_rejected():
     with pytest.raises(ValueError, match="unknown hits"):
         simulate(t, "lru", 4, hits="prefixes")
     with pytest.raises(ValueError, match="has no parameter"):
-        simulate(t, "lru", 4, horizon=3)
+        simulate(t, "lru", 4, params={'horizon': 3})
     with pytest.raises(ValueError, match="unknown cost model"):
         simulate(t, "lru", 4, cost_models=["quadratic"])
 
@@ -176,7 +176,7 @@ def test_block_mode_equals_libcachesim_on_mooncake(policy, mooncake, tmp_path):
 
     path = write_oracle_general(mooncake, tmp_path / "mc.oracleGeneral")
     for cap in (100, 1000, 5000, 20000):
-        ours = simulate(mooncake, policy, cap, mode="block")[0]["hits"]
+        ours = simulate(mooncake, policy, cap, mode="block")[0].hits
         theirs = libcachesim_hit_ratio(path, policy, cap)
         # compare counts: libCacheSim reports 1 - miss ratio in floating point
         assert ours == round(theirs * mooncake.n_accesses), (policy, cap)
@@ -189,7 +189,7 @@ def test_block_mode_equals_libcachesim_on_sessions(policy, tmp_path):
     t = session_trace(n_sessions=400, seed=11)
     path = write_oracle_general(t, tmp_path / "s.oracleGeneral")
     for cap in (50, 200, 800, 3000):
-        ours = simulate(t, policy, cap, mode="block")[0]["hits"]
+        ours = simulate(t, policy, cap, mode="block")[0].hits
         assert ours == round(libcachesim_hit_ratio(path, policy, cap) * t.n_accesses), (policy, cap)
 
 
@@ -295,6 +295,6 @@ def test_capacities_past_saturation_share_one_replay(policy):
                                       {**get_policy(policy).defaults}, 0, depth)
         assert counters[EVICTIONS] == 0  # no evictions at all
         for rec in recs:
-            assert rec["hits"] == int(direct.sum()) == t.n_accesses - first_uses
-            assert rec["evictions"] == 0
-        assert [r["capacity_blocks"] for r in recs] == [sat, big]
+            assert rec.hits == int(direct.sum()) == t.n_accesses - first_uses
+            assert rec.evictions == 0
+        assert [r.capacity_blocks for r in recs] == [sat, big]

@@ -19,9 +19,9 @@ def _compare(trace, caps, mode, hits):
                     one_pass=False)
     for a, b in zip(one, each):
         for k in KEYS:
-            assert a[k] == pytest.approx(b[k], rel=1e-12, abs=1e-12), (mode, hits, a["capacity_blocks"], k)
+            assert getattr(a, k) == pytest.approx(getattr(b, k), rel=1e-12, abs=1e-12), (mode, hits, a.capacity_blocks, k)
         for m in ("uniform", "linear"):
-            assert a["compute_savings"][m] == pytest.approx(b["compute_savings"][m], rel=1e-12)
+            assert a.compute_savings[m] == pytest.approx(b.compute_savings[m], rel=1e-12)
 
 
 @pytest.mark.parametrize("mode", ["request", "block"])
@@ -46,8 +46,8 @@ def test_small_capacities_fall_back_to_replay():
     # capacity 3 is below the largest request: oversized there, one-pass above
     t = Trace.from_requests([[1, 2, 3, 4], [1, 2], [5], [1, 2, 3, 4]])
     recs = simulate(t, "lru", [3, 4, 6])
-    assert recs[0]["oversized_requests"] == 2
-    assert [r["capacity_blocks"] for r in recs] == [3, 4, 6]
+    assert recs[0].oversized_requests == 2
+    assert [r.capacity_blocks for r in recs] == [3, 4, 6]
     _compare(t, [4, 5, 6, 9], "request", "block")
 
 

@@ -20,7 +20,7 @@ from sim_core import Trace, simulate
 from sim_core.cost import cost_per_depth
 from sim_core.policies import get_policy
 from sim_core.policies.partial_node import radix_nodes
-from tests.helpers import mooncake_trace, session_trace
+from tests.helpers import engine_kw, mooncake_trace, session_trace
 
 MINE = ["random_compute", "partial_node", "lru_session", "random_compute_session", "s3fifo_compute"]
 COSTS = ["uniform", "linear", "qwen3_coder_30b"]
@@ -29,7 +29,7 @@ EXACT = 10**9  # samples >= resident blocks: the exact minimum score (a scan)
 
 
 def one(trace, policy, cap, **kw):
-    return simulate(trace, policy, cap, **kw)[0]
+    return simulate(trace, policy, cap, **engine_kw(kw))[0]
 
 
 def long_sessions(n_sessions=60, seed=0, turns=(8, 30), grow=(10, 60), sys_prompts=3,
@@ -102,10 +102,10 @@ def test_random_compute_keeps_the_old_expensive_block():
     # r5 [P,Q,R]: R (depth 2, cost 3) hits; total cost 6+1+1+1+1+6 = 16.
     t = Trace.from_requests([[P, Q, R], [S], [T], [U], [V], [P, Q, R]])
     rc = one(t, "random_compute", 4, cost_models=["linear"], samples=EXACT)
-    assert rc["hits"] == 1 and rc["compute_savings"]["linear"] == pytest.approx(3 / 16)
-    assert one(t, "lru", 4, cost_models=["linear"])["hits"] == 0
+    assert rc.hits == 1 and rc.compute_savings["linear"] == pytest.approx(3 / 16)
+    assert one(t, "lru", 4, cost_models=["linear"]).hits == 0
     # under the uniform model the score is 1/age: exactly LRU
-    assert one(t, "random_compute", 4, samples=EXACT)["hits"] == 0
+    assert one(t, "random_compute", 4, samples=EXACT).hits == 0
 
 
 def test_seconds_clock_uses_arrival_times():
@@ -115,27 +115,27 @@ def test_seconds_clock_uses_arrival_times():
     t = Trace.from_requests([[A], [B], [A, C], [B]], arrival_s=[0, 10, 11, 12])
     for clock in ("access", "seconds"):
         r = one(t, "random_compute", 2, mode="block", samples=EXACT, clock=clock)
-        assert r["hits"] == 1  # A's reuse; B was evicted for C
+        assert r.hits == 1  # A's reuse; B was evicted for C
     # seconds clock with equal ages: ties go to the older access. [A,B] t0, [C] t0
     # (ages 0 for both -> both infinite -> older access A evicted).
     t2 = Trace.from_requests([[A, B], [C], [B], [A]], arrival_s=[0, 0, 1, 2])
     r = one(t2, "random_compute", 2, mode="block", samples=EXACT, clock="seconds")
-    assert r["hits"] == 1  # B hits; A was evicted
+    assert r.hits == 1  # B hits; A was evicted
 
 
 @pytest.mark.parametrize("mode", ["request", "block"])
 def test_exact_random_compute_is_lru_under_uniform_cost(sessions, mode):
     for cap in (50, 200, 800, 3200):
-        assert (one(sessions, "random_compute", cap, mode=mode, samples=EXACT)["hits"]
-                == one(sessions, "lru", cap, mode=mode)["hits"])
+        assert (one(sessions, "random_compute", cap, mode=mode, samples=EXACT).hits
+                == one(sessions, "lru", cap, mode=mode).hits)
 
 
 def test_deterministic_per_seed(sessions):
     a = one(sessions, "random_compute", 300, seed=5)
     b = one(sessions, "random_compute", 300, seed=5)
     c = one(sessions, "random_compute", 300, seed=6)
-    assert a["hits"] == b["hits"] and a["evictions"] == b["evictions"]
-    assert a["hits"] != c["hits"] or a["holes_total"] != c["holes_total"]
+    assert a.hits == b.hits and a.evictions == b.evictions
+    assert a.hits != c.hits or a.holes_total != c.holes_total
 
 
 def _python_uniform_random(blocks, cap, seed):
@@ -162,7 +162,7 @@ def _python_uniform_random(blocks, cap, seed):
 def test_one_sample_is_uniform_random_eviction(sessions):
     blocks = sessions.blocks.tolist()
     for cap in (100, 400, 1600):
-        ours = np.mean([one(sessions, "random_compute", cap, mode="block", samples=1, seed=s)["hit_ratio"]
+        ours = np.mean([one(sessions, "random_compute", cap, mode="block", samples=1, seed=s).hit_ratio
                         for s in range(4)])
         ref = np.mean([_python_uniform_random(blocks, cap, s) for s in range(4)])
         assert abs(ours - ref) < 0.005, (cap, ours, ref)
@@ -186,10 +186,10 @@ def _check_against_libcachesim(trace, caps, exact=True):
     n = trace.n_accesses
     for cap, l_lru, l_rnd in zip(caps, lru, rnd):
         if exact:
-            assert one(trace, "random_compute", cap, mode="block", samples=EXACT)["hits"] == round(l_lru * n)
-        ours64 = one(trace, "random_compute", cap, mode="block")["hit_ratio"]
+            assert one(trace, "random_compute", cap, mode="block", samples=EXACT).hits == round(l_lru * n)
+        ours64 = one(trace, "random_compute", cap, mode="block").hit_ratio
         assert abs(ours64 - l_lru) < 0.01, (cap, ours64, l_lru)
-        ours1 = np.mean([one(trace, "random_compute", cap, mode="block", samples=1, seed=s)["hit_ratio"]
+        ours1 = np.mean([one(trace, "random_compute", cap, mode="block", samples=1, seed=s).hit_ratio
                          for s in range(3)])
         # libCacheSim's Random samples its hash table, which is measurably not uniform: it
         # sits 0.8-1.0 points below both our sampler and the independent Python cache above
@@ -227,13 +227,13 @@ def test_partial_node_evicts_from_the_node_start():
     # r4 [A,B,C]: A,B missing, C hits; 3 resident + 2 > 4 -> evict the oldest, X (1 more).
     t = Trace.from_requests([[A, B, C], [A], [X], [Y], [A, B, C]])
     pn = one(t, "partial_node", 4, samples=EXACT, chunk_blocks=2)
-    assert pn["evictions"] == 3 and pn["hits"] == 1 + 1
+    assert pn.evictions == 3 and pn.hits == 1 + 1
     # RandomCompute evicts only B at r3, then X at r4: A and C hit at r4
     rc = one(t, "random_compute", 4, samples=EXACT)
-    assert rc["evictions"] == 2 and rc["hits"] == 1 + 2
+    assert rc.evictions == 2 and rc.hits == 1 + 2
     # chunk_blocks=1 is RandomCompute restricted to node heads: A (not B) goes at r3
     pn1 = one(t, "partial_node", 4, samples=EXACT, chunk_blocks=1)
-    assert pn1["evictions"] == 2 and pn1["hits"] == 1 + 2
+    assert pn1.evictions == 2 and pn1.hits == 1 + 2
 
 
 def test_partial_node_leaves_far_fewer_holes(capsys):
@@ -243,18 +243,18 @@ def test_partial_node_leaves_far_fewer_holes(capsys):
     rc = one(t, "random_compute", cap, cost_models=["qwen3_coder_30b"])
     pn = one(t, "partial_node", cap, cost_models=["qwen3_coder_30b"])
     lru = one(t, "lru", cap, cost_models=["qwen3_coder_30b"])
-    ratio = rc["holes_per_request_mean"] / pn["holes_per_request_mean"]
+    ratio = rc.holes_per_request_mean / pn.holes_per_request_mean
     # every request has at least one hole (its new turn), so compare the holes beyond it too
-    extra = (rc["holes_per_request_mean"] - 1) / max(pn["holes_per_request_mean"] - 1, 1e-9)
+    extra = (rc.holes_per_request_mean - 1) / max(pn.holes_per_request_mean - 1, 1e-9)
     with capsys.disabled():
-        print(f"\nholes/request RC {rc['holes_per_request_mean']:.2f} PN {pn['holes_per_request_mean']:.2f} "
+        print(f"\nholes/request RC {rc.holes_per_request_mean:.2f} PN {pn.holes_per_request_mean:.2f} "
               f"(x{ratio:.1f}, beyond the first hole x{extra:.1f}); savings RC "
-              f"{rc['compute_savings']['qwen3_coder_30b']:.4f} PN {pn['compute_savings']['qwen3_coder_30b']:.4f} "
-              f"LRU {lru['compute_savings']['qwen3_coder_30b']:.4f}")
+              f"{rc.compute_savings['qwen3_coder_30b']:.4f} PN {pn.compute_savings['qwen3_coder_30b']:.4f} "
+              f"LRU {lru.compute_savings['qwen3_coder_30b']:.4f}")
     assert ratio > 2.5 and extra > 8
-    assert pn["hole_length_mean"] > 2.5 * rc["hole_length_mean"]
-    assert abs(rc["compute_savings"]["qwen3_coder_30b"] - pn["compute_savings"]["qwen3_coder_30b"]) < 0.02
-    assert pn["recomputed_blocks"] <= 1.02 * rc["recomputed_blocks"]
+    assert pn.hole_length_mean > 2.5 * rc.hole_length_mean
+    assert abs(rc.compute_savings["qwen3_coder_30b"] - pn.compute_savings["qwen3_coder_30b"]) < 0.02
+    assert pn.recomputed_blocks <= 1.02 * rc.recomputed_blocks
 
 
 # ---------------------------------------------------------------- session granularity
@@ -267,28 +267,28 @@ def test_session_eviction_takes_the_shared_system_prompt_along():
     t = Trace.from_requests([[X], [P, A], [P, B], [C], [P, A, Q]], session=[2, 1, 2, 3, 1])
     blk = one(t, "lru", 4)
     ses = one(t, "lru_session", 4)
-    assert blk["hits"] == 3 and blk["evictions"] == 2
-    assert ses["hits"] == 2 and ses["evictions"] == 3
+    assert blk.hits == 3 and blk.evictions == 2
+    assert ses.hits == 2 and ses.evictions == 3
     # exact RandomCompute under the uniform model picks the same (LRU) victim
-    assert one(t, "random_compute_session", 4, samples=EXACT)["hits"] == 2
+    assert one(t, "random_compute_session", 4, samples=EXACT).hits == 2
     # without session ids every request is its own session: r2 owns P and B, X is alone
     t_none = Trace.from_requests([[X], [P, A], [P, B], [C], [P, A, Q]])
-    assert one(t_none, "lru_session", 4)["hits"] == 3
+    assert one(t_none, "lru_session", 4).hits == 3
 
 
 def test_session_granularity_costs_at_tight_capacity_and_converges(sessions):
     cm = ["qwen3_coder_30b"]
     for cap in (100, 400):
         blk, ses = one(sessions, "lru", cap), one(sessions, "lru_session", cap)
-        assert blk["hit_ratio"] - ses["hit_ratio"] > 0.01, cap
-        rb = one(sessions, "random_compute", cap, cost_models=cm)["compute_savings"][cm[0]]
-        rs = one(sessions, "random_compute_session", cap, cost_models=cm)["compute_savings"][cm[0]]
+        assert blk.hit_ratio - ses.hit_ratio > 0.01, cap
+        rb = one(sessions, "random_compute", cap, cost_models=cm).compute_savings[cm[0]]
+        rs = one(sessions, "random_compute_session", cap, cost_models=cm).compute_savings[cm[0]]
         assert rb - rs > 0.01, cap
     big = 2000  # ~11% of the unique blocks; the paper's pool regime
     for b, s in (("lru", "lru_session"), ("random_compute", "random_compute_session")):
-        assert abs(one(sessions, b, big)["hit_ratio"] - one(sessions, s, big)["hit_ratio"]) < 0.002
+        assert abs(one(sessions, b, big).hit_ratio - one(sessions, s, big).hit_ratio) < 0.002
         huge = sessions.n_unique
-        assert one(sessions, b, huge)["hits"] == one(sessions, s, huge)["hits"]
+        assert one(sessions, b, huge).hits == one(sessions, s, huge).hits
 
 
 # ---------------------------------------------------------------- S3-FIFO + compute
@@ -299,8 +299,8 @@ def test_s3fifo_compute_filters_a_scan():
     # A: ghost forgot it (ghost holds X2..X4) -> small (evicts X5); B, C, D hit in main.
     scan = [[A], [B], [C], [D], [11], [12], [13], [14], [15], [A], [B], [C], [D]]
     t = Trace.from_requests(scan)
-    assert one(t, "s3fifo_compute", 4, mode="block")["hits"] == 3
-    assert one(t, "lru", 4, mode="block")["hits"] == 0
+    assert one(t, "s3fifo_compute", 4, mode="block").hits == 3
+    assert one(t, "lru", 4, mode="block").hits == 0
 
 
 def test_s3fifo_compute_ghost_readmits_to_main():
@@ -312,7 +312,7 @@ def test_s3fifo_compute_ghost_readmits_to_main():
     # A, C, D hit.
     t = Trace.from_requests([[A], [B], [C], [D], [E], [A], [F], [B], [A], [C], [D]])
     r = one(t, "s3fifo_compute", 4, mode="block", samples=EXACT)
-    assert r["hits"] == 3 and r["evictions"] == 4
+    assert r.hits == 3 and r.evictions == 4
 
 
 def test_s3fifo_compute_near_libcachesim_s3fifo_under_uniform(sessions):
@@ -320,7 +320,7 @@ def test_s3fifo_compute_near_libcachesim_s3fifo_under_uniform(sessions):
     pytest.importorskip("libcachesim")
     caps = [100, 400, 1600, 6400]
     for cap, ref in zip(caps, _lcs(sessions, "s3fifo", caps)):
-        assert abs(one(sessions, "s3fifo_compute", cap, mode="block")["hit_ratio"] - ref) < 0.02
+        assert abs(one(sessions, "s3fifo_compute", cap, mode="block").hit_ratio - ref) < 0.02
 
 
 # ---------------------------------------------------------------- request-mode invariants
@@ -331,11 +331,11 @@ def test_request_mode_invariants(sessions, name):
         pre = simulate(sessions, name, cap, hits="prefix")[0]
         bel = simulate(sessions, "belady", cap)[0]
         r = recs[0]
-        assert r["max_resident_blocks"] <= cap
-        assert pre["hits"] <= r["hits"]
-        assert r["hit_ratio"] <= bel["hit_ratio"] + 1e-12
+        assert r.max_resident_blocks <= cap
+        assert pre.hits <= r.hits
+        assert r.hit_ratio <= bel.hit_ratio + 1e-12
         for m in COSTS:
-            assert 0.0 <= r["compute_savings"][m] <= 1.0
+            assert 0.0 <= r.compute_savings[m] <= 1.0
 
 
 # ---------------------------------------------------------------- the ILP optimum
@@ -409,12 +409,12 @@ def _check_ilp_bounds(t, cases, policies):
         assert opt["status"] == "Optimal" and opt["gap"] < 1e-9
         for p in policies:
             got = one(t, p, cap, mode=mode, cost_models=[cm])
-            assert got["compute_savings"][cm] <= opt["compute_savings"] + 1e-9, (mode, cap, cm, p, got, opt)
+            assert got.compute_savings[cm] <= opt["compute_savings"] + 1e-9, (mode, cap, cm, p, got, opt)
         if cm == "uniform":
             bel = one(t, "belady", cap, mode=mode)
-            assert opt["hits"] >= bel["hits"]
+            assert opt["hits"] >= bel.hits
             if mode == "block":  # Belady (MIN) is the hit optimum of demand paging
-                assert opt["hits"] == bel["hits"]
+                assert opt["hits"] == bel.hits
 
 
 POLICIES_VS_ILP = ["belady", "belady_compute", "lru"] + MINE
@@ -458,7 +458,7 @@ def test_ilp_oversized_requests_and_repeats():
     t = Trace.from_requests([[A, B, C], [A, A], [A]])
     got = solve(t, 2, "uniform")
     assert got["hits"] == 2 and got["hit_ratio"] == pytest.approx(2 / 6)
-    assert one(t, "lru", 2)["hits"] == 2
+    assert one(t, "lru", 2).hits == 2
 
 
 def test_s3fifo_compute_promotion_during_evictions_stays_evictable():
@@ -468,6 +468,6 @@ def test_s3fifo_compute_promotion_during_evictions_stays_evictable():
     reqs = [[0, 2, 5, 4, 1], [0], [3, 0], [5, 6, 4, 1, 0], [6], [6, 1, 2, 0, 4], [0], [4, 2, 1, 3],
             [1, 2, 3, 5, 6]]
     t = Trace.from_requests(reqs)
-    rec = simulate(t, "s3fifo_compute", 5, mode="request", one_pass=False, small_ratio=0.5, samples=2)[0]
-    assert rec["max_resident_blocks"] <= 5
-    assert rec["hits"] <= simulate(t, "belady", 5, mode="request")[0]["hits"]
+    rec = simulate(t, "s3fifo_compute", 5, mode="request", one_pass=False, params={'small_ratio': 0.5, 'samples': 2})[0]
+    assert rec.max_resident_blocks <= 5
+    assert rec.hits <= simulate(t, "belady", 5, mode="request")[0].hits

@@ -12,7 +12,7 @@ from sim_core.engine import new_engine_state, replay_range
 from sim_core.policies import PolicyContext, get_policy
 from sim_core.policies import lecar, lhd, wtinylfu
 from sim_core.simulate import depth_totals
-from tests.helpers import mooncake_trace, session_trace
+from tests.helpers import engine_kw, mooncake_trace, session_trace
 
 POLICIES = ["wtinylfu", "lecar", "lhd"]
 A, B, C, D = 1, 2, 3, 4
@@ -24,7 +24,7 @@ def singles(seq):
 
 
 def hits(trace, policy, cap, **kw):
-    return simulate(trace, policy, cap, mode="block", **kw)[0]["hits"]
+    return simulate(trace, policy, cap, mode="block", **engine_kw(kw))[0].hits
 
 
 def replay_state(trace, policy, cap, mode="block", seed=0, **params):
@@ -261,8 +261,8 @@ def test_lhd_learns_to_evict_the_lowest_hit_density_class():
     # that the class of blocks hit at age 0 (class 15: the dead x's) has hit density 0,
     # evicts them, and gets y hits (Belady: 2/3).
     t = lhd_two_populations()
-    prior = simulate(t, "lhd", 20, mode="block")[0]["hit_ratio"]
-    assert simulate(t, "lru", 20, mode="block")[0]["hit_ratio"] == pytest.approx(1 / 3, abs=1e-3)
+    prior = simulate(t, "lhd", 20, mode="block")[0].hit_ratio
+    assert simulate(t, "lru", 20, mode="block")[0].hit_ratio == pytest.approx(1 / 3, abs=1e-3)
     assert prior < 0.36
     st, n = replay_state(t, "lhd", 20, reconfig_interval=200)
     assert n / t.n_accesses > 0.45
@@ -282,23 +282,23 @@ def test_invariants_both_modes(policy, params):
         t = session_trace(n_sessions=50, seed=seed)
         caps = [3, 8, 30, 120, 400]
         for mode in ("block", "request"):
-            opt = [r["hits"] for r in simulate(t, "belady", caps, mode=mode)]
-            blk = simulate(t, policy, caps, mode=mode, **params)
-            pre = simulate(t, policy, caps, mode=mode, hits="prefix", **params)
+            opt = [r.hits for r in simulate(t, "belady", caps, mode=mode)]
+            blk = simulate(t, policy, caps, mode=mode, params=params)
+            pre = simulate(t, policy, caps, mode=mode, hits="prefix", params=params)
             for o, b, p, cap in zip(opt, blk, pre, caps):
-                assert b["max_resident_blocks"] <= cap
-                assert p["hits"] <= b["hits"] <= o, (policy, params, mode, cap)
-                assert p["holes_per_request_max"] <= 1
-        big = simulate(t, policy, t.n_unique, **params)[0]
-        assert big["hits"] == t.n_accesses - t.n_unique and big["evictions"] == 0
+                assert b.max_resident_blocks <= cap
+                assert p.hits <= b.hits <= o, (policy, params, mode, cap)
+                assert p.holes_per_request_max <= 1
+        big = simulate(t, policy, t.n_unique, params=params)[0]
+        assert big.hits == t.n_accesses - t.n_unique and big.evictions == 0
 
 
 @pytest.mark.parametrize("policy", ["lecar", "lhd"])
 def test_randomised_policies_are_seeded(policy):
     t = session_trace(n_sessions=60, seed=2)
-    a = simulate(t, policy, 40, seed=3)[0]["hits"]
-    assert a == simulate(t, policy, 40, seed=3)[0]["hits"]
-    assert len({simulate(t, policy, 40, seed=s)[0]["hits"] for s in range(6)}) > 1
+    a = simulate(t, policy, 40, seed=3)[0].hits
+    assert a == simulate(t, policy, 40, seed=3)[0].hits
+    assert len({simulate(t, policy, 40, seed=s)[0].hits for s in range(6)}) > 1
 
 
 # ======================================================= libCacheSim, within 1 point
@@ -306,7 +306,7 @@ def _mean_hit_ratio_gap(policy, trace, cap, tmp_path, runs):
     from sim_core.reference import libcachesim_hit_ratio, write_oracle_general
 
     path = write_oracle_general(trace, tmp_path / f"{policy}.oracleGeneral")
-    ours = np.mean([simulate(trace, policy, cap, mode="block", seed=s)[0]["hit_ratio"] for s in range(runs)])
+    ours = np.mean([simulate(trace, policy, cap, mode="block", seed=s)[0].hit_ratio for s in range(runs)])
     # libCacheSim's generator is a process-wide state: consecutive runs differ
     theirs = np.mean([libcachesim_hit_ratio(path, policy, cap) for _ in range(runs)])
     return abs(ours - theirs)

@@ -91,18 +91,18 @@ def test_no_model_means_exact_lru(policy):
     t = session_trace(n_sessions=80, seed=4)
     caps = [10, 40, 150]
     for mode in ("block", "request"):
-        got = [r["hits"] for r in simulate(t, policy, caps, mode=mode)]  # default batch: no model
-        lru = [r["hits"] for r in simulate(t, "lru", caps, mode=mode)]
+        got = [r.hits for r in simulate(t, policy, caps, mode=mode)]  # default batch: no model
+        lru = [r.hits for r in simulate(t, "lru", caps, mode=mode)]
         assert got == lru, (policy, mode)
 
 
 @pytest.mark.parametrize("policy", LEARNED)
 def test_deterministic_for_a_seed(policy):
     t = session_trace(n_sessions=80, seed=2)
-    a = simulate(t, policy, [30, 90], mode="block", seed=5, **SMALL[policy])
-    b = simulate(t, policy, [30, 90], mode="block", seed=5, **SMALL[policy])
-    assert [r["hits"] for r in a] == [r["hits"] for r in b]
-    assert [r["holes_total"] for r in a] == [r["holes_total"] for r in b]
+    a = simulate(t, policy, [30, 90], mode="block", seed=5, params=SMALL[policy])
+    b = simulate(t, policy, [30, 90], mode="block", seed=5, params=SMALL[policy])
+    assert [r.hits for r in a] == [r.hits for r in b]
+    assert [r.holes_total for r in a] == [r.holes_total for r in b]
 
 
 # ------------------------------------------------------------------ invariants
@@ -111,15 +111,15 @@ def test_invariants_both_modes(policy):
     t = session_trace(n_sessions=80, seed=3)
     caps = [8, 40, 150]
     for mode in ("block", "request"):
-        blk = simulate(t, policy, caps, mode=mode, **SMALL[policy])
-        pre = simulate(t, policy, caps, mode=mode, hits="prefix", **SMALL[policy])
+        blk = simulate(t, policy, caps, mode=mode, params=SMALL[policy])
+        pre = simulate(t, policy, caps, mode=mode, hits="prefix", params=SMALL[policy])
         opt = simulate(t, "belady", caps, mode=mode)
         for b, p, o in zip(blk, pre, opt):
-            assert b["max_resident_blocks"] <= b["capacity_blocks"]
-            assert p["hits"] <= b["hits"] <= o["hits"]
-            assert p["holes_per_request_max"] <= 1
-    big = simulate(t, policy, t.n_unique, **SMALL[policy])[0]
-    assert big["hits"] == t.n_accesses - t.n_unique and big["evictions"] == 0
+            assert b.max_resident_blocks <= b.capacity_blocks
+            assert p.hits <= b.hits <= o.hits
+            assert p.holes_per_request_max <= 1
+    big = simulate(t, policy, t.n_unique, params=SMALL[policy])[0]
+    assert big.hits == t.n_accesses - t.n_unique and big.evictions == 0
 
 
 @pytest.mark.parametrize("policy", LEARNED)
@@ -127,17 +127,17 @@ def test_request_mode_pins_and_oversized_requests(policy):
     # requests as large as the cache force evictions of everything but the request
     t = Trace.from_requests([[1, 2, 3], [4, 5, 6], [1, 2, 3, 4, 5, 6, 7], [1, 2, 3], [7, 8, 9]] * 40)
     for cap in (3, 4, 6):
-        r = simulate(t, policy, cap, mode="request", **SMALL[policy])[0]
-        assert r["max_resident_blocks"] <= cap
-        assert r["oversized_requests"] == (40 if cap < 7 else 0)
+        r = simulate(t, policy, cap, mode="request", params=SMALL[policy])[0]
+        assert r.max_resident_blocks <= cap
+        assert r.oversized_requests == (40 if cap < 7 else 0)
 
 
 def test_unknown_parameters_are_rejected():
     t = Trace.from_requests([[1, 2]])
     with pytest.raises(ValueError, match="memory_window must be >= 2048"):
-        simulate(t, "lrb", 2, memory_window=100)
+        simulate(t, "lrb", 2, params={'memory_window': 100})
     with pytest.raises(ValueError, match="has no parameter"):
-        simulate(t, "threelcache", 2, memory_window=4096)
+        simulate(t, "threelcache", 2, params={'memory_window': 4096})
 
 
 # ------------------------------------------------------------------ libCacheSim
@@ -157,7 +157,7 @@ def _cross_check(trace, policy, caps, path, tol=0.01):
 
     rows = []
     for cap in caps:
-        ours = simulate(trace, policy, cap, mode="block")[0]["hit_ratio"]
+        ours = simulate(trace, policy, cap, mode="block")[0].hit_ratio
         theirs = libcachesim_hit_ratio(path, policy, cap)
         rows.append((cap, ours, theirs))
     assert all(abs(o - t) <= tol for _, o, t in rows), rows
@@ -208,5 +208,5 @@ def test_trained_lrb_close_to_libcachesim_on_zipf(tmp_path):
     t = zipf_trace()
     path = write_oracle_general(t, tmp_path / "z.oracleGeneral")
     rows = _cross_check(t, "lrb", (500,), path)
-    lru = simulate(t, "lru", 500, mode="block")[0]["hit_ratio"]
+    lru = simulate(t, "lru", 500, mode="block")[0].hit_ratio
     assert rows[0][1] > lru + 0.03  # the model is used

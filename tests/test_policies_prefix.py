@@ -17,7 +17,7 @@ import yaml
 
 from sim_core import Trace, get_policy, simulate
 from sim_core.policies.workload_aware import H_BINS, H_OFF, hist_rate, hist_record, request_categories
-from tests.helpers import mooncake_trace, session_trace
+from tests.helpers import engine_kw, mooncake_trace, session_trace
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "policy"
 
@@ -26,7 +26,7 @@ A, B, C, D, E, F, G, H = range(1, 9)
 
 
 def hits(trace, policy, cap, **kw):
-    return simulate(trace, policy, cap, **kw)[0]["hits"]
+    return simulate(trace, policy, cap, **engine_kw(kw))[0].hits
 
 
 # ------------------------------------------------------------------ workload_aware
@@ -116,9 +116,8 @@ def test_workload_aware_without_categories_on_the_access_clock_is_lru(mode):
     # one category + access-index time: ReuseProb is decreasing in age only -> LRU
     t = session_trace(n_sessions=60, seed=2)
     caps = [5, 20, 60, 150, 400]
-    ours = [r["hits"] for r in simulate(t, "workload_aware", caps, mode=mode, categories="none",
-                                        clock="access")]
-    lru = [r["hits"] for r in simulate(t, "lru", caps, mode=mode, one_pass=False)]
+    ours = [r.hits for r in simulate(t, "workload_aware", caps, mode=mode, params={'categories': "none", 'clock': "access"})]
+    lru = [r.hits for r in simulate(t, "lru", caps, mode=mode, one_pass=False)]
     assert ours == lru
 
 
@@ -131,20 +130,20 @@ def test_asymcache_keeps_deep_expensive_blocks(mode):
     # r4 [H] evicts E (1.0) rather than the older but deeper C (1.10); r5 [C] hits.
     # LRU evicts A, B, C in turn and misses C.
     t = Trace.from_requests([[A, B, C], [E], [F], [G], [H], [C]])
-    lin = simulate(t, "asymcache", 4, mode=mode, cost_models=["linear"], tau=1.0)[0]
-    assert lin["hits"] == 1
+    lin = simulate(t, "asymcache", 4, mode=mode, cost_models=["linear"], params={'tau': 1.0})[0]
+    assert lin.hits == 1
     assert hits(t, "lru", 4, mode=mode) == 0
     # uniform cost: recency only (B, C, E go by age; ties by block id) -> no hit either
     assert hits(t, "asymcache", 4, mode=mode, tau=1.0) == 0
     # a larger tau weighs recency less: with tau = 10 s C outlives E, F, G too
-    assert simulate(t, "asymcache", 4, mode=mode, cost_models=["linear"], tau=10.0)[0]["hits"] == 1
+    assert simulate(t, "asymcache", 4, mode=mode, cost_models=["linear"], params={'tau': 10.0})[0].hits == 1
 
 
 def test_asymcache_equal_recency_evicts_the_shallow_block():
     # one request [A,B,C,D] then [E] at capacity 4: all four share the arrival time, so
     # the victim is the cheapest: depth 0 (A) under linear cost -> [B,C,D] hit 3 times.
     t = Trace.from_requests([[A, B, C, D], [E], [B, C, D]])
-    assert simulate(t, "asymcache", 4, mode="block", cost_models=["linear"])[0]["hits"] == 3
+    assert simulate(t, "asymcache", 4, mode="block", cost_models=["linear"])[0].hits == 3
     # with the deepest block as the victim instead, [B,C,D] would have lost D
 
 
@@ -152,8 +151,8 @@ def test_asymcache_equal_recency_evicts_the_shallow_block():
 def test_asymcache_uniform_cost_on_the_access_clock_is_lru(mode):
     t = session_trace(n_sessions=60, seed=4)
     caps = [5, 20, 60, 150, 400]
-    ours = [r["hits"] for r in simulate(t, "asymcache", caps, mode=mode, clock="access")]
-    lru = [r["hits"] for r in simulate(t, "lru", caps, mode=mode, one_pass=False)]
+    ours = [r.hits for r in simulate(t, "asymcache", caps, mode=mode, params={'clock': "access"})]
+    lru = [r.hits for r in simulate(t, "lru", caps, mode=mode, one_pass=False)]
     assert ours == lru
 
 
@@ -162,8 +161,8 @@ def test_asymcache_is_cost_aware():
     rec = simulate(t, "asymcache", 120, mode="block", cost_models=["uniform", "linear"])[0]
     uni = simulate(t, "asymcache", 120, mode="block", cost_models=["uniform"])[0]
     lin = simulate(t, "asymcache", 120, mode="block", cost_models=["linear"])[0]
-    assert rec["compute_savings"]["uniform"] == pytest.approx(uni["hit_ratio"])
-    assert rec["compute_savings"]["linear"] == pytest.approx(lin["compute_savings"]["linear"])
+    assert rec.compute_savings["uniform"] == pytest.approx(uni.hit_ratio)
+    assert rec.compute_savings["linear"] == pytest.approx(lin.compute_savings["linear"])
 
 
 # ---------------------------------------------------------------------- both policies
@@ -184,16 +183,15 @@ def test_invariants_both_modes(policy, params):
     for mode in ("block", "request"):
         for cap in (5, 30, 200):
             # the engine raises if a pinned block (of the request being served) is evicted
-            blk = simulate(t, policy, cap, mode=mode, cost_models=["uniform", "linear"], **params)[0]
-            pre = simulate(t, policy, cap, mode=mode, hits="prefix", cost_models=["uniform", "linear"],
-                           **params)[0]
-            assert blk["max_resident_blocks"] <= cap
-            assert pre["hits"] <= blk["hits"]
-            assert pre["holes_per_request_max"] <= 1
+            blk = simulate(t, policy, cap, mode=mode, cost_models=["uniform", "linear"], params=params)[0]
+            pre = simulate(t, policy, cap, mode=mode, hits="prefix", cost_models=["uniform", "linear"], params=params)[0]
+            assert blk.max_resident_blocks <= cap
+            assert pre.hits <= blk.hits
+            assert pre.holes_per_request_max <= 1
             opt = simulate(t, "belady", cap, mode=mode)[0]
-            assert blk["hits"] <= opt["hits"]
-    big = simulate(t, policy, t.n_unique, **params)[0]
-    assert big["hits"] == t.n_accesses - t.n_unique and big["evictions"] == 0
+            assert blk.hits <= opt.hits
+    big = simulate(t, policy, t.n_unique, params=params)[0]
+    assert big.hits == t.n_accesses - t.n_unique and big.evictions == 0
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -203,7 +201,7 @@ def test_oversized_requests_and_tiny_caches(policy):
     for cap in (1, 2, 3):
         for mode in ("block", "request"):
             r = simulate(t, policy, cap, mode=mode, cost_models=["linear"])[0]
-            assert r["max_resident_blocks"] <= cap
+            assert r.max_resident_blocks <= cap
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -211,7 +209,7 @@ def test_deterministic(policy):
     t = session_trace(n_sessions=40, seed=9)
     a = simulate(t, policy, 50, mode="block", seed=1)[0]
     b = simulate(t, policy, 50, mode="block", seed=2)[0]
-    assert a["hits"] == b["hits"]  # no randomness: the seed does not matter
+    assert a.hits == b.hits  # no randomness: the seed does not matter
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -221,8 +219,8 @@ def test_mooncake_subset_sane(policy):
         for cap in (500, 3000):
             ours = simulate(t, policy, cap, mode=mode, cost_models=["linear"])[0]
             lru = simulate(t, "lru", cap, mode=mode, cost_models=["linear"])[0]
-            assert ours["max_resident_blocks"] <= cap
-            assert abs(ours["hit_ratio"] - lru["hit_ratio"]) < 0.1
+            assert ours.max_resident_blocks <= cap
+            assert abs(ours.hit_ratio - lru.hit_ratio) < 0.1
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -231,8 +229,8 @@ def test_session_trace_lands_near_lru(policy):
     t = session_trace(n_sessions=150, seed=11)
     for mode in ("block", "request"):
         for cap in (60, 300, 1000):
-            ours = simulate(t, policy, cap, mode=mode)[0]["hit_ratio"]
-            lru = simulate(t, "lru", cap, mode=mode)[0]["hit_ratio"]
+            ours = simulate(t, policy, cap, mode=mode)[0].hit_ratio
+            lru = simulate(t, "lru", cap, mode=mode)[0].hit_ratio
             assert lru - 0.08 <= ours <= lru + 0.15, (mode, cap, ours, lru)
 
 
@@ -245,7 +243,7 @@ def test_session_trace_lands_near_lru(policy):
 def test_bad_parameters_are_rejected(policy, bad):
     t = Trace.from_requests([[A, B], [A]])
     with pytest.raises(ValueError):
-        simulate(t, policy, 1, **bad)
+        simulate(t, policy, 1, params=bad)
 
 
 @pytest.mark.parametrize("policy", POLICIES)

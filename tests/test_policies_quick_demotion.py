@@ -277,24 +277,24 @@ def test_s4fifo_presets_and_validation():
     explicit = dict(small_ratio=0.10, move_to_main_threshold=2, ghost_to_main_threshold=1,
                     ghost_ratio=3.0, skip_ratio=0.25)
     for mode in ("block", "request"):
-        a = [r["hits"] for r in simulate(t, "s4fifo", [20, 80, 300], mode=mode, preset=5)]
-        b = [r["hits"] for r in simulate(t, "s4fifo", [20, 80, 300], mode=mode, **explicit)]
+        a = [r.hits for r in simulate(t, "s4fifo", [20, 80, 300], mode=mode, params={'preset': 5})]
+        b = [r.hits for r in simulate(t, "s4fifo", [20, 80, 300], mode=mode, params=explicit)]
         assert a == b
     with pytest.raises(ValueError, match="preset"):
-        simulate(t, "s4fifo", 50, preset=18)
+        simulate(t, "s4fifo", 50, params={'preset': 18})
     with pytest.raises(ValueError, match="ghost_mode"):
-        simulate(t, "s4fifo", 50, ghost_mode="linger")
+        simulate(t, "s4fifo", 50, params={'ghost_mode': "linger"})
     with pytest.raises(ValueError, match="small_ratio"):
-        simulate(t, "s3fifo", 50, small_ratio=1.0)
+        simulate(t, "s3fifo", 50, params={'small_ratio': 1.0})
 
 
 @pytest.mark.parametrize("mode", ["block", "request"])
 def test_s4fifo_defaults_are_s3fifo(mode):
     t = session_trace(n_sessions=120, seed=4)
     caps = [5, 30, 100, 400]
-    want = [r["hits"] for r in simulate(t, "s3fifo", caps, mode=mode)]
+    want = [r.hits for r in simulate(t, "s3fifo", caps, mode=mode)]
     for ghost_mode in ("carry", "artifact"):
-        got = [r["hits"] for r in simulate(t, "s4fifo", caps, mode=mode, ghost_mode=ghost_mode)]
+        got = [r.hits for r in simulate(t, "s4fifo", caps, mode=mode, params={'ghost_mode': ghost_mode})]
         assert got == want
 
 
@@ -310,14 +310,14 @@ def test_invariants_and_belady_bound(policy, params):
         t = session_trace(n_sessions=40, seed=seed)
         caps = [1, 3, 8, 25, 90, 400]
         for mode in ("block", "request"):
-            opt = [r["hits"] for r in simulate(t, "belady", caps, mode=mode)]
-            blk = simulate(t, policy, caps, mode=mode, **params)
-            pre = simulate(t, policy, caps, mode=mode, hits="prefix", **params)
+            opt = [r.hits for r in simulate(t, "belady", caps, mode=mode)]
+            blk = simulate(t, policy, caps, mode=mode, params=params)
+            pre = simulate(t, policy, caps, mode=mode, hits="prefix", params=params)
             for cap, o, b, p in zip(caps, opt, blk, pre):
-                assert b["max_resident_blocks"] <= cap
-                assert p["hits"] <= b["hits"] <= o, (policy, params, mode, cap)
-        big = simulate(t, policy, t.n_unique, **params)[0]
-        assert big["hits"] == t.n_accesses - t.n_unique and big["evictions"] == 0
+                assert b.max_resident_blocks <= cap
+                assert p.hits <= b.hits <= o, (policy, params, mode, cap)
+        big = simulate(t, policy, t.n_unique, params=params)[0]
+        assert big.hits == t.n_accesses - t.n_unique and big.evictions == 0
 
 
 def test_request_mode_with_requests_as_large_as_the_cache():
@@ -327,8 +327,8 @@ def test_request_mode_with_requests_as_large_as_the_cache():
     t = session_trace(n_sessions=60, seed=9)
     cap = t.max_request_blocks + 1
     for policy, params in VARIANTS:
-        r = simulate(t, policy, cap, mode="request", **params)[0]
-        assert r["max_resident_blocks"] <= cap
+        r = simulate(t, policy, cap, mode="request", params=params)[0]
+        assert r.max_resident_blocks <= cap
 
 
 # ------------------------------------------------------------------ libCacheSim
@@ -347,7 +347,7 @@ def _check_equal(t, caps, policy, params, lcs_kwargs, tmp_path):
     from sim_core.reference import LCS_NAMES, write_oracle_general
 
     path = write_oracle_general(t, tmp_path / "t.oracleGeneral")
-    ours = [r["hits"] for r in simulate(t, policy, caps, mode="block", **params)]
+    ours = [r.hits for r in simulate(t, policy, caps, mode="block", params=params)]
     theirs = []
     for cap in caps:
         reader = lcs.TraceReader(str(path), lcs.TraceType.ORACLE_GENERAL_TRACE)

@@ -38,9 +38,9 @@ PROPS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCh
 def test_no_online_policy_beats_belady(policy, data):
     trace, cap = data
     for mode in ("block", "request"):
-        opt = simulate(trace, "belady", cap, mode=mode)[0]["hits"]
+        opt = simulate(trace, "belady", cap, mode=mode)[0].hits
         got = simulate(trace, policy, cap, mode=mode, cost_models=["linear"])[0]
-        assert got["hits"] <= opt, (mode, got["hits"], opt)
+        assert got.hits <= opt, (mode, got.hits, opt)
 
 
 @pytest.mark.parametrize("policy", sorted(REGISTRY))
@@ -52,8 +52,8 @@ def test_engine_invariants(policy, data):
         # the engine raises if a policy evicts a block of the request being served
         blk = simulate(trace, policy, cap, mode=mode, cost_models=["uniform", "linear"])[0]
         pre = simulate(trace, policy, cap, mode=mode, hits="prefix", cost_models=["uniform", "linear"])[0]
-        assert blk["max_resident_blocks"] <= cap
-        assert pre["hits"] <= blk["hits"]
-        assert pre["holes_per_request_max"] <= 1
+        assert blk.max_resident_blocks <= cap
+        assert pre.hits <= blk.hits
+        assert pre.holes_per_request_max <= 1
         if not REGISTRY[policy].cost_aware:
-            assert blk["compute_savings"]["uniform"] == pytest.approx(blk["hit_ratio"], abs=1e-12)
+            assert blk.compute_savings["uniform"] == pytest.approx(blk.hit_ratio, abs=1e-12)

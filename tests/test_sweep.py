@@ -210,35 +210,52 @@ def test_bundled_trace_subset_and_experiment_name(compose):
 
 
 # -------------------------------------------------------------- MLflow records
+def _result(blocks, x):
+    from sim_core import Result
+
+    return Result(capacity_blocks=blocks, accesses=10, hits=int(10 * x), hit_ratio=x,
+                  compute_savings={"uniform": x}, holes_total=1, holes_per_request_mean=1.0,
+                  holes_per_request_p50=1.0, holes_per_request_p99=1.0, holes_per_request_max=1,
+                  hole_length_mean=2.0, recomputed_blocks=3, evictions=4, oversized_requests=0,
+                  oversized_blocks=0, max_resident_blocks=blocks)
+
+
+def _curve(policy, blocks):
+    from sim_core import QWEN3_CODER_30B
+    from sweep.keys import CurveIdentity
+    from sweep.tracking import Curve
+
+    ident = CurveIdentity.make(trace="t", policy=policy, params={}, mode="request", hits="block", seed=0,
+                               cost_model="uniform", model=QWEN3_CODER_30B, simulator="s")
+    return Curve(policy, "uniform", ident, tuple(blocks))
+
+
 def test_interrupted_sweep_keeps_finished_curves(tmp_path):
-    """A curve whose shards all arrived is FINISHED; a partial one and the parent KILLED."""
+    """A curve whose capacities all arrived is FINISHED; a partial one and the parent
+    KILLED, the partial one tagged as such and without means."""
     from mlflow.tracking import MlflowClient
 
+    from sweep.delivery import Delivery
+    from sweep.journal import Journal
     from sweep.tracking import Tracker
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     cs = caps(2)
     tr = Tracker(uri, "t")
-    tr.start_parent(run_name="p", params={"a": 1}, tags={"trace_source": "synthetic"}, metrics={"m": 1.0},
-                    texts={"config.yaml": "a: 1\n"}, capacities=cs, child_params={}, child_tags={},
-                    trace_name="t")
-    jobs = make_plan([pol("a"), pol("b")], ["uniform"], cs, accesses=1, workers=1, shards_per_worker=1,
-                     max_capacities_per_job=1)
-
-    def rec(blocks, x):
-        return {"capacity_blocks": blocks, "accesses": 10, "hits": int(10 * x), "hit_ratio": x,
-                "compute_savings": {"uniform": x}, "holes_total": 1, "holes_per_request_mean": 1.0,
-                "holes_per_request_p50": 1.0, "holes_per_request_p99": 1.0, "holes_per_request_max": 1,
-                "hole_length_mean": 2.0, "recomputed_blocks": 3, "evictions": 4, "oversized_requests": 0,
-                "oversized_blocks": 0, "max_resident_blocks": blocks}
-
-    done = []
-    for j in jobs:
-        if j.policy == "b" and j.shard == 1:
-            continue  # never arrives
-        done += tr.record(j, [rec(b, 0.25 * (i + 1)) for i, b in zip(j.cap_indices, j.capacities)])
-    assert done == [("a", "uniform")]
-    tr.close("KILLED")
+    tr.start_parent(run_name="p", sweep_key="k", params={"a": 1}, tags={"trace_source": "synthetic"},
+                    metrics={"m": 1.0}, texts={"config.yaml": "a: 1\n"}, capacities=cs)
+    a, b = _curve("a", [c.blocks for c in cs]), _curve("b", [c.blocks for c in cs])
+    for c in (a, b):
+        tr.open_curve(c, {}, {})
+    d = Delivery(tr, Journal(tmp_path / "j.jsonl"), uri)
+    a.rows = {0: _result(cs[0].blocks, 0.25), 1: _result(cs[1].blocks, 0.5)}
+    b.rows = {0: _result(cs[0].blocks, 0.25)}  # its second capacity never arrives
+    d.points(a, dict(a.rows))
+    d.points(b, dict(b.rows))
+    d.finish(b, "KILLED")
+    assert d.drain(30) == 0
+    d.stop()
+    tr.close_parent("KILLED", [a, b], "t")
     c = MlflowClient(uri)
     runs = {r.info.run_name: r for r in c.search_runs([tr.experiment_id])}
     assert runs["a | uniform"].info.status == "FINISHED"
@@ -246,7 +263,10 @@ def test_interrupted_sweep_keeps_finished_curves(tmp_path):
     assert runs["p"].info.status == "KILLED"
     assert [m.value for m in sorted(c.get_metric_history(runs["a | uniform"].info.run_id, "hit_ratio"),
                                     key=lambda m: m.step)] == [0.25, 0.5]
-    arts = {a.path for a in c.list_artifacts(runs["p"].info.run_id)}
+    assert runs["a | uniform"].data.metrics["hit_ratio_mean"] == 0.375
+    assert "hit_ratio_mean" not in runs["b | uniform"].data.metrics
+    assert runs["b | uniform"].data.tags["kvsweep.partial"].startswith("1 of 2 capacities")
+    arts = {x.path for x in c.list_artifacts(runs["p"].info.run_id)}
     assert {"config.yaml", "curves.csv", "plots"} <= arts
 
 
@@ -337,14 +357,14 @@ def test_e2e_curves_in_mlflow_equal_simulate(e2e):
             run = children[(p, m)]
             assert run.info.status == "FINISHED"
             assert json.loads(run.data.params["capacities_blocks"]) == E2E_BLOCKS
-            for key, want in (("hit_ratio", [r["hit_ratio"] for r in expected]),
-                              ("compute_savings", [r["compute_savings"][m] for r in expected]),
-                              ("holes_per_request_mean", [r["holes_per_request_mean"] for r in expected]),
-                              ("oversized_requests", [r["oversized_requests"] for r in expected])):
+            for key, want in (("hit_ratio", [r.hit_ratio for r in expected]),
+                              ("compute_savings", [r.compute_savings[m] for r in expected]),
+                              ("holes_per_request_mean", [r.holes_per_request_mean for r in expected]),
+                              ("oversized_requests", [r.oversized_requests for r in expected])):
                 hist = sorted(c.get_metric_history(run.info.run_id, key), key=lambda x: x.step)
                 assert [h.step for h in hist] == list(range(len(E2E_BLOCKS))), (p, m, key)
                 assert np.allclose([h.value for h in hist], want, rtol=0, atol=1e-12), (p, m, key)
-            assert [r["oversized_requests"] for r in expected][:2] == [1, 1]
+            assert [r.oversized_requests for r in expected][:2] == [1, 1]
             csv_path = c.download_artifacts(run.info.run_id, "curve.csv", str(e2e["dir"] / f"dl_{p}_{m}"))
             lines = Path(csv_path).read_text().splitlines()
             assert lines[0].startswith("capacity_index,capacity_label,capacity_gib,capacity_blocks")

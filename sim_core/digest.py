@@ -1,0 +1,40 @@
+"""Content digests that give a result its identity: the trace it replayed and the
+simulator source that replayed it (sweep resume and the journal key results by them)."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+_PKG = Path(__file__).resolve().parent
+_TRACE_ARRAYS = ("req_offsets", "blocks", "arrival_s", "session", "input_tokens", "output_tokens")
+
+
+def source_digest() -> str:
+    """sha256 over numba's version and every sim_core source file (16 hex digits):
+    any edit of the simulator changes it."""
+    import numba
+
+    h = hashlib.sha256(numba.__version__.encode())
+    for p in sorted(_PKG.rglob("*.py")):
+        h.update(str(p.relative_to(_PKG)).encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def trace_digest(trace) -> str:
+    """blake2b over the trace's arrays (dtype, shape and bytes) and block size; cached on
+    the trace. Names and provenance are not part of it: the same requests are the same
+    trace. About 1 s per GB of arrays."""
+    cached = getattr(trace, "_content_digest", None)
+    if cached is None:
+        h = hashlib.blake2b(digest_size=16)
+        h.update(f"block_tokens={int(trace.block_tokens)}".encode())
+        for name in _TRACE_ARRAYS:
+            a = np.ascontiguousarray(getattr(trace, name))
+            h.update(f"{name}:{a.dtype.str}:{a.shape}".encode())
+            h.update(memoryview(a).cast("B"))
+        cached = h.hexdigest()
+        trace._content_digest = cached
+    return cached

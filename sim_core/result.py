@@ -1,0 +1,116 @@
+"""One replay's outcome at one capacity: the record every consumer iterates.
+
+`simulate` fills it (one-pass and replayed capacities through `make_result`); the sweep's
+tracker logs every metric field to MLflow, the CSV columns and the console table read
+the same fields, and the README's metric list is checked against them by a test. A new
+engine counter is one field here plus its line in `make_result`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+
+
+class Mode(str, enum.Enum):
+    """Replay semantics (a str, so "request" == Mode.REQUEST)."""
+
+    REQUEST = "request"  # residency constraint: the whole request is resident at prefill
+    BLOCK = "block"  # libCacheSim: every access on its own
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Hits(str, enum.Enum):
+    """Hit accounting (changes what is counted, never the cache contents)."""
+
+    BLOCK = "block"  # every resident block is reused; gaps are holes
+    PREFIX = "prefix"  # reuse stops at the request's first missing block
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def _metric(doc: str, **kw):
+    return field(metadata={"metric": True, "doc": doc}, **kw)
+
+
+@dataclass(frozen=True)
+class Result:
+    capacity_blocks: int = field(metadata={"doc": "cache capacity in blocks"})
+    accesses: int = field(metadata={"doc": "block accesses replayed"})
+    hits: int = _metric("block accesses served from the cache")
+    hit_ratio: float = _metric("hits / accesses")
+    compute_savings: Mapping[str, float] = field(
+        metadata={"metric": True, "per_cost_model": True,
+                  "doc": "saved prefill cost / total prefill cost, per cost model"})
+    recomputed_blocks: int = _metric("block accesses recomputed (accesses - hits)")
+    holes_total: int = _metric("runs of recomputed blocks, over all requests")
+    holes_per_request_mean: float = _metric("holes per request: mean")
+    holes_per_request_p50: float = _metric("holes per request: median")
+    holes_per_request_p99: float = _metric("holes per request: 99th percentile")
+    holes_per_request_max: int = _metric("holes per request: maximum")
+    hole_length_mean: float = _metric("recomputed blocks per hole")
+    evictions: int = _metric("blocks evicted")
+    oversized_requests: int = _metric("requests larger than the cache (served uncached)")
+    oversized_blocks: int = _metric("blocks of those requests")
+    max_resident_blocks: int = _metric("largest number of resident blocks")
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["compute_savings"] = dict(self.compute_savings)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "Result":
+        names = {f.name for f in dataclasses.fields(cls)}
+        missing = names - set(d)
+        if missing:
+            raise ValueError(f"result record lacks {sorted(missing)}")
+        # values read back from a store may be floats: ints are restored by declared type
+        return cls(**{f.name: int(d[f.name]) if f.type in ("int", int) else d[f.name]
+                      for f in dataclasses.fields(cls)})
+
+    def row(self, cost_model: str) -> dict:
+        """Flat metric values under one cost model (compute_savings = that model's)."""
+        out = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            out[f.name] = v[cost_model] if f.metadata.get("per_cost_model") else v
+        return out
+
+
+def metric_fields() -> tuple[str, ...]:
+    """Names of the per-capacity metrics, in declaration order."""
+    return tuple(f.name for f in dataclasses.fields(Result) if f.metadata.get("metric"))
+
+
+def field_docs() -> dict[str, str]:
+    return {f.name: f.metadata.get("doc", "") for f in dataclasses.fields(Result)}
+
+
+def make_result(capacity: int, accesses: int, hit_by_depth: np.ndarray, holes: dict,
+                counters: Mapping[str, int], compute_savings: Mapping[str, float]) -> Result:
+    """The one constructor both engine paths use. `holes` holds holes_total and the
+    holes_per_request_* statistics; `counters` evictions, oversized_requests,
+    oversized_blocks and max_resident_blocks."""
+    n_hits = int(hit_by_depth.sum())
+    misses = accesses - n_hits
+    n_holes = int(holes["holes_total"])
+    return Result(
+        capacity_blocks=int(capacity), accesses=int(accesses), hits=n_hits,
+        hit_ratio=n_hits / accesses, compute_savings=dict(compute_savings),
+        recomputed_blocks=misses, holes_total=n_holes,
+        holes_per_request_mean=float(holes["holes_per_request_mean"]),
+        holes_per_request_p50=float(holes["holes_per_request_p50"]),
+        holes_per_request_p99=float(holes["holes_per_request_p99"]),
+        holes_per_request_max=int(holes["holes_per_request_max"]),
+        hole_length_mean=misses / n_holes if n_holes else 0.0,
+        evictions=int(counters["evictions"]), oversized_requests=int(counters["oversized_requests"]),
+        oversized_blocks=int(counters["oversized_blocks"]),
+        max_resident_blocks=int(counters["max_resident_blocks"]),
+    )

@@ -1,0 +1,358 @@
+"""A sweep as the README tells it: configure -> load -> plan -> run -> record.
+
+Each step is a function over one `Study`. Nothing is recorded before `plan` has found
+what the tracking store and the journal already hold, and every finished job goes to
+the journal before MLflow (sweep.delivery) sees it.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from .config import ConfigError
+
+log = logging.getLogger("sweep")
+
+EXIT_FAILED = 1
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Study:
+    cfg: Any
+    overrides: list[str]
+    trace_choice: str
+    spec: Any = None  # sweep.spec.SweepSpec
+    uri: str | None = None  # None: offline (journal only)
+    journal: Any = None  # sweep.journal.Journal
+    trace: Any = None
+    caps: list = field(default_factory=list)
+    cap_notes: list = field(default_factory=list)
+    curves: list = field(default_factory=list)  # tracking.Curve
+    jobs: list = field(default_factory=list)
+    tracker: Any = None
+    delivery: Any = None
+    status: str = "FAILED"
+    n_failed: int = 0
+
+    @property
+    def experiment(self) -> str:
+        from . import traces
+
+        return traces.experiment_name(self.trace, self.cfg.tracking.get("experiment"))
+
+
+# ---------------------------------------------------------------------- configure
+def configure(cfg, overrides: list[str], trace_choice: str, policy_choice: str) -> Study:
+    """Everything that can be checked without work; raises ConfigError."""
+    from . import traces
+    from .journal import Journal
+    from .spec import resolve
+    from .tracking import check_reachable, default_uri
+
+    st = Study(cfg=cfg, overrides=overrides, trace_choice=trace_choice)
+    st.spec = resolve(cfg, policy_choice)
+    traces.check_trace_config(cfg.trace, trace_choice)
+    tc = cfg.tracking
+    if OmegaConf.is_missing(tc, "uri"):
+        raise ConfigError("tracking=server needs tracking.uri=http://host:5000")
+    if OmegaConf.is_missing(cfg.cluster, "address"):
+        raise ConfigError("cluster=ray needs cluster.address=ray://head:10001 (or auto on a cluster node)")
+    offline = bool(tc.get("offline", False))
+    st.uri = None if offline else (str(tc.uri) if tc.get("uri") else default_uri())
+    st.journal = Journal(Path(str(tc.get("journal") or "kvsweep-journal.jsonl")).expanduser().resolve())
+    for note in st.spec.notes:
+        log.info("%s", note)
+    if st.uri is not None and not cfg.sweep.get("dry_run"):
+        check_reachable(st.uri)  # a dead server fails here, within seconds, before any work
+    return st
+
+
+# ---------------------------------------------------------------------- load
+def load(st: Study) -> None:
+    from sim_core import saturation_capacity
+
+    from . import traces
+    from .plan import oversized_warnings, resolve_capacities
+
+    st.trace = traces.load(st.cfg.trace, st.trace_choice)
+    st.caps, st.cap_notes = resolve_capacities(st.spec.capacity_sizes, st.spec.model, st.trace.block_tokens)
+    t = st.trace
+    log.info("trace %s (%s): %d requests, %d block accesses, %d unique %d-token blocks",
+             t.name, t.source, t.n_requests, t.n_accesses, t.n_unique, t.block_tokens)
+    for note in st.cap_notes:
+        log.info("capacity dedup: %s", note)
+    for w in oversized_warnings(st.caps, t.request_lengths):
+        log.warning("%s", w)
+    sat = saturation_capacity(t)
+    n_sat = sum(1 for c in st.caps if c.blocks >= sat)
+    if n_sat > 1:
+        log.info("%d of %d capacities hold the whole trace (>= %d blocks): no policy evicts there, "
+                 "so each curve replays them once", n_sat, len(st.caps), sat)
+
+
+# ---------------------------------------------------------------------- plan
+def _curves(st: Study) -> list:
+    from sim_core.digest import source_digest, trace_digest
+
+    from .keys import CurveIdentity
+    from .tracking import Curve
+
+    sp, tdig, sdig = st.spec, trace_digest(st.trace), source_digest()
+    blocks = tuple(c.blocks for c in st.caps)
+    return [Curve(p.name, m, CurveIdentity.make(trace=tdig, policy=p.name, params=p.params, mode=sp.mode,
+                                                hits=sp.hits, seed=sp.seed, cost_model=m, model=sp.model,
+                                                simulator=sdig), blocks)
+            for p in sp.policies for m in sp.cost_models]
+
+
+def _plan_kw(st: Study) -> dict:
+    from sim_core import Mode, saturation_capacity
+
+    sw = st.cfg.sweep
+    return dict(shards_per_worker=int(sw.get("shards_per_worker") or 3),
+                max_capacities_per_job=sw.get("max_capacities_per_job"),
+                max_request_blocks=st.trace.max_request_blocks if st.spec.mode == Mode.REQUEST else 0,
+                saturation_blocks=saturation_capacity(st.trace))
+
+
+def resolve_known(st: Study) -> None:
+    """Curves, and which of their results the journal and the store already hold."""
+    st.curves = _curves(st)
+    resume = bool(st.cfg.sweep.get("resume", True))
+    known = st.journal.results() if resume else {}
+    if st.tracker is not None and resume:
+        known.update(st.tracker.stored_points(st.curves))
+    for c in st.curves:
+        for i, k in enumerate(c.point_keys):
+            if k in known:
+                c.rows[i] = known[k]
+
+
+def todo(st: Study) -> dict:
+    """(policy, cost-model group) -> capacity indices still to simulate."""
+    out: dict = {}
+    pols = {p.name: p for p in st.spec.policies}
+    for c in st.curves:
+        group = (c.cost_model,) if pols[c.policy].cost_aware else tuple(st.spec.cost_models)
+        out.setdefault((c.policy, group), set()).update(i for i in range(len(st.caps)) if i not in c.rows)
+    return {k: v for k, v in out.items() if v}
+
+
+def make_jobs(st: Study, workers: int) -> None:
+    from .plan import make_plan
+
+    st.jobs = make_plan(st.spec.policies, st.spec.cost_models, st.caps, st.trace.n_accesses, workers,
+                        todo=todo(st), **_plan_kw(st))
+
+
+def known_line(st: Study) -> str | None:
+    n_points = len(st.curves) * len(st.caps)
+    n_known = sum(len(c.rows) for c in st.curves)
+    if not n_known:
+        return None
+    if n_known == n_points:
+        return (f"resume: all {n_points} results ({len(st.curves)} curves x {len(st.caps)} capacities) are "
+                f"already computed; nothing to simulate (sweep.resume=false recomputes)")
+    return (f"resume: {n_known} of {n_points} results already computed (same trace, policy, parameters, "
+            f"engine, cost model and simulator); simulating the other {n_points - n_known}")
+
+
+def dry_run(st: Study) -> int:
+    from .plan import format_plan
+
+    c = st.cfg.cluster
+    workers = int(c.get("actors") or c.get("num_cpus") or os.cpu_count() or 1)
+    resolve_known(st)  # journal only: a dry run does not touch the tracking store
+    make_jobs(st, workers)
+    print(format_plan(st.jobs, st.caps) if st.jobs else "nothing to run: every result is already known")
+    print(f"dry run: {len(st.jobs)} jobs for {workers} worker(s); nothing was run or logged")
+    return 0
+
+
+# ---------------------------------------------------------------------- record (start)
+def open_tracking(st: Study) -> None:
+    from .tracking import Tracker
+
+    if st.uri is None:
+        log.warning("offline: results go to the journal %s only; re-run the same command with a "
+                    "tracking store to record them in MLflow (nothing is recomputed)", st.journal.path)
+        return
+    st.tracker = Tracker(st.uri, st.experiment, st.cfg.tracking.get("artifact_location"))
+    stale = st.tracker.mark_stale()
+    if stale:
+        log.warning("found %d run(s) left RUNNING by a sweep whose driver is gone: marked KILLED "
+                    "(their finished results are reused)", len(stale))
+
+
+def start_runs(st: Study) -> None:
+    """The parent run (new, or the same sweep's earlier one) and a run per curve."""
+    from .delivery import Delivery
+    from .keys import sweep_key
+
+    if st.tracker is None:
+        return
+    key = sweep_key([c.key for c in st.curves])
+    live = st.tracker.live_sweep(key)
+    if live is not None:
+        raise ConfigError(f"the same sweep is running now (run {live.info.run_id}, pid "
+                          f"{live.data.tags.get('kvsweep.driver_pid')} on {live.data.tags.get('kvsweep.driver_host')}); "
+                          f"wait for it, or stop it first")
+    params, tags, metrics, texts = _parent_record(st)
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    pid, resumed = st.tracker.start_parent(run_name=f"sweep-{stamp}", sweep_key=key, params=params, tags=tags,
+                                           metrics=metrics, texts=texts, capacities=st.caps)
+    log.info("MLflow: experiment %r, %s run %s (%s)", st.experiment, "resumed sweep" if resumed else "sweep",
+             pid, st.uri)
+    pols = {p.name: p for p in st.spec.policies}
+    for c in st.curves:
+        p = pols[c.policy]
+        st.tracker.open_curve(c, {"trace": st.trace.name, "mode": str(st.spec.mode), "hits": str(st.spec.hits),
+                                  "model": st.spec.model.name, "block_tokens": st.trace.block_tokens,
+                                  "cost_aware": p.cost_aware, "offline": p.offline,
+                                  **{f"params.{k}": v for k, v in p.params.items()}},
+                              {"trace_source": st.trace.source})
+    st.delivery = Delivery(st.tracker, st.journal, st.uri)
+    for c in st.curves:  # known results the run lacks (journal, another capacity list)
+        missing = {i: r for i, r in c.rows.items() if i not in c.stored}
+        if missing or (c.status != "REUSED" and len(c.rows) == len(st.caps)):
+            st.delivery.points(c, missing)
+
+
+def _parent_record(st: Study) -> tuple[dict, dict, dict, dict]:
+    from . import traces
+
+    summary, summary_text = traces.summarize(st.trace)
+    sha, dirty = _git_commit(REPO)
+    tags = {"trace_source": st.trace.source, "trace": st.trace.name, "mlflow.source.name": "python -m sweep",
+            "overrides": " ".join(st.overrides) or "(defaults)",
+            **{f"version.{k}": v for k, v in _versions().items()}}
+    if sha:
+        tags.update({"git_commit": sha, "mlflow.source.git.commit": sha, "git_dirty": str(dirty).lower()})
+    if st.cap_notes:
+        tags["capacity_dedup"] = "; ".join(st.cap_notes)[:5000]
+    resolved = OmegaConf.to_container(st.cfg, resolve=True)
+    params = _flatten(resolved)
+    params.update({"capacities_blocks": [c.blocks for c in st.caps],
+                   "capacities_gib": [round(c.gib, 6) for c in st.caps],
+                   "n_capacities": len(st.caps), "policies": [p.name for p in st.spec.policies],
+                   "cost_models": st.spec.cost_models})
+    params.update({f"trace_summary.{k}": v for k, v in summary.items() if not isinstance(v, (int, float))})
+    metrics = {f"trace.{k}": v for k, v in summary.items() if isinstance(v, (int, float))}
+    texts = {"config.yaml": OmegaConf.to_yaml(resolved)}
+    if summary_text:
+        texts["trace_summary.txt"] = summary_text
+    return params, tags, metrics, texts
+
+
+# ---------------------------------------------------------------------- run
+def run_jobs(st: Study, cluster) -> None:
+    """Replay every planned job; each result goes to the journal, then to delivery."""
+    from . import traces
+    from .journal import Point
+    from .progress import Progress
+
+    sp = st.spec
+    sim_kwargs = {"mode": sp.mode, "hits": sp.hits, "model": sp.model, "seed": sp.seed}
+    pool = cluster.pool_for(traces.to_payload(st.trace), sim_kwargs, len(st.jobs))
+    log.info("%d policies x %d cost models x %d capacities -> %d jobs on %d actor(s)",
+             len(sp.policies), len(sp.cost_models), len(st.caps), len(st.jobs), len(pool.actors) or
+             min(pool.n_actors, len(st.jobs)))
+    by_curve = {(c.policy, c.cost_model): c for c in st.curves}
+    progress = Progress(st.jobs)
+    try:
+        for out in pool.results(st.jobs, fail_fast=bool(st.cfg.sweep.get("fail_fast", False)),
+                                on_idle=progress.refresh):
+            job = out.job
+            if out.results is None:
+                st.n_failed += 1
+                progress.done(job, 0.0, failed=True)
+                if st.delivery:
+                    for m in job.cost_models:
+                        st.delivery.finish(by_curve[(job.policy, m)], "FAILED", error=out.error)
+                continue
+            points = []
+            for m in job.cost_models:
+                c = by_curve[(job.policy, m)]
+                for idx, res in zip(job.cap_indices, out.results):
+                    c.rows[idx] = res
+                    points.append(Point(c.point_keys[idx], c.run_id, idx, m, res))
+            st.journal.add_points(st.uri, st.experiment, points)  # safe before MLflow hears of it
+            if st.delivery:
+                for m in job.cost_models:
+                    c = by_curve[(job.policy, m)]
+                    st.delivery.points(c, {i: c.rows[i] for i in job.cap_indices})
+            progress.done(job, out.secs, cpu=out.cpu)
+    finally:
+        progress.close()
+
+
+# ---------------------------------------------------------------------- record (end)
+def finish(st: Study, status: str, wait_s: float) -> str:
+    """End every run with `status` (incomplete curves: KILLED/FAILED), waiting up to
+    `wait_s` for MLflow to take what is queued. Returns the final status."""
+    if st.delivery is None:
+        return status
+    for c in st.curves:
+        if len(c.rows) < len(st.caps):
+            st.delivery.finish(c, "KILLED" if status in ("KILLED", "FINISHED") else status)
+    if st.delivery.backlog:
+        log.info("waiting for MLflow to take %d queued update(s) (up to %.0fs)", st.delivery.backlog, wait_s)
+    left = st.delivery.drain(wait_s)
+    st.delivery.stop()
+    if left:
+        log.error("MLflow did not take %d result batch(es) in %.0fs: they are safe in %s; "
+                  "`python -m sweep.sync` sends them (or re-run the same command)", left, wait_s, st.journal.path)
+        status = "FAILED" if status == "FINISHED" else status
+    st.tracker.close_parent(status, st.curves, st.trace.name)
+    return status
+
+
+def summary_text(st: Study) -> str:
+    from .report import summary_table
+    from .tracking import curves_by_model
+
+    return summary_table(curves_by_model(st.caps, st.curves), st.caps,
+                         int(st.cfg.sweep.get("summary_points") or 4),
+                         [p.name for p in st.spec.policies], st.spec.cost_models)
+
+
+# ---------------------------------------------------------------------- helpers
+def _git_commit(repo: Path) -> tuple[str | None, bool]:
+    try:
+        sha = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip() != ""
+        return sha or None, dirty
+    except (OSError, subprocess.SubprocessError):
+        return None, False
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": sys.version.split()[0]}
+    for pkg in ("kvcache-sweep", "numpy", "numba", "ray", "mlflow", "hydra-core", "omegaconf"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def _flatten(d, prefix: str = "") -> dict:
+    out = {}
+    if isinstance(d, dict):
+        for k, v in d.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+    else:
+        out[prefix[:-1]] = d
+    return out
