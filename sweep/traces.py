@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from .config import ConfigError
+from .config import ConfigError, check_int, check_number
 
 log = logging.getLogger("sweep")
 
@@ -25,6 +25,10 @@ def check_trace_config(tc: DictConfig, choice: str) -> None:
         raise ConfigError(f"trace={choice} needs a file: trace.path=/path/to/trace "
                           f"(format {tc.get('format', 'auto')})")
     path = tc.get("path")
+    if OmegaConf.is_config(path) or isinstance(path, (list, dict)):
+        # e.g. trace.path=/data/a,b.jsonl parses as a list; quoting keeps it one string
+        raise ConfigError(f"trace.path must be one file path, got {path!r}; quote a path with "
+                          f"special characters: \"trace.path='/data/a,b.jsonl'\"")
     if path:
         p = Path(str(path)).expanduser()
         if not p.exists():
@@ -32,9 +36,16 @@ def check_trace_config(tc: DictConfig, choice: str) -> None:
                               + (" (unset trace.path to use the synthetic profile)" if tc.get("profile") else ""))
     elif not tc.get("bundled") and not tc.get("profile"):
         raise ConfigError(f"trace={choice} sets none of path, bundled or profile")
-    mr = tc.get("max_requests")
-    if mr is not None and int(mr) < 1:
-        raise ConfigError(f"trace.max_requests must be >= 1, got {mr}")
+    check_int(tc.get("max_requests"), "trace.max_requests", 1, allow_none=True, none_means="all requests")
+    # 0 would otherwise fall back to the default window (`or` below): reject it instead
+    check_int(tc.get("context_tokens"), "trace.context_tokens", 1, allow_none=True,
+              none_means="the default context window")
+    if tc.get("profile") and not path:  # the synthetic generator's knobs
+        check_number(tc.get("scale"), "trace.scale", allow_none=True,
+                     none_means="the default size; 1.0 = the full trace")
+        check_int(tc.get("seed"), "trace.seed", 0, allow_none=True, none_means="0")
+        check_number(tc.get("concurrency"), "trace.concurrency", allow_none=True,
+                     none_means="the profile's default")
 
 
 def _load_file(path: Path, fmt: str, tc: DictConfig, name: str | None):
@@ -61,6 +72,10 @@ def load(tc: DictConfig, choice: str):
     check_trace_config(tc, choice)
     name = tc.get("name")
     path = tc.get("path")
+    if OmegaConf.is_config(path) or isinstance(path, (list, dict)):
+        # e.g. trace.path=/data/a,b.jsonl parses as a list; quoting keeps it one string
+        raise ConfigError(f"trace.path must be one file path, got {path!r}; quote a path with "
+                          f"special characters: \"trace.path='/data/a,b.jsonl'\"")
     if path:
         p = Path(str(path)).expanduser()
         trace = _load_file(p, str(tc.get("format") or "auto"), tc, name or p.stem.split(".")[0])
