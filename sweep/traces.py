@@ -48,17 +48,37 @@ def check_trace_config(tc: DictConfig, choice: str) -> None:
                      none_means="the profile's default")
 
 
-def _load_file(path: Path, fmt: str, tc: DictConfig, name: str | None):
+def _head(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(64)
+
+
+def _load_native(path: Path, fmt: str, name: str | None):
+    """Trace.load, not loaders.load_native: its errors already name the file and the bad
+    field, and the loaders' context_tokens/cache_dir do not apply (the file is replayed
+    as saved)."""
     from sim_core.trace import Trace
 
+    if fmt not in ("auto", "native"):
+        log.info("%s is an .npz archive: reading it as a native trace (trace.format=%s ignored)", path, fmt)
+    try:
+        t = Trace.load(path)
+    except ValueError as e:
+        looks_json = _head(path).lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"[")
+        hint = "; read it with trace.format=mooncake, qwen_bailian or freeinference" if looks_json else ""
+        raise ConfigError(f"{e}{hint}") from None
+    if name:
+        t.name = name
+    return t
+
+
+def _load_file(path: Path, fmt: str, tc: DictConfig, name: str | None):
+    # a zip archive is never JSONL: read it as native whatever the trace group's format says
+    if fmt == "native" or (fmt == "auto" and path.suffix == ".npz") or _head(path).startswith(b"PK\x03\x04"):
+        return _load_native(path, fmt, name)
     try:
         from sim_core.loaders import load_trace
     except ImportError:
-        if fmt == "native" or (fmt == "auto" and path.suffix == ".npz"):
-            t = Trace.load(path)
-            if name:
-                t.name = name
-            return t
         raise ConfigError(f"cannot read {path} as {fmt!r}: sim_core.loaders is not available in "
                           f"this installation (only native .npz traces can be read)") from None
     kwargs = {"context_tokens": int(tc.get("context_tokens") or 262144)}
