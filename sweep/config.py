@@ -216,11 +216,19 @@ def precheck_overrides(args: list[str], conf_dir: Path | None = None) -> None:
     cli = [a for a in args if not a.startswith("-")]
     if not cli:
         return
+    parser = OverridesParser.create()
+    for a in cli:
+        _check_quoting(parser, a)
     try:
-        overrides = OverridesParser.create().parse_overrides(cli)
+        overrides = parser.parse_overrides(cli)
     except Exception:  # noqa: BLE001 - malformed overrides: Hydra reports them itself
         return
+    multirun = any(a in ("-m", "--multirun") for a in args)
     for ov in overrides:
+        if not multirun and ov.is_sweep_override() and ov.key_or_group in STRING_KEYS:
+            # trace.path=/data/a,b.jsonl: Hydra sees a sweep over two paths
+            raise ConfigError(f"{ov.input_line}: the comma makes this a list of values; quote the "
+                              f"value to keep it one string: {_quoted_arg(ov.key_or_group, _value_text(ov.input_line))}")
         group = ov.key_or_group
         if group not in GROUPS or ov.package or ov.is_delete():
             continue
@@ -232,3 +240,50 @@ def precheck_overrides(args: list[str], conf_dir: Path | None = None) -> None:
         for n in names:
             if not isinstance(n, str) or n not in valid:
                 raise ConfigError(f"unknown {group} {n!r}; valid: {', '.join(valid)}")
+
+
+# Keys whose value is free text (file paths, names, URIs). Hydra's override grammar reads
+# unquoted values only from a limited ASCII alphabet, so these often need quoting.
+STRING_KEYS = frozenset({"trace.path", "trace.cache_dir", "trace.name", "tracking.uri",
+                         "tracking.experiment", "tracking.artifact_location", "cluster.address"})
+
+
+def _value_text(arg: str) -> str:
+    return arg.partition("=")[2]
+
+
+def _quoted_arg(key: str, value: str) -> str:
+    """`key='value'` as one shell word: the quotes must reach Hydra, so the shell needs
+    its own outer quotes."""
+    import shlex
+
+    inner = f"{key}='{value}'" if "'" not in value else f'{key}="{value}"'
+    if not any(c in inner for c in '"$`\\!'):
+        return f'"{inner}"'
+    return shlex.quote(inner)
+
+
+def _check_quoting(parser, arg: str) -> None:
+    """Turn Hydra's bare LexerNoViableAltException for a value such as a non-ASCII path
+    (trace.path=/data/tracé.jsonl) into a message that says how to quote it. Quoted values
+    may hold any character, so the suggested form does work; other malformed overrides are
+    left to Hydra."""
+    try:
+        parser.parse_overrides([arg])
+        return
+    except Exception:  # noqa: BLE001 - any parse failure: see below whether quoting helps
+        pass
+    key, sep, value = arg.partition("=")
+    if not sep or not value or value[0] in "'\"" or ("'" in value and '"' in value):
+        return
+    odd = sorted({c for c in value if ord(c) > 127})
+    if not odd and key.lstrip("+~") not in STRING_KEYS:
+        return
+    inner = f"{key}='{value}'" if "'" not in value else f'{key}="{value}"'
+    try:
+        parser.parse_overrides([inner])
+    except Exception:  # noqa: BLE001 - quoting does not help: Hydra's own message stands
+        return
+    what = f"non-ASCII character(s) {' '.join(odd)}" if odd else "special characters"
+    raise ConfigError(f"{key}={value}: Hydra reads values with {what} only inside quotes, and the "
+                      f"quotes must reach it past the shell: {_quoted_arg(key, value)}")
