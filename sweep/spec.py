@@ -12,7 +12,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from .config import ConfigError, check_bool, check_int, register_generated
+from .config import ConfigError, check_bool, check_int, check_number, register_generated
 
 log = logging.getLogger("sweep")
 
@@ -95,6 +95,20 @@ def check_sweep(s: DictConfig) -> None:
         check_int(s.get("summary_points"), "sweep.summary_points", 1)
 
 
+def _param_like(value, default, key: str):
+    """A policy parameter checked against the type of its default (as that type), so a typo
+    fails here instead of in every Ray job with the sweep half recorded."""
+    if isinstance(default, bool):
+        return check_bool(value, key)
+    if isinstance(default, int):
+        return check_int(value, key)
+    if isinstance(default, float):
+        return check_number(value, key, positive=False)
+    if isinstance(default, str) and not isinstance(value, str):
+        raise ConfigError(f"{key} must be a string like its default {default!r}, got {value!r}")
+    return value
+
+
 def resolve_policies(cfg: DictConfig, exclude_slow: bool, selected_all: bool = True
                      ) -> tuple[list[PolicyChoice], list[str]]:
     """Policies to run. `exclude_slow` drops `slow: true` ones only from policy=all:
@@ -120,11 +134,12 @@ def resolve_policies(cfg: DictConfig, exclude_slow: bool, selected_all: bool = T
         if unknown:
             raise ConfigError(f"policy {name!r} has no parameter(s) {sorted(unknown)}; "
                               f"valid: {sorted(spec.defaults) or 'none'}")
-        weight = float(node.get("weight", 1.0) or 1.0)
-        if weight <= 0:
-            raise ConfigError(f"policy {name!r}: weight must be positive")
+        params = {k: _param_like(v, spec.defaults[k], f"policy.{key}.params.{k}") for k, v in params.items()}
+        # `or 1.0` used to turn weight=0 into 1.0; only a missing/null weight means 1.0
+        w = node.get("weight")
+        weight = 1.0 if w is None else check_number(w, f"policy.{key}.weight")
         out.append(PolicyChoice(name=name, params={**spec.defaults, **params}, weight=weight,
-                                slow=bool(node.get("slow", False)), cost_aware=spec.cost_aware,
+                                slow=check_bool(node.get("slow", False), f"policy.{key}.slow"), cost_aware=spec.cost_aware,
                                 offline=spec.offline, one_pass=getattr(spec, "curve", None) is not None,
                                 description=str(node.get("description") or spec.description)))
     if exclude_slow and selected_all:

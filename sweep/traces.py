@@ -16,6 +16,8 @@ from .config import ConfigError, check_int, check_number
 
 log = logging.getLogger("sweep")
 
+# sim_core.loaders.FORMATS, spelled out: that module is optional (see _load_file)
+FORMATS = ("auto", "mooncake", "qwen_bailian", "freeinference", "native")
 _ARRAYS = ("req_offsets", "blocks", "arrival_s", "session", "input_tokens", "output_tokens")
 
 
@@ -34,6 +36,11 @@ def check_trace_config(tc: DictConfig, choice: str) -> None:
         if not p.exists():
             raise ConfigError(f"trace.path {str(p)!r} does not exist"
                               + (" (unset trace.path to use the synthetic profile)" if tc.get("profile") else ""))
+        if p.is_dir():
+            raise ConfigError(f"trace.path {str(p)!r} is a directory; give a trace file (.jsonl or .npz)")
+        fmt = tc.get("format") or "auto"
+        if fmt not in FORMATS:
+            raise ConfigError(f"unknown trace.format {fmt!r}; valid: {', '.join(FORMATS)}")
     elif not tc.get("bundled") and not tc.get("profile"):
         raise ConfigError(f"trace={choice} sets none of path, bundled or profile")
     check_int(tc.get("max_requests"), "trace.max_requests", 1, allow_none=True, none_means="all requests")

@@ -337,3 +337,44 @@ def test_cli_native_quoted_non_ascii_and_sparse_ids_dry_run(tmp_path):
     assert proc.returncode == 0, out[-3000:]
     assert "4 requests, 12 block accesses, 7 unique 16-token blocks" in out, out[-3000:]
     assert not (tmp_path / "mlflow.db").exists()
+
+
+POLICY_CASES = [
+    ("policy.lru.weight=abc", "policy.lru.weight must be a positive number, got 'abc'"),
+    ("policy.lru.weight=0", "policy.lru.weight must be a positive number, got 0"),
+    ("policy.s3fifo.params.small_ratio=abc", "policy.s3fifo.params.small_ratio must be a number, got 'abc'"),
+    ("policy.s3fifo.params.move_to_main_threshold=1.5",
+     "policy.s3fifo.params.move_to_main_threshold must be an integer, got 1.5"),
+    ("policy.lecar.params.update_weight=1", "policy.lecar.params.update_weight must be true or false, got 1"),
+    ("policy.random_compute.params.clock=5",
+     "policy.random_compute.params.clock must be a string like its default 'access', got 5"),
+]
+
+
+@pytest.mark.parametrize("override,message", POLICY_CASES, ids=[c[0] for c in POLICY_CASES])
+def test_policy_weight_and_param_types(compose, override, message):
+    from sweep.spec import resolve
+
+    cfg = compose("policy=[lru,s3fifo,lecar,random_compute]", "cost=uniform", override)
+    with pytest.raises(ConfigError) as e:
+        resolve(cfg, "list")
+    assert str(e.value) == message
+
+
+def test_every_policy_yaml_passes_the_param_type_check(compose):
+    from sweep.spec import resolve
+
+    spec = resolve(compose("policy=all", "sweep.exclude_slow=false", "cost=uniform",
+                           "policy.s3fifo.params.small_ratio=1"), "all")
+    s3 = next(p for p in spec.policies if p.name == "s3fifo")
+    assert s3.params["small_ratio"] == 1.0 and isinstance(s3.params["small_ratio"], float)
+
+
+def test_trace_path_directory_and_unknown_format(compose, tmp_path):
+    from sweep.traces import check_trace_config
+
+    with pytest.raises(ConfigError, match="is a directory; give a trace file"):
+        check_trace_config(compose("trace=file", f"trace.path={tmp_path}").trace, "file")
+    saved = _tiny().save(tmp_path / "t.npz")
+    with pytest.raises(ConfigError, match="unknown trace.format 'bogus'; valid: auto, mooncake"):
+        check_trace_config(compose("trace=file", f"trace.path={saved}", "trace.format=bogus").trace, "file")
