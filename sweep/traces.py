@@ -98,11 +98,8 @@ def load(tc: DictConfig, choice: str):
     """The Trace selected by the `trace` config group (name and source set)."""
     check_trace_config(tc, choice)
     name = tc.get("name")
+    name = str(name) if name not in (None, "") else None  # trace.name=2024 arrives as an int
     path = tc.get("path")
-    if OmegaConf.is_config(path) or isinstance(path, (list, dict)):
-        # e.g. trace.path=/data/a,b.jsonl parses as a list; quoting keeps it one string
-        raise ConfigError(f"trace.path must be one file path, got {path!r}; quote a path with "
-                          f"special characters: \"trace.path='/data/a,b.jsonl'\"")
     if path:
         p = Path(str(path)).expanduser()
         trace = _load_file(p, str(tc.get("format") or "auto"), tc, name or p.stem.split(".")[0])
