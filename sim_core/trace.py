@@ -5,6 +5,8 @@ replay engine touches is a flat numpy array so the hot loop never hashes.
 """
 from __future__ import annotations
 
+import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -12,6 +14,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 SOURCES = ("real", "synthetic")
+NATIVE_ARRAYS = ("req_offsets", "blocks", "arrival_s", "session", "input_tokens", "output_tokens")
 
 
 @dataclass
@@ -161,18 +164,54 @@ class Trace:
 
     @classmethod
     def load(cls, path: str | Path, mmap: bool = False) -> "Trace":
+        """Read the native format written by :meth:`save`.
+
+        Any problem with the file is a ValueError that names it: not an .npz archive (e.g.
+        a renamed JSONL), damaged, a member missing, or arrays of the wrong kind or order
+        (see :func:`check_native_arrays`). Block ids that are not already dense 0..U-1
+        (e.g. raw hashes, or sparse ids written by another tool) are remapped to dense ids
+        in order of first appearance, as :meth:`from_requests` does; dense ids are kept.
+        """
         import ast
 
         path = Path(path)
-        with np.load(path, allow_pickle=False, mmap_mode="r" if mmap else None) as z:
-            header = ast.literal_eval(str(z["header"][0]))
-            if header.get("format") != NATIVE_FORMAT_VERSION:
-                raise ValueError(f"{path}: unsupported native trace format {header.get('format')!r}")
-            arrays = {k: z[k] for k in ("req_offsets", "blocks", "arrival_s", "session",
-                                        "input_tokens", "output_tokens")}
-        return cls(**arrays, block_tokens=header["block_tokens"], name=header["name"],
-                   source=header["source"], dropped_requests=header["dropped_requests"],
-                   meta=header["meta"])
+        with open(path, "rb") as f:  # a missing/unreadable file stays an OSError
+            head = f.read(64)
+        if not head.startswith(b"PK"):
+            raise ValueError(f"{path} is not a native trace (an .npz written by Trace.save): {_describe(head)}")
+        if not zipfile.is_zipfile(path):
+            raise ValueError(f"{path} is a damaged native trace: not a complete zip archive (truncated?)")
+        try:
+            with np.load(path, allow_pickle=False, mmap_mode="r" if mmap else None) as z:
+                missing = [k for k in NATIVE_ARRAYS + ("header",) if k not in z.files]
+                if missing:
+                    raise ValueError(f"{path} is not a native trace: no {', '.join(missing)} array "
+                                     f"(a native trace holds {', '.join(NATIVE_ARRAYS)} and header)")
+                hdr = _member(z, "header", path)
+                try:
+                    header = ast.literal_eval(str(hdr.reshape(-1)[0]))
+                except (ValueError, SyntaxError, IndexError) as e:
+                    raise ValueError(f"{path}: unreadable native trace header ({type(e).__name__})") from e
+                if not isinstance(header, dict):
+                    raise ValueError(f"{path}: native trace header is not a dict")
+                if header.get("format") != NATIVE_FORMAT_VERSION:
+                    raise ValueError(f"{path}: unsupported native trace format {header.get('format')!r}")
+                arrays = {k: _member(z, k, path) for k in NATIVE_ARRAYS}
+        except (zipfile.BadZipFile, EOFError, zlib.error) as e:
+            raise ValueError(f"{path} is a damaged native trace ({type(e).__name__}: {e})") from e
+        arrays, remapped = check_native_arrays(arrays, str(path))
+        bt = header.get("block_tokens")
+        if isinstance(bt, bool) or not isinstance(bt, int) or bt <= 0:
+            raise ValueError(f"{path}: header block_tokens must be a positive integer, got {bt!r}")
+        meta = dict(header.get("meta") or {})
+        if remapped:
+            meta["block_ids_remapped"] = "first-appearance"
+        try:
+            return cls(**arrays, block_tokens=bt, name=str(header.get("name") or path.stem),
+                       source=header.get("source", "real"),
+                       dropped_requests=int(header.get("dropped_requests") or 0), meta=meta)
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}") from None
 
     def subset(self, n_requests: int) -> "Trace":
         """The first n requests, block ids re-densified."""
@@ -216,6 +255,99 @@ def _header_repr(header: dict) -> str:
     except (ValueError, SyntaxError) as e:
         raise ValueError(f"trace header/meta is not made of plain literals, cannot save: {text[:200]}") from e
     return text
+
+
+def _describe(head: bytes) -> str:
+    """What a file that is not a zip archive seems to be, from its first bytes."""
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if not head:
+        return "the file is empty"
+    if text[:1] in (b"{", b"["):
+        return "it holds JSON text, not an .npz archive (a JSONL trace with an .npz name?)"
+    if head.startswith(b"\x93NUMPY"):
+        return "it is a single .npy array, not an .npz archive"
+    return f"it is not a zip archive (starts with {head[:8]!r})"
+
+
+def _member(z, key: str, path) -> np.ndarray:
+    try:
+        return z[key]
+    except ValueError as e:  # numpy refuses object arrays without allow_pickle
+        raise ValueError(f"{path}: {key} holds Python objects (pickled data); a native trace "
+                         f"stores plain numeric arrays") from e
+
+
+def _first(mask: np.ndarray) -> int:
+    return int(np.argmax(mask)) if mask.any() else -1
+
+
+def _check_int_array(a: np.ndarray, name: str, where: str) -> None:
+    if a.ndim != 1:
+        raise ValueError(f"{where}: {name} must be a 1-D array, got shape {a.shape}")
+    if a.dtype.kind in "iu":
+        return
+    i = 0
+    if a.dtype.kind == "f" and len(a):
+        bad = ~np.isfinite(a) | (a != np.round(a))
+        i = max(_first(bad), 0)
+    example = f"; first bad value {name}[{i}]={a[i].item()!r}" if len(a) else ""
+    raise ValueError(f"{where}: {name} must hold integers, got dtype {a.dtype}{example}")
+
+
+def _check_min(a: np.ndarray, name: str, lo: int, where: str) -> None:
+    i = _first(a < lo)
+    if i >= 0:
+        raise ValueError(f"{where}: {name} must be >= {lo}, but {name}[{i}]={a[i].item()}")
+
+
+def check_native_arrays(arrays: dict, where: str) -> tuple[dict, bool]:
+    """Check the raw arrays of a native file before Trace() casts them (which would turn
+    float ids into truncated ints and wrap int64 hashes into int32 without a word).
+
+    Returns (arrays, remapped): `blocks` as dense int32 ids, remapped in order of first
+    appearance when the stored ids are not dense 0..U-1 (the engine sizes its tables by
+    the largest id, so sparse ids would cost memory in proportion to that id).
+    Raises ValueError naming the field and the first bad index.
+    """
+    out = dict(arrays)
+    for k in ("req_offsets", "blocks", "session", "input_tokens", "output_tokens"):
+        _check_int_array(arrays[k], k, where)
+    arr = arrays["arrival_s"]
+    if arr.ndim != 1:
+        raise ValueError(f"{where}: arrival_s must be a 1-D array, got shape {arr.shape}")
+    if arr.dtype.kind not in "iuf":
+        example = f"; first bad value arrival_s[0]={arr[0].item()!r}" if len(arr) else ""
+        raise ValueError(f"{where}: arrival_s must hold numbers (seconds), got dtype {arr.dtype}{example}")
+    i = _first(~np.isfinite(arr))
+    if i >= 0:
+        raise ValueError(f"{where}: arrival_s must be finite, but arrival_s[{i}]={arr[i].item()}")
+    i = _first(np.diff(arr) < 0)
+    if i >= 0:
+        raise ValueError(f"{where}: arrival_s must be non-decreasing (requests in arrival order), "
+                         f"but arrival_s[{i + 1}]={arr[i + 1].item()} < arrival_s[{i}]={arr[i].item()}")
+    off = arrays["req_offsets"]
+    if len(off) == 0 or off[0] != 0:
+        raise ValueError(f"{where}: req_offsets must start with 0 (R+1 entries)")
+    i = _first(np.diff(off) < 0)
+    if i >= 0:
+        raise ValueError(f"{where}: req_offsets must be non-decreasing, but req_offsets[{i + 1}]="
+                         f"{off[i + 1].item()} < req_offsets[{i}]={off[i].item()}")
+    _check_min(arrays["session"], "session", -1, where)
+    _check_min(arrays["input_tokens"], "input_tokens", 0, where)
+    _check_min(arrays["output_tokens"], "output_tokens", 0, where)
+    raw = arrays["blocks"]
+    remapped = False
+    if len(raw):
+        dense = False
+        lo, hi = int(raw.min()), int(raw.max())
+        if lo >= 0 and hi < len(raw):  # only then is a seen-mask no larger than the trace
+            seen = np.zeros(hi + 1, dtype=bool)
+            seen[raw] = True
+            dense = bool(seen.all())
+        if not dense:
+            out["blocks"], _ = remap_dense(raw)
+            remapped = True
+    return out, remapped
 
 
 def remap_dense(raw: np.ndarray) -> tuple[np.ndarray, int]:

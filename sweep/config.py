@@ -12,6 +12,7 @@ Generated configs (Hydra ConfigStore, group `policy` and `cost`):
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +25,70 @@ ALL = "all"
 
 class ConfigError(ValueError):
     """Bad configuration or override: reported as one line, exit status 2."""
+
+
+_INT_TEXT = re.compile(r"[+-]?\d+")
+
+
+def check_int(value, key: str, lo: int | None = None, hi: int | None = None, *,
+              allow_none: bool = False, none_means: str = "") -> int | None:
+    """`value` as an int within [lo, hi], or ConfigError naming `key` and what is valid.
+
+    Hydra hands over whatever was typed: 'abc' arrives as a str, true as a bool (which
+    int() would quietly turn into 1) and 1e3 as a float. Whole floats and digit strings
+    (e.g. from ${oc.env:...}) are accepted; booleans and fractions are not.
+    """
+    if lo is not None and hi is not None:
+        valid = f"an integer from {lo} to {hi}"
+    elif lo is not None:
+        valid = f"an integer >= {lo}"
+    else:
+        valid = "an integer"
+    if allow_none:
+        valid += f" or null{f' ({none_means})' if none_means else ''}"
+    if value is None:
+        if allow_none:
+            return None
+        raise ConfigError(f"{key} must be {valid}, got null")
+    if isinstance(value, bool):
+        n = None
+    elif isinstance(value, int):
+        n = value
+    elif isinstance(value, float) and value.is_integer():
+        n = int(value)
+    elif isinstance(value, str) and _INT_TEXT.fullmatch(value.strip()):
+        n = int(value)
+    else:
+        n = None
+    if n is None or (lo is not None and n < lo) or (hi is not None and n > hi):
+        raise ConfigError(f"{key} must be {valid}, got {value!r}")
+    return n
+
+
+def check_number(value, key: str, *, positive: bool = True, allow_none: bool = False,
+                 none_means: str = "") -> float | None:
+    """`value` as a finite float (> 0 when `positive`), or ConfigError naming `key`."""
+    valid = "a positive number" if positive else "a number"
+    if allow_none:
+        valid += f" or null{f' ({none_means})' if none_means else ''}"
+    if value is None and allow_none:
+        return None
+    x = None
+    if not isinstance(value, bool) and isinstance(value, (int, float, str)):
+        try:
+            x = float(value)
+        except ValueError:
+            x = None
+    if x is None or x != x or x in (float("inf"), float("-inf")) or (positive and x <= 0):
+        raise ConfigError(f"{key} must be {valid}, got {value!r}")
+    return x
+
+
+def check_bool(value, key: str) -> bool:
+    """true/false only: bool('no') is True, so a typo must not silently switch a flag on."""
+    if isinstance(value, bool):
+        return value
+    raise ConfigError(f"{key} must be true or false, got {value!r}")
 
 
 def find_conf_dir() -> Path:
@@ -151,11 +216,19 @@ def precheck_overrides(args: list[str], conf_dir: Path | None = None) -> None:
     cli = [a for a in args if not a.startswith("-")]
     if not cli:
         return
+    parser = OverridesParser.create()
+    for a in cli:
+        _check_quoting(parser, a)
     try:
-        overrides = OverridesParser.create().parse_overrides(cli)
+        overrides = parser.parse_overrides(cli)
     except Exception:  # noqa: BLE001 - malformed overrides: Hydra reports them itself
         return
+    multirun = any(a in ("-m", "--multirun") for a in args)
     for ov in overrides:
+        if not multirun and ov.is_sweep_override() and ov.key_or_group in STRING_KEYS:
+            # trace.path=/data/a,b.jsonl: Hydra sees a sweep over two paths
+            raise ConfigError(f"{ov.input_line}: the comma makes this a list of values; quote the "
+                              f"value to keep it one string: {_quoted_arg(ov.key_or_group, _value_text(ov.input_line))}")
         group = ov.key_or_group
         if group not in GROUPS or ov.package or ov.is_delete():
             continue
@@ -167,3 +240,50 @@ def precheck_overrides(args: list[str], conf_dir: Path | None = None) -> None:
         for n in names:
             if not isinstance(n, str) or n not in valid:
                 raise ConfigError(f"unknown {group} {n!r}; valid: {', '.join(valid)}")
+
+
+# Keys whose value is free text (file paths, names, URIs). Hydra's override grammar reads
+# unquoted values only from a limited ASCII alphabet, so these often need quoting.
+STRING_KEYS = frozenset({"trace.path", "trace.cache_dir", "trace.name", "tracking.uri",
+                         "tracking.experiment", "tracking.artifact_location", "cluster.address"})
+
+
+def _value_text(arg: str) -> str:
+    return arg.partition("=")[2]
+
+
+def _quoted_arg(key: str, value: str) -> str:
+    """`key='value'` as one shell word: the quotes must reach Hydra, so the shell needs
+    its own outer quotes."""
+    import shlex
+
+    inner = f"{key}='{value}'" if "'" not in value else f'{key}="{value}"'
+    if not any(c in inner for c in '"$`\\!'):
+        return f'"{inner}"'
+    return shlex.quote(inner)
+
+
+def _check_quoting(parser, arg: str) -> None:
+    """Turn Hydra's bare LexerNoViableAltException for a value such as a non-ASCII path
+    (trace.path=/data/tracé.jsonl) into a message that says how to quote it. Quoted values
+    may hold any character, so the suggested form does work; other malformed overrides are
+    left to Hydra."""
+    try:
+        parser.parse_overrides([arg])
+        return
+    except Exception:  # noqa: BLE001 - any parse failure: see below whether quoting helps
+        pass
+    key, sep, value = arg.partition("=")
+    if not sep or not value or value[0] in "'\"" or ("'" in value and '"' in value):
+        return
+    odd = sorted({c for c in value if ord(c) > 127})
+    if not odd and key.lstrip("+~") not in STRING_KEYS:
+        return
+    inner = f"{key}='{value}'" if "'" not in value else f'{key}="{value}"'
+    try:
+        parser.parse_overrides([inner])
+    except Exception:  # noqa: BLE001 - quoting does not help: Hydra's own message stands
+        return
+    what = f"non-ASCII character(s) {' '.join(odd)}" if odd else "special characters"
+    raise ConfigError(f"{key}={value}: Hydra reads values with {what} only inside quotes, and the "
+                      f"quotes must reach it past the shell: {_quoted_arg(key, value)}")

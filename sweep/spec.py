@@ -12,7 +12,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from .config import ConfigError, register_generated
+from .config import ConfigError, check_bool, check_int, check_number, register_generated
 
 log = logging.getLogger("sweep")
 
@@ -58,10 +58,55 @@ def resolve_model(cfg: DictConfig):
         m = ModelConfig(**raw)
     except TypeError as e:
         raise ConfigError(f"model: {e}") from None
-    for k in ("layers", "kv_heads", "head_dim", "kv_dtype_bytes", "context_tokens"):
-        if int(getattr(m, k)) < 1:
-            raise ConfigError(f"model.{k} must be positive, got {getattr(m, k)}")
+    for k in ("layers", "hidden", "q_heads", "kv_heads", "head_dim", "kv_dtype_bytes", "context_tokens"):
+        check_int(getattr(m, k), f"model.{k}", 1)
+    for k in ("mlp_intermediate", "n_experts", "active_experts"):
+        check_int(getattr(m, k), f"model.{k}", 0)
     return m
+
+
+# Seeds reach numpy (uint64 generator state) and LightGBM (a C int): both accept this range.
+SEED_MAX = 2**31 - 1
+# Ray refuses a smaller object store (ray_constants.OBJECT_STORE_MINIMUM_MEMORY_BYTES).
+RAY_MIN_OBJECT_STORE = 78_643_200
+
+
+def check_cluster(c: DictConfig) -> None:
+    """cluster.* numbers, checked here because a bad one otherwise surfaces only inside Ray
+    (a traceback and an empty FAILED run) or, for actors<=0, as a sweep that runs nothing."""
+    check_int(c.get("num_cpus"), "cluster.num_cpus", 1, allow_none=True, none_means="all cores")
+    check_int(c.get("actors"), "cluster.actors", 1, allow_none=True, none_means="one per CPU")
+    check_int(c.get("object_store_memory"), "cluster.object_store_memory", RAY_MIN_OBJECT_STORE,
+              allow_none=True, none_means="Ray's default; the value is in bytes")
+    if "log_to_driver" in c:
+        check_bool(c.get("log_to_driver"), "cluster.log_to_driver")
+
+
+def check_sweep(s: DictConfig) -> None:
+    """sweep.* switches: `x or default` in the CLI would silently turn a 0 into the default."""
+    for k in ("exclude_slow", "fail_fast", "dry_run"):
+        if k in s:
+            check_bool(s.get(k), f"sweep.{k}")
+    if "shards_per_worker" in s:
+        check_int(s.get("shards_per_worker"), "sweep.shards_per_worker", 1)
+    check_int(s.get("max_capacities_per_job"), "sweep.max_capacities_per_job", 1, allow_none=True,
+              none_means="no cap")
+    if "summary_points" in s:
+        check_int(s.get("summary_points"), "sweep.summary_points", 1)
+
+
+def _param_like(value, default, key: str):
+    """A policy parameter checked against the type of its default (as that type), so a typo
+    fails here instead of in every Ray job with the sweep half recorded."""
+    if isinstance(default, bool):
+        return check_bool(value, key)
+    if isinstance(default, int):
+        return check_int(value, key)
+    if isinstance(default, float):
+        return check_number(value, key, positive=False)
+    if isinstance(default, str) and not isinstance(value, str):
+        raise ConfigError(f"{key} must be a string like its default {default!r}, got {value!r}")
+    return value
 
 
 def resolve_policies(cfg: DictConfig, exclude_slow: bool, selected_all: bool = True
@@ -89,11 +134,12 @@ def resolve_policies(cfg: DictConfig, exclude_slow: bool, selected_all: bool = T
         if unknown:
             raise ConfigError(f"policy {name!r} has no parameter(s) {sorted(unknown)}; "
                               f"valid: {sorted(spec.defaults) or 'none'}")
-        weight = float(node.get("weight", 1.0) or 1.0)
-        if weight <= 0:
-            raise ConfigError(f"policy {name!r}: weight must be positive")
+        params = {k: _param_like(v, spec.defaults[k], f"policy.{key}.params.{k}") for k, v in params.items()}
+        # `or 1.0` used to turn weight=0 into 1.0; only a missing/null weight means 1.0
+        w = node.get("weight")
+        weight = 1.0 if w is None else check_number(w, f"policy.{key}.weight")
         out.append(PolicyChoice(name=name, params={**spec.defaults, **params}, weight=weight,
-                                slow=bool(node.get("slow", False)), cost_aware=spec.cost_aware,
+                                slow=check_bool(node.get("slow", False), f"policy.{key}.slow"), cost_aware=spec.cost_aware,
                                 offline=spec.offline, one_pass=getattr(spec, "curve", None) is not None,
                                 description=str(node.get("description") or spec.description)))
     if exclude_slow and selected_all:
@@ -176,16 +222,19 @@ def capacity_sizes(cfg: DictConfig) -> list:
 def resolve(cfg: DictConfig, policy_choice: str = "all") -> SweepSpec:
     from sim_core.simulate import HITS, MODES
 
+    check_sweep(cfg.sweep)
+    check_cluster(cfg.cluster)
+    seed = check_int(cfg.sim.get("seed", 0), "sim.seed", 0, SEED_MAX)
     mode, hits = str(cfg.sim.mode), str(cfg.sim.hits)
     if mode not in MODES:
         raise ConfigError(f"unknown sim.mode {mode!r}; valid: {', '.join(MODES)}")
     if hits not in HITS:
         raise ConfigError(f"unknown sim.hits {hits!r}; valid: {', '.join(HITS)}")
     model = resolve_model(cfg)
-    policies, notes = resolve_policies(cfg, bool(cfg.sweep.get("exclude_slow", False)),
+    policies, notes = resolve_policies(cfg, cfg.sweep.get("exclude_slow", False),
                                        selected_all=str(policy_choice) == "all")
     costs = resolve_costs(cfg, model)
     sizes = capacity_sizes(cfg)
     return SweepSpec(policies=policies, cost_models=costs, capacity_sizes=sizes,
                      capacity_name=str(cfg.capacity.get("name", "custom")), model=model,
-                     mode=mode, hits=hits, seed=int(cfg.sim.get("seed", 0)), notes=notes)
+                     mode=mode, hits=hits, seed=seed, notes=notes)

@@ -12,10 +12,12 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from .config import ConfigError
+from .config import ConfigError, check_int, check_number
 
 log = logging.getLogger("sweep")
 
+# sim_core.loaders.FORMATS, spelled out: that module is optional (see _load_file)
+FORMATS = ("auto", "mooncake", "qwen_bailian", "freeinference", "native")
 _ARRAYS = ("req_offsets", "blocks", "arrival_s", "session", "input_tokens", "output_tokens")
 
 
@@ -25,29 +27,65 @@ def check_trace_config(tc: DictConfig, choice: str) -> None:
         raise ConfigError(f"trace={choice} needs a file: trace.path=/path/to/trace "
                           f"(format {tc.get('format', 'auto')})")
     path = tc.get("path")
+    if OmegaConf.is_config(path) or isinstance(path, (list, dict)):
+        # e.g. trace.path=/data/a,b.jsonl parses as a list; quoting keeps it one string
+        raise ConfigError(f"trace.path must be one file path, got {path!r}; quote a path with "
+                          f"special characters: \"trace.path='/data/a,b.jsonl'\"")
     if path:
         p = Path(str(path)).expanduser()
         if not p.exists():
             raise ConfigError(f"trace.path {str(p)!r} does not exist"
                               + (" (unset trace.path to use the synthetic profile)" if tc.get("profile") else ""))
+        if p.is_dir():
+            raise ConfigError(f"trace.path {str(p)!r} is a directory; give a trace file (.jsonl or .npz)")
+        fmt = tc.get("format") or "auto"
+        if fmt not in FORMATS:
+            raise ConfigError(f"unknown trace.format {fmt!r}; valid: {', '.join(FORMATS)}")
     elif not tc.get("bundled") and not tc.get("profile"):
         raise ConfigError(f"trace={choice} sets none of path, bundled or profile")
-    mr = tc.get("max_requests")
-    if mr is not None and int(mr) < 1:
-        raise ConfigError(f"trace.max_requests must be >= 1, got {mr}")
+    check_int(tc.get("max_requests"), "trace.max_requests", 1, allow_none=True, none_means="all requests")
+    # 0 would otherwise fall back to the default window (`or` below): reject it instead
+    check_int(tc.get("context_tokens"), "trace.context_tokens", 1, allow_none=True,
+              none_means="the default context window")
+    if tc.get("profile") and not path:  # the synthetic generator's knobs
+        check_number(tc.get("scale"), "trace.scale", allow_none=True,
+                     none_means="the default size; 1.0 = the full trace")
+        check_int(tc.get("seed"), "trace.seed", 0, allow_none=True, none_means="0")
+        check_number(tc.get("concurrency"), "trace.concurrency", allow_none=True,
+                     none_means="the profile's default")
+
+
+def _head(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(64)
+
+
+def _load_native(path: Path, fmt: str, name: str | None):
+    """Trace.load, not loaders.load_native: its errors already name the file and the bad
+    field, and the loaders' context_tokens/cache_dir do not apply (the file is replayed
+    as saved)."""
+    from sim_core.trace import Trace
+
+    if fmt not in ("auto", "native"):
+        log.info("%s is an .npz archive: reading it as a native trace (trace.format=%s ignored)", path, fmt)
+    try:
+        t = Trace.load(path)
+    except ValueError as e:
+        looks_json = _head(path).lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"[")
+        hint = "; read it with trace.format=mooncake, qwen_bailian or freeinference" if looks_json else ""
+        raise ConfigError(f"{e}{hint}") from None
+    if name:
+        t.name = name
+    return t
 
 
 def _load_file(path: Path, fmt: str, tc: DictConfig, name: str | None):
-    from sim_core.trace import Trace
-
+    # a zip archive is never JSONL: read it as native whatever the trace group's format says
+    if fmt == "native" or (fmt == "auto" and path.suffix == ".npz") or _head(path).startswith(b"PK\x03\x04"):
+        return _load_native(path, fmt, name)
     try:
         from sim_core.loaders import load_trace
     except ImportError:
-        if fmt == "native" or (fmt == "auto" and path.suffix == ".npz"):
-            t = Trace.load(path)
-            if name:
-                t.name = name
-            return t
         raise ConfigError(f"cannot read {path} as {fmt!r}: sim_core.loaders is not available in "
                           f"this installation (only native .npz traces can be read)") from None
     kwargs = {"context_tokens": int(tc.get("context_tokens") or 262144)}
@@ -60,6 +98,7 @@ def load(tc: DictConfig, choice: str):
     """The Trace selected by the `trace` config group (name and source set)."""
     check_trace_config(tc, choice)
     name = tc.get("name")
+    name = str(name) if name not in (None, "") else None  # trace.name=2024 arrives as an int
     path = tc.get("path")
     if path:
         p = Path(str(path)).expanduser()

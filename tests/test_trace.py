@@ -173,7 +173,7 @@ def test_native_missing_member_is_rejected(tmp_path):
         for info in z.infolist():
             if info.filename != "blocks.npy":
                 w.writestr(info, z.read(info))
-    with pytest.raises(KeyError):
+    with pytest.raises(ValueError, match="partial.npz is not a native trace: no blocks array"):
         Trace.load(bad)
     with pytest.raises(TraceFormatError, match="partial.npz"):
         load_native(bad)
