@@ -126,12 +126,20 @@ def _plan_kw(st: Study) -> dict:
 
 
 def resolve_known(st: Study) -> None:
-    """Curves, and which of their results the journal and the store already hold."""
+    """Curves, and which of their results the journal and the store already hold. With
+    sweep.resume=false nothing is reused, and the store's runs of the same curves are
+    superseded (deleted when the new ones are opened): never two curves of one key."""
     st.curves = _curves(st)
     resume = bool(st.cfg.sweep.get("resume", True))
     known = st.journal.results() if resume else {}
-    if st.tracker is not None and resume:
-        known.update(st.tracker.stored_points(st.curves))
+    if st.tracker is not None:
+        stored = st.tracker.stored_points(st.curves)
+        if resume:
+            known.update(stored)
+        else:
+            for c in st.curves:
+                c.supersede = c.run_id
+                c.run_id, c.status, c.stored = None, "NEW", set()
     for c in st.curves:
         for i, k in enumerate(c.point_keys):
             if k in known:

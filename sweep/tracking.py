@@ -157,6 +157,7 @@ class Curve:
     stored: set = field(default_factory=set)  # capacity indices already logged to the run
     rows: dict = field(default_factory=dict)  # capacity index -> Result
     done: bool = False
+    supersede: str | None = None  # a run of the same key that this one replaces (resume=false)
 
     def __post_init__(self):
         self.key = self.identity.curve_key(self.capacities_blocks)
@@ -263,7 +264,9 @@ class Tracker:
             for res in steps.values():
                 known.setdefault(ident.point_key(res.capacity_blocks), res)
             for c in base:
-                if c.key == r.data.tags.get(T_CURVE) and c.run_id is None and c.cost_model == cm:
+                # a RUNNING run belongs to a live sweep (stale ones were marked KILLED)
+                if (c.key == r.data.tags.get(T_CURVE) and c.run_id is None and c.cost_model == cm
+                        and r.info.status != "RUNNING"):
                     c.run_id = r.info.run_id
                     c.status = "REUSED" if r.info.status == "FINISHED" else "RESUMED"
                     c.stored = {i for i, k in enumerate(c.point_keys) if k in have}
@@ -333,6 +336,9 @@ class Tracker:
 
         if c.status == "REUSED":
             return
+        if c.supersede:  # sweep.resume=false: the old run goes (MLflow keeps it restorable)
+            self.client.delete_run(c.supersede)
+            c.supersede = None
         if c.status == "RESUMED":
             self.client.update_run(c.run_id, status="RUNNING")
             self.client.set_tag(c.run_id, "mlflow.parentRunId", self.parent_id)
