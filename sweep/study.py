@@ -249,7 +249,7 @@ def _parent_record(st: Study) -> tuple[dict, dict, dict, dict]:
     if st.cap_notes:
         tags["capacity_dedup"] = "; ".join(st.cap_notes)[:5000]
     resolved = OmegaConf.to_container(st.cfg, resolve=True)
-    params = _flatten(resolved)
+    params = traces.flatten(resolved)
     params.update({"capacities_blocks": [c.blocks for c in st.caps],
                    "capacities_gib": [round(c.gib, 6) for c in st.caps],
                    "n_capacities": len(st.caps), "policies": [p.name for p in st.spec.policies],
@@ -353,14 +353,4 @@ def _versions() -> dict[str, str]:
             out[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
             pass
-    return out
-
-
-def _flatten(d, prefix: str = "") -> dict:
-    out = {}
-    if isinstance(d, dict):
-        for k, v in d.items():
-            out.update(_flatten(v, f"{prefix}{k}."))
-    else:
-        out[prefix[:-1]] = d
     return out

@@ -189,18 +189,19 @@ def summarize(trace) -> tuple[dict, str | None]:
         return out, text
     try:
         full = summary(trace)
-        out.update(_flatten(full))
+        out.update(flatten(full))
         text = format_summary(full)
     except Exception as e:  # noqa: BLE001 - a summary must never stop a sweep
         log.warning("trace summary failed: %s", e)
     return out, text
 
 
-def _flatten(d, prefix=""):
+def flatten(d, prefix: str = "") -> dict:
+    """{"a": {"b": 1}} -> {"a.b": 1} (MLflow params and metrics are flat)."""
     out = {}
     if isinstance(d, dict):
         for k, v in d.items():
-            out.update(_flatten(v, f"{prefix}{k}."))
+            out.update(flatten(v, f"{prefix}{k}."))
     else:
         out[prefix[:-1]] = d
     return out
