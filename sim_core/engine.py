@@ -86,7 +86,10 @@ def _evict_one(st, resident, pin, c, extra, j, r):
 # with NRT each eviction through an inlined hook paid atomic incref/decref pairs on the
 # state's arrays (measured 66 -> 201 M accesses/s for LRU). Hooks must not allocate.
 @numba.njit(cache=True, nogil=True, _nrt=False)
-def replay_range(offsets, blocks, capacity, request_mode, prefix_hits, st, es, r_begin, r_end):
+def replay_range(offsets, blocks, depth, capacity, request_mode, prefix_hits, st, es, r_begin, r_end):
+    """Replay requests r_begin..r_end-1. `depth` is empty (an access's depth is its
+    position in the request) or, for a sample, each access's depth in the full request."""
+    sampled = depth.shape[0] > 0
     resident = es.resident
     pin = es.pin
     hit_by_depth = es.hit_by_depth
@@ -120,7 +123,7 @@ def replay_range(offsets, blocks, capacity, request_mode, prefix_hits, st, es, r
         nh = 0
         for j in range(s, e):
             b = blocks[j]
-            d = j - s
+            d = depth[j] if sampled else j - s
             if resident[b]:
                 p_on_hit(st, b, j, r, d)
                 hit = not (prefix_hits and broken)

@@ -65,7 +65,7 @@ def _move_to_top(b, bkt, prev, nxt, tail_of, count, sizes, K):
 
 
 @njit
-def lru_curve(offsets, blocks, n_unique, caps, request_mode, prefix_hits, max_depth):
+def lru_curve(offsets, blocks, depth, n_unique, caps, request_mode, prefix_hits, max_depth):
     """Returns hits_by_bucket_depth[K, D] (an access in bucket i hits for capacities
     >= caps[i]), holes_hist[K, H] (requests with h holes at capacity index c) and
     resident[K] (accesses found resident, by bucket: differs from hits under prefix
@@ -126,7 +126,7 @@ def lru_curve(offsets, blocks, n_unique, caps, request_mode, prefix_hits, max_de
                 if x > run:
                     run = x
                 x = run
-            hist[x, j - s] += 1
+            hist[x, depth[j] if depth.shape[0] > 0 else j - s] += 1
             if not prefix_hits:
                 lo = 0 if j == s else q[j - s - 1]
                 if lo < x:

@@ -35,8 +35,9 @@ class Hits(str, enum.Enum):
         return self.value
 
 
-def _metric(doc: str, **kw):
-    return field(metadata={"metric": True, "doc": doc}, **kw)
+def _metric(doc: str, optional: bool = False, **kw):
+    # optional: not defined on a sample (holes need every block of a request): NaN there
+    return field(metadata={"metric": True, "doc": doc, "optional": optional}, **kw)
 
 
 @dataclass(frozen=True)
@@ -49,16 +50,18 @@ class Result:
         metadata={"metric": True, "per_cost_model": True,
                   "doc": "saved prefill cost / total prefill cost, per cost model"})
     recomputed_blocks: int = _metric("block accesses recomputed (accesses - hits)")
-    holes_total: int = _metric("runs of recomputed blocks, over all requests")
-    holes_per_request_mean: float = _metric("holes per request: mean")
-    holes_per_request_p50: float = _metric("holes per request: median")
-    holes_per_request_p99: float = _metric("holes per request: 99th percentile")
-    holes_per_request_max: int = _metric("holes per request: maximum")
-    hole_length_mean: float = _metric("recomputed blocks per hole")
+    holes_total: float = _metric("runs of recomputed blocks, over all requests", optional=True)
+    holes_per_request_mean: float = _metric("holes per request: mean", optional=True)
+    holes_per_request_p50: float = _metric("holes per request: median", optional=True)
+    holes_per_request_p99: float = _metric("holes per request: 99th percentile", optional=True)
+    holes_per_request_max: float = _metric("holes per request: maximum", optional=True)
+    hole_length_mean: float = _metric("recomputed blocks per hole", optional=True)
     evictions: int = _metric("blocks evicted")
     oversized_requests: int = _metric("requests larger than the cache (served uncached)")
     oversized_blocks: int = _metric("blocks of those requests")
     max_resident_blocks: int = _metric("largest number of resident blocks")
+    sample_rate: float = _metric("1 = exact replay; below 1, a miniature simulation at this rate: counts are "
+                                 "the sample's divided by the rate, holes are unavailable (NaN)", default=1.0)
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -67,13 +70,13 @@ class Result:
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "Result":
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = {f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING}
         missing = names - set(d)
         if missing:
             raise ValueError(f"result record lacks {sorted(missing)}")
         # values read back from a store may be floats: ints are restored by declared type
         return cls(**{f.name: int(d[f.name]) if f.type in ("int", int) else d[f.name]
-                      for f in dataclasses.fields(cls)})
+                      for f in dataclasses.fields(cls) if f.name in d})
 
     def row(self, cost_model: str) -> dict:
         """Flat metric values under one cost model (compute_savings = that model's)."""
@@ -89,8 +92,25 @@ def metric_fields() -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(Result) if f.metadata.get("metric"))
 
 
+def optional_fields() -> tuple[str, ...]:
+    """Metrics that a sampled result reports as unavailable (NaN)."""
+    return tuple(f.name for f in dataclasses.fields(Result) if f.metadata.get("optional"))
+
+
 def field_docs() -> dict[str, str]:
     return {f.name: f.metadata.get("doc", "") for f in dataclasses.fields(Result)}
+
+
+def sampled(res: Result, rate: float, capacity: int, accesses: int) -> Result:
+    """A result measured on a sample at `rate`, as an estimate for the full trace at
+    `capacity`: ratios as measured, counts divided by the rate, holes unavailable."""
+    nan = float("nan")
+    hits = round(res.hit_ratio * accesses)
+    return dataclasses.replace(
+        res, capacity_blocks=int(capacity), accesses=int(accesses), hits=hits, recomputed_blocks=accesses - hits,
+        **{k: nan for k in optional_fields()}, evictions=round(res.evictions / rate),
+        oversized_requests=round(res.oversized_requests / rate), oversized_blocks=round(res.oversized_blocks / rate),
+        max_resident_blocks=round(res.max_resident_blocks / rate), sample_rate=float(rate))
 
 
 def make_result(capacity: int, accesses: int, hit_by_depth: np.ndarray, holes: dict,
@@ -104,11 +124,11 @@ def make_result(capacity: int, accesses: int, hit_by_depth: np.ndarray, holes: d
     return Result(
         capacity_blocks=int(capacity), accesses=int(accesses), hits=n_hits,
         hit_ratio=n_hits / accesses, compute_savings=dict(compute_savings),
-        recomputed_blocks=misses, holes_total=n_holes,
+        recomputed_blocks=misses, holes_total=float(n_holes),
         holes_per_request_mean=float(holes["holes_per_request_mean"]),
         holes_per_request_p50=float(holes["holes_per_request_p50"]),
         holes_per_request_p99=float(holes["holes_per_request_p99"]),
-        holes_per_request_max=int(holes["holes_per_request_max"]),
+        holes_per_request_max=float(holes["holes_per_request_max"]),
         hole_length_mean=misses / n_holes if n_holes else 0.0,
         evictions=int(counters["evictions"]), oversized_requests=int(counters["oversized_requests"]),
         oversized_blocks=int(counters["oversized_blocks"]),

@@ -12,7 +12,7 @@ from .engine import (BAD_VICTIM, EVICTIONS, FAILED, MAX_SIZE, N_COUNTERS, OVERSI
                      new_engine_state, replay_range)
 from .onepass import percentile_from_hist
 from .policies import PolicyContext, get_policy
-from .result import Hits, Mode, Result, make_result
+from .result import Hits, Mode, Result, make_result, sampled
 from .trace import Trace
 
 MODES = tuple(m.value for m in Mode)
@@ -27,9 +27,20 @@ def _enum(kind, name: str, value):
         return kind(value)
     except ValueError:
         raise ValueError(f"unknown {name} {value!r}; valid: {', '.join(k.value for k in kind)}") from None
+_NO_DEPTH = np.zeros(0, np.int32)
+
+
+def _depth_arg(trace: Trace) -> np.ndarray:
+    """The engine's depth argument: empty (depth = position) unless the trace is a sample."""
+    return _NO_DEPTH if trace.depth is None else trace.depth
+
+
 def depth_totals(trace: Trace) -> np.ndarray:
     """int64[max_depth]: number of accesses at each depth (policy independent)."""
     cached = getattr(trace, "_depth_totals", None)
+    if cached is None and trace.depth is not None:  # a sample: its accesses' full-request depths
+        cached = np.bincount(trace.depth).astype(np.int64)
+        trace._depth_totals = cached
     if cached is None:
         # depth d occurs once in every request longer than d: a reverse cumulative count
         # of request lengths (O(requests), no per-access array at full scale)
@@ -110,6 +121,9 @@ def simulate(
     model=None,
     seed: int = 0,
     one_pass: bool = True,
+    sample_rate: float | None = None,
+    sample_seed: int = 0,
+    sample_by: str | None = None,
 ) -> list[Result]:
     """Replay `trace` under `policy` at each capacity (in blocks); one `Result` per
     capacity, in the order given.
@@ -120,6 +134,12 @@ def simulate(
     batched into replays is `replay_units`: a stack policy (LRU) gets its curve from one
     pass when `one_pass` (exact; see sim_core.onepass), and capacities at or above
     `saturation_capacity(trace)` never evict, so they share one replay.
+
+    `sample_rate` r < 1 runs a miniature simulation (sim_core.sample): the hash-sampled
+    trace (by block, or by session: `sample_by`, default the policy's own) through caches
+    scaled by r. Capacities whose scaled size falls below the sampling floor
+    (`sim_core.sample.split_capacities`) are replayed exactly; each Result says which
+    (`sample_rate`). Prefix hits are undefined on a sample and refused.
     """
     mode = _enum(Mode, "mode", mode)
     hits = _enum(Hits, "hits", hits)
@@ -140,7 +160,39 @@ def simulate(
     cost_models = list(cost_models)
     if not cost_models:
         raise ValueError("no cost models given")
+    run = dict(spec=spec, mode=mode, hits=hits, cost_models=cost_models, model=model, params=params, seed=seed,
+               one_pass=one_pass)
+    rate = check_rate(sample_rate)
+    if rate == 1.0:
+        out = _exact(trace, caps, **run)
+        return [out[c] for c in caps]
+    if hits is Hits.PREFIX:
+        raise ValueError("hits=prefix is not defined on a sample (a request's first miss is among the "
+                         "blocks a sample drops); run it exactly (sample_rate=None)")
+    from .sample import sample_of, split_capacities
 
+    by = sample_by or getattr(spec, "sample_by", "block")
+    small = sample_of(trace, rate, sample_seed, by)
+    scaled, exact = split_capacities(small, caps, rate, mode)
+    out = _exact(trace, exact, **run) if exact else {}
+    if scaled:
+        got = _exact(small, sorted(set(scaled.values())), **run)
+        for c, sc in scaled.items():
+            out[c] = sampled(got[sc], rate, c, trace.n_accesses)
+    return [out[c] for c in caps]
+
+
+def check_rate(rate) -> float:
+    if rate is None:
+        return 1.0
+    if isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not 0 < float(rate) <= 1:
+        raise ValueError(f"sample_rate must be a number in (0, 1], got {rate!r}")
+    return float(rate)
+
+
+def _exact(trace: Trace, caps: Sequence[int], *, spec, mode: Mode, hits: Hits, cost_models, model, params,
+           seed: int, one_pass: bool) -> dict[int, Result]:
+    """capacity -> Result of replaying `trace` itself."""
     totals = depth_totals(trace)
     max_depth = len(totals)
     costs = {m: cost_per_depth(m, max_depth, trace.block_tokens, model) for m in cost_models}
@@ -163,7 +215,7 @@ def simulate(
                          for pm in passes}
             for c in unit.capacities:
                 raw[c] = per_model
-    return [_result(trace, cap, raw[cap], costs, totals, spec.cost_aware, passes[0]) for cap in caps]
+    return {cap: _result(trace, cap, raw[cap], costs, totals, spec.cost_aware, passes[0]) for cap in set(caps)}
 
 
 def _result(trace: Trace, cap: int, per_model: dict, costs: dict, totals, cost_aware: bool, first: str) -> Result:
@@ -183,7 +235,7 @@ def _replay(spec, trace: Trace, cap: int, mode: Mode, hits: Hits, cost, params: 
     st = spec.make_state(ctx)
     es = new_engine_state(trace.n_unique, trace.n_requests, max_depth, cap)
     for r0, r1 in _segments(spec, trace.n_requests):
-        replay_range(trace.req_offsets, trace.blocks, np.int64(cap), mode is Mode.REQUEST,
+        replay_range(trace.req_offsets, trace.blocks, _depth_arg(trace), np.int64(cap), mode is Mode.REQUEST,
                      hits is Hits.PREFIX, st, es, r0, r1)
         if es.counters[FAILED]:
             raise RuntimeError(
@@ -197,7 +249,7 @@ def _replay(spec, trace: Trace, cap: int, mode: Mode, hits: Hits, cost, params: 
 def _one_pass(spec, trace: Trace, caps: list[int], mode: Mode, hits: Hits, max_depth: int) -> dict:
     """{capacity: (hit_by_depth, holes_hist, counters)} from one stack pass."""
     arr = np.asarray(caps, dtype=np.int64)
-    hist, holes_hist, resident = spec.curve(trace.req_offsets, trace.blocks, trace.n_unique, arr,
+    hist, holes_hist, resident = spec.curve(trace.req_offsets, trace.blocks, _depth_arg(trace), trace.n_unique, arr,
                                   mode is Mode.REQUEST, hits is Hits.PREFIX, max_depth)
     cum = np.cumsum(hist, axis=0)
     cum_resident = np.cumsum(resident)

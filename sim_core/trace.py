@@ -32,6 +32,9 @@ class Trace:
         name, source: trace name and whether it is `real` or `synthetic`.
         dropped_requests: requests removed at load (over the context window).
         meta: free-form provenance (loader, path, generator parameters, ...).
+        depth: int32[N] or None. A sample of a trace (sim_core.sample) keeps only some
+            blocks of each request; `depth` then holds each access's depth in the full
+            request, which is what its compute cost depends on. None: depth = position.
     """
 
     req_offsets: np.ndarray
@@ -45,6 +48,7 @@ class Trace:
     source: str = "real"
     dropped_requests: int = 0
     meta: dict = field(default_factory=dict)
+    depth: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.req_offsets = np.ascontiguousarray(self.req_offsets, dtype=np.int64)
@@ -53,6 +57,8 @@ class Trace:
         self.session = np.ascontiguousarray(self.session, dtype=np.int64)
         self.input_tokens = np.ascontiguousarray(self.input_tokens, dtype=np.int64)
         self.output_tokens = np.ascontiguousarray(self.output_tokens, dtype=np.int64)
+        if self.depth is not None:
+            self.depth = np.ascontiguousarray(self.depth, dtype=np.int32)
         self.validate()
 
     # ------------------------------------------------------------------ shape
@@ -77,7 +83,10 @@ class Trace:
         return int(self.request_lengths.max()) if self.n_requests else 0
 
     def depths(self) -> np.ndarray:
-        """int32[N]: position of each access inside its request (0 = first block)."""
+        """int32[N]: depth of each access in its request (0 = first block): its position,
+        or for a sample the depth it had in the full request."""
+        if self.depth is not None:
+            return self.depth
         lengths = self.request_lengths
         starts = np.repeat(self.req_offsets[:-1], lengths)
         return (np.arange(self.n_accesses, dtype=np.int64) - starts).astype(np.int32)
@@ -104,6 +113,8 @@ class Trace:
             raise ValueError(f"source must be one of {SOURCES}, got {self.source!r}")
         if self.block_tokens <= 0:
             raise ValueError("block_tokens must be positive")
+        if self.depth is not None and len(self.depth) != len(self.blocks):
+            raise ValueError(f"depth has {len(self.depth)} entries, expected {len(self.blocks)}")
 
     # ------------------------------------------------------------ construction
     @classmethod

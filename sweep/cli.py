@@ -78,7 +78,6 @@ def run(cfg) -> int:
             log.info("%s", line)
         if not study.todo(st) and all(c.status == "REUSED" for c in st.curves):
             print("\n" + study.summary_text(st) + "\n")  # everything is in the store already
-            log.info("every curve is FINISHED in experiment %r; nothing was run or recorded", st.experiment)
             return 0
         study.start_runs(st)
         if study.todo(st):

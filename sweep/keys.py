@@ -31,18 +31,26 @@ class CurveIdentity:
     cost_model: str
     model: tuple  # sorted ModelConfig fields
     simulator: str  # sim_core.digest.source_digest
+    sample: tuple = ()  # (rate, seed, by) of a sampled replay; () when exact
 
     @classmethod
     def make(cls, *, trace: str, policy: str, params: Mapping, mode, hits, seed: int, cost_model: str,
-             model, simulator: str) -> "CurveIdentity":
+             model, simulator: str, sample: tuple = ()) -> "CurveIdentity":
         return cls(trace=trace, policy=policy, params=tuple(sorted(dict(params).items())),
                    mode=str(mode), hits=str(hits), seed=int(seed), cost_model=cost_model,
-                   model=tuple(sorted(dataclasses.asdict(model).items())), simulator=simulator)
+                   model=tuple(sorted(dataclasses.asdict(model).items())), simulator=simulator,
+                   sample=tuple(sample))
+
+    def _fields(self) -> dict:
+        d = dataclasses.asdict(self)
+        if not d["sample"]:  # exact replays keep the keys they had before sampling existed
+            del d["sample"]
+        return d
 
     @property
     def base_key(self) -> str:
         """Everything but the capacity: the curves that can share points."""
-        return _digest(dataclasses.asdict(self))
+        return _digest(self._fields())
 
     def point_key(self, capacity_blocks: int) -> str:
         return _digest([self.base_key, int(capacity_blocks)])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 log = logging.getLogger("sweep")
 
@@ -108,13 +108,16 @@ def make_plan(policies: Sequence, cost_models: Sequence[str], capacities: Sequen
               accesses: int, workers: int, *, shards_per_worker: int = 3,
               max_capacities_per_job: int | None = None, max_request_blocks: int = 0,
               saturation_blocks: int | None = None,
-              todo: Mapping[tuple[str, tuple[str, ...]], Sequence[int]] | None = None) -> list[Job]:
+              todo: Mapping[tuple[str, tuple[str, ...]], Sequence[int]] | None = None,
+              replay_scale: Callable[[int], float] | None = None) -> list[Job]:
     """Jobs ordered largest first. `policies` are spec.PolicyChoice (name, params, weight,
     cost_aware, one_pass); `accesses` is the trace's block-access count. Capacities are
     batched into replays by sim_core.replay_units (the simulator's own rules): one-pass
     curves from `max_request_blocks` up (0 in block mode), and every capacity at or above
     `saturation_blocks` in one replay. `todo[(policy, cost-model group)]` limits a curve
-    to those capacity indices (resume); a group with nothing to do gets no job."""
+    to those capacity indices (resume); a group with nothing to do gets no job.
+    `replay_scale(blocks)` is the cost of replaying at that capacity relative to the
+    whole trace (sampled replay: the rate, 1 where a capacity runs exactly)."""
     from sim_core import replay_units
 
     if not policies or not cost_models or not capacities:
@@ -132,8 +135,11 @@ def make_plan(policies: Sequence, cost_models: Sequence[str], capacities: Sequen
     if not groups:
         return []
 
+    def scale(u) -> float:
+        return max(replay_scale(b) for b in u.capacities) if replay_scale else 1.0
+
     def cost(p, units) -> float:
-        return float(p.weight) * accesses * sum(u.cost for u in units)
+        return float(p.weight) * accesses * sum(u.cost * scale(u) for u in units)
 
     per_job = sum(cost(p, us) for p, _, us in groups) / max(1, int(workers) * max(1, int(shards_per_worker)))
     raw = []
@@ -147,11 +153,11 @@ def make_plan(policies: Sequence, cost_models: Sequence[str], capacities: Sequen
             k = min(k, len(units))
         for s, shard in enumerate(_split(units, k)):
             idx = tuple(sorted(index[b] for u in shard for b in u.capacities))
-            raw.append((p, g, s, k, idx, cost(p, shard), len(shard)))
+            raw.append((p, g, s, k, idx, cost(p, shard), sum(scale(u) for u in shard)))
     raw.sort(key=lambda r: (-r[5], r[0].name, r[1], r[2]))
     return [Job(id=i, policy=p.name, params=tuple(sorted(p.params.items())), cost_models=g,
                 cap_indices=idx, capacities=tuple(capacities[j].blocks for j in idx),
-                est_cost=est, shard=s, n_shards=k, accesses=accesses * n_replays)
+                est_cost=est, shard=s, n_shards=k, accesses=round(accesses * n_replays))
             for i, (p, g, s, k, idx, est, n_replays) in enumerate(raw)]
 
 

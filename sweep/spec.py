@@ -36,9 +36,11 @@ class SweepSpec:
     capacity_sizes: list  # as given: '24GiB' strings or block counts
     capacity_name: str
     model: Any  # sim_core.models.ModelConfig
-    mode: str
-    hits: str
+    mode: Any  # sim_core.Mode
+    hits: Any  # sim_core.Hits
     seed: int
+    sample_rate: float | None = None  # None: exact replay
+    sample_seed: int = 0
     notes: list[str] = field(default_factory=list)
 
 
@@ -220,6 +222,7 @@ def capacity_sizes(cfg: DictConfig) -> list:
 
 
 def resolve(cfg: DictConfig, policy_choice: str = "all") -> SweepSpec:
+    from sim_core import Hits, Mode
     from sim_core.simulate import HITS, MODES
 
     check_sweep(cfg.sweep)
@@ -230,6 +233,14 @@ def resolve(cfg: DictConfig, policy_choice: str = "all") -> SweepSpec:
         raise ConfigError(f"unknown sim.mode {mode!r}; valid: {', '.join(MODES)}")
     if hits not in HITS:
         raise ConfigError(f"unknown sim.hits {hits!r}; valid: {', '.join(HITS)}")
+    rate = check_number(cfg.sim.get("sample_rate"), "sim.sample_rate", allow_none=True,
+                        none_means="exact replay")
+    if rate is not None and rate > 1:
+        raise ConfigError(f"sim.sample_rate must be in (0, 1] or null (exact replay), got {rate}")
+    if rate is not None and hits == "prefix" and rate < 1:
+        raise ConfigError("sim.hits=prefix is not defined on a sample (a request's first miss may be a block "
+                          "the sample drops): use sim.hits=block or sim.sample_rate=null")
+    sample_seed = check_int(cfg.sim.get("sample_seed", 0), "sim.sample_seed", 0, SEED_MAX)
     model = resolve_model(cfg)
     policies, notes = resolve_policies(cfg, cfg.sweep.get("exclude_slow", False),
                                        selected_all=str(policy_choice) == "all")
@@ -237,4 +248,5 @@ def resolve(cfg: DictConfig, policy_choice: str = "all") -> SweepSpec:
     sizes = capacity_sizes(cfg)
     return SweepSpec(policies=policies, cost_models=costs, capacity_sizes=sizes,
                      capacity_name=str(cfg.capacity.get("name", "custom")), model=model,
-                     mode=mode, hits=hits, seed=seed, notes=notes)
+                     mode=Mode(mode), hits=Hits(hits), seed=seed,
+                     sample_rate=None if rate is None or rate == 1 else rate, sample_seed=sample_seed, notes=notes)

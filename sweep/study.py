@@ -107,11 +107,19 @@ def _curves(st: Study) -> list:
     from .keys import CurveIdentity
     from .tracking import Curve
 
+    from sim_core import get_policy
+
     sp, tdig, sdig = st.spec, trace_digest(st.trace), source_digest()
     blocks = tuple(c.blocks for c in st.caps)
+
+    def sample(p) -> tuple:
+        if sp.sample_rate is None:
+            return ()
+        return (sp.sample_rate, sp.sample_seed, get_policy(p.name).sample_by)
+
     return [Curve(p.name, m, CurveIdentity.make(trace=tdig, policy=p.name, params=p.params, mode=sp.mode,
                                                 hits=sp.hits, seed=sp.seed, cost_model=m, model=sp.model,
-                                                simulator=sdig), blocks)
+                                                simulator=sdig, sample=sample(p)), blocks)
             for p in sp.policies for m in sp.cost_models]
 
 
@@ -119,10 +127,27 @@ def _plan_kw(st: Study) -> dict:
     from sim_core import Mode, saturation_capacity
 
     sw = st.cfg.sweep
-    return dict(shards_per_worker=int(sw.get("shards_per_worker") or 3),
-                max_capacities_per_job=sw.get("max_capacities_per_job"),
-                max_request_blocks=st.trace.max_request_blocks if st.spec.mode == Mode.REQUEST else 0,
-                saturation_blocks=saturation_capacity(st.trace))
+    kw = dict(shards_per_worker=int(sw.get("shards_per_worker") or 3),
+              max_capacities_per_job=sw.get("max_capacities_per_job"),
+              max_request_blocks=st.trace.max_request_blocks if st.spec.mode == Mode.REQUEST else 0,
+              saturation_blocks=saturation_capacity(st.trace))
+    if st.spec.sample_rate is not None:
+        kw["replay_scale"] = _sampled_scale(st)
+    return kw
+
+
+def _sampled_scale(st: Study):
+    """Relative cost of a capacity under sampling: the rate, or 1 where it runs exact
+    (below the sampling floor, as sim_core.sample.split_capacities decides)."""
+    from sim_core.sample import sample_of, split_capacities
+
+    rate, sp = st.spec.sample_rate, st.spec
+    small = sample_of(st.trace, rate, sp.sample_seed, "block")
+    scaled, exact = split_capacities(small, [c.blocks for c in st.caps], rate, sp.mode)
+    if exact:
+        log.info("sampling at r=%g: %d of %d capacities are below the sampling floor (%s) and run exactly",
+                 rate, len(exact), len(st.caps), ", ".join(str(c) for c in exact[:8]) + (" ..." if len(exact) > 8 else ""))
+    return lambda blocks: rate if blocks in scaled else 1.0
 
 
 def resolve_known(st: Study) -> None:
@@ -228,7 +253,8 @@ def start_runs(st: Study) -> None:
                                   "model": st.spec.model.name, "block_tokens": st.trace.block_tokens,
                                   "cost_aware": p.cost_aware, "offline": p.offline,
                                   **{f"params.{k}": v for k, v in p.params.items()}},
-                              {"trace_source": st.trace.source})
+                              {"trace_source": st.trace.source,
+                               "sampled": "false" if st.spec.sample_rate is None else f"r={st.spec.sample_rate:g}"})
     st.delivery = Delivery(st.tracker, st.journal, st.uri)
     for c in st.curves:  # known results the run lacks (journal, another capacity list)
         missing = {i: r for i, r in c.rows.items() if i not in c.stored}
@@ -242,6 +268,7 @@ def _parent_record(st: Study) -> tuple[dict, dict, dict, dict]:
     summary, summary_text = traces.summarize(st.trace)
     sha, dirty = _git_commit(REPO)
     tags = {"trace_source": st.trace.source, "trace": st.trace.name, "mlflow.source.name": "python -m sweep",
+            "sampled": "false" if st.spec.sample_rate is None else f"r={st.spec.sample_rate:g}",
             "overrides": " ".join(st.overrides) or "(defaults)",
             **{f"version.{k}": v for k, v in _versions().items()}}
     if sha:
@@ -271,6 +298,8 @@ def run_jobs(st: Study, cluster) -> None:
 
     sp = st.spec
     sim_kwargs = {"mode": sp.mode, "hits": sp.hits, "model": sp.model, "seed": sp.seed}
+    if sp.sample_rate is not None:
+        sim_kwargs.update(sample_rate=sp.sample_rate, sample_seed=sp.sample_seed)
     pool = cluster.pool_for(traces.to_payload(st.trace), sim_kwargs, len(st.jobs))
     log.info("%d policies x %d cost models x %d capacities -> %d jobs on %d actor(s)",
              len(sp.policies), len(sp.cost_models), len(st.caps), len(st.jobs), len(pool.actors) or
@@ -331,7 +360,7 @@ def summary_text(st: Study) -> str:
 
     return summary_table(curves_by_model(st.caps, st.curves), st.caps,
                          int(st.cfg.sweep.get("summary_points") or 4),
-                         [p.name for p in st.spec.policies], st.spec.cost_models)
+                         [p.name for p in st.spec.policies], st.spec.cost_models, st.spec.sample_rate)
 
 
 # ---------------------------------------------------------------------- helpers

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from sim_core import Result, metric_fields
+from sim_core.result import optional_fields
 
 from .keys import CurveIdentity
 from .plan import Capacity
@@ -283,7 +284,8 @@ class Tracker:
         out = {}
         for step in hist["capacity_blocks"]:
             try:
-                d = {k: hist[k][step] for k in hist}
+                d = {k: hist[k].get(step, float("nan")) if k in optional_fields() else hist[k][step]
+                     for k in hist}
             except KeyError:  # a batch cut short: this step is incomplete
                 continue
             d["compute_savings"] = {cm: d["compute_savings"]}
@@ -368,7 +370,8 @@ class Tracker:
             row = res.row(c.cost_model)
             ms.append(Metric("capacity_gib", cap.gib, now, idx))
             for k in ("capacity_blocks", "accesses") + metric_fields():
-                ms.append(Metric(k, float(row[k]), now, idx))
+                if row[k] == row[k]:  # NaN = unavailable on a sample: not logged
+                    ms.append(Metric(k, float(row[k]), now, idx))
         for chunk in _chunks(ms, 1000):
             self.client.log_batch(c.run_id, metrics=chunk)
         c.stored.update(points)

@@ -131,7 +131,7 @@ def engine_run(trace, cap, mode, cost_model, hits="block", **params):
                         params={**spec.defaults, **params})
     st = spec.make_state(ctx)
     es = new_engine_state(trace.n_unique, trace.n_requests, len(totals), cap)
-    replay_range(trace.req_offsets, trace.blocks, np.int64(cap), mode == "request",
+    replay_range(trace.req_offsets, trace.blocks, np.zeros(0, np.int32), np.int64(cap), mode == "request",
                  hits == "prefix", st, es, 0, trace.n_requests)
     assert not es.counters[FAILED], "invalid victim"
     return es.hit_by_depth.copy(), int(es.counters[EVICTIONS]), costs

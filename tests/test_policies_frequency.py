@@ -34,7 +34,7 @@ def replay_state(trace, policy, cap, mode="block", seed=0, **params):
                         params={**spec.defaults, **params}, seed=seed)
     st = spec.make_state(ctx)
     es = new_engine_state(trace.n_unique, trace.n_requests, len(depth_totals(trace)), cap)
-    replay_range(trace.req_offsets, trace.blocks, np.int64(cap), mode == "request", False, st, es,
+    replay_range(trace.req_offsets, trace.blocks, np.zeros(0, np.int32), np.int64(cap), mode == "request", False, st, es,
                  0, trace.n_requests)
     return st, int(es.hit_by_depth.sum())
 

@@ -62,7 +62,7 @@ def _replay_with_state(trace, policy, cap, mode="block", **params):
     step = spec.train_every
     for r0 in range(0, trace.n_requests, step):
         r1 = min(r0 + step, trace.n_requests)
-        replay_range(trace.req_offsets, trace.blocks, np.int64(cap), mode == "request", False,
+        replay_range(trace.req_offsets, trace.blocks, np.zeros(0, np.int32), np.int64(cap), mode == "request", False,
                      st, es, r0, r1)
         assert not es.counters[FAILED]
         before = mod.forest_of(st).mf.copy()

@@ -35,7 +35,7 @@ def replay(trace, policy, cap, mode="block", **params):
                         params={**spec.defaults, **params})
     st = spec.make_state(ctx)
     es = new_engine_state(trace.n_unique, trace.n_requests, depth, cap)
-    replay_range(trace.req_offsets, trace.blocks, np.int64(cap), mode == "request", False, st, es,
+    replay_range(trace.req_offsets, trace.blocks, np.zeros(0, np.int32), np.int64(cap), mode == "request", False, st, es,
                  0, trace.n_requests)
     assert not es.counters[FAILED]
     return st, int(es.hit_by_depth.sum())

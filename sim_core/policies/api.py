@@ -102,6 +102,8 @@ class PolicySpec:
     cost_aware: bool = False  # savings differ per cost model: one pass per model
     offline: bool = False  # looks at the future (oracle)
     family: str = "recency"
+    # sampled replay (sim_core.sample) keys the sample by "block" or whole "session"
+    sample_by: str = "block"
     # learned policies: replay pauses every `train_every` requests and calls
     # train(state, ctx, next_request) in Python, which may rewrite the state's arrays
     train_every: int = 0

@@ -1,0 +1,101 @@
+"""Spatially hashed samples of a trace, for miniature simulation.
+
+Miniature simulation (Waldspurger et al., ATC'17) replays a hash-sampled subset of the
+keys through a cache scaled down by the same rate; SHARDS (FAST'15) showed that hashing
+keys, not sampling accesses, keeps every reuse of a kept key, so reuse distances scale
+with the rate. Here a key is a block (`by="block"`), or a whole session
+(`by="session"`) for policies whose decisions span a session's blocks.
+
+What a sample keeps:
+  - the kept blocks of each request, in order (the residency constraint then applies to
+    a request's sampled blocks); requests with no kept block are dropped;
+  - each access's depth in the full request (`Trace.depth`), so a kept block is charged
+    the compute cost of its true depth;
+  - dense block ids 0..U'-1 (per-block state shrinks with the rate).
+The hash of a block is its dense id mixed with the seed (splitmix64), so a sample is a
+deterministic function of (trace, rate, seed, by).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .trace import Trace, remap_dense
+
+SAMPLE_BY = ("block", "session")
+
+_U = np.uint64
+
+
+def _mix(x: np.ndarray, seed: int) -> np.ndarray:
+    """splitmix64 of x (uint64), keyed by seed: a well-spread 64-bit hash."""
+    with np.errstate(over="ignore"):
+        z = x.astype(np.uint64) + _U(0x9E3779B97F4A7C15) * _U(int(seed) + 1)
+        z = (z ^ (z >> _U(30))) * _U(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> _U(27))) * _U(0x94D049BB133111EB)
+        return z ^ (z >> _U(31))
+
+
+def keep_mask(keys: np.ndarray, rate: float, seed: int) -> np.ndarray:
+    """bool mask of the keys whose hash falls below `rate` (a fraction of the hash space)."""
+    u = (_mix(keys, seed) >> _U(11)).astype(np.float64) * (1.0 / (1 << 53))
+    return u < rate
+
+
+def sample(trace: Trace, rate: float, seed: int = 0, by: str = "block") -> Trace:
+    """The sample of `trace` at `rate` (0 < rate <= 1); rate 1 returns the trace itself."""
+    if not 0 < rate <= 1:
+        raise ValueError(f"sample rate must be in (0, 1], got {rate}")
+    if by not in SAMPLE_BY:
+        raise ValueError(f"unknown sampling {by!r}; valid: {', '.join(SAMPLE_BY)}")
+    if rate == 1:
+        return trace
+    lengths = trace.request_lengths
+    if by == "block":
+        keep = keep_mask(trace.blocks.astype(np.int64), rate, seed)
+    else:
+        # requests without a session are their own unit (key: -1 - request index)
+        sess = np.where(trace.session >= 0, trace.session, -1 - np.arange(trace.n_requests))
+        keep = np.repeat(keep_mask(sess.astype(np.int64) + (1 << 62), rate, seed), lengths)
+    per_req = np.add.reduceat(keep.astype(np.int64), trace.req_offsets[:-1]) if len(keep) else np.zeros(0, np.int64)
+    per_req = np.where(lengths > 0, per_req, 0)  # reduceat repeats a value at empty requests
+    kept_req = per_req > 0
+    offsets = np.concatenate([[0], np.cumsum(per_req[kept_req])]).astype(np.int64)
+    blocks, _ = remap_dense(trace.blocks[keep])
+    meta = dict(trace.meta, sample_rate=rate, sample_seed=int(seed), sample_by=by,
+                sampled_from_accesses=trace.n_accesses)
+    return Trace(offsets, blocks, trace.arrival_s[kept_req], trace.session[kept_req],
+                 trace.input_tokens[kept_req], trace.output_tokens[kept_req], block_tokens=trace.block_tokens,
+                 name=trace.name, source=trace.source, dropped_requests=trace.dropped_requests, meta=meta,
+                 depth=trace.depths()[keep])
+
+
+# A scaled cache below this many blocks is too coarse to stand for the full one: such a
+# capacity is replayed exactly (see the error table in the README for how it was chosen).
+MIN_SAMPLED_BLOCKS = 256
+
+
+def sample_of(trace: Trace, rate: float, seed: int = 0, by: str = "block") -> Trace:
+    """`sample(...)`, cached on the trace (a sweep's actor replays many jobs on one)."""
+    cache = trace.__dict__.setdefault("_samples", {})
+    key = (float(rate), int(seed), by)
+    if key not in cache:
+        cache[key] = sample(trace, rate, seed, by)
+    return cache[key]
+
+
+def split_capacities(small: Trace, capacities, rate: float, mode) -> tuple[dict[int, int], list[int]]:
+    """({capacity: scaled capacity} to replay on the sample, [capacities to replay
+    exactly]). A capacity is replayed exactly when its scaled size is below
+    MIN_SAMPLED_BLOCKS, or (request mode) below the sample's largest request: the
+    residency constraint would then make every such request oversized."""
+    from .result import Mode
+
+    floor = max(MIN_SAMPLED_BLOCKS, small.max_request_blocks if Mode(mode) is Mode.REQUEST else 1)
+    scaled, exact = {}, []
+    for c in dict.fromkeys(int(c) for c in capacities):
+        sc = max(1, round(c * rate))
+        if sc >= floor:
+            scaled[c] = sc
+        else:
+            exact.append(c)
+    return scaled, exact

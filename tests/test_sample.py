@@ -1,0 +1,108 @@
+"""Sampled replay (miniature simulation): what a sample keeps, and how simulate uses it."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from sim_core import Trace, simulate
+from sim_core.sample import MIN_SAMPLED_BLOCKS, keep_mask, sample, split_capacities
+from tests.helpers import session_trace
+
+
+@pytest.fixture(scope="module")
+def big():
+    # ~100 sessions x up to 12 turns of prefix-chained requests, a few thousand blocks
+    return session_trace(n_sessions=400, seed=5)
+
+
+def test_rate_one_is_the_exact_replay(big):
+    caps = [50, 300, 2000]
+    for policy in ("lru", "fifo", "s3fifo", "belady", "random_compute"):
+        exact = simulate(big, policy, caps, cost_models=["uniform", "linear"])
+        assert simulate(big, policy, caps, cost_models=["uniform", "linear"], sample_rate=1.0) == exact
+
+
+def test_a_sample_keeps_every_access_of_a_kept_block_in_order_with_its_true_depth(big):
+    s = sample(big, 0.3, seed=1)
+    keep = keep_mask(big.blocks.astype(np.int64), 0.3, 1)
+    kept_ids = np.unique(big.blocks[keep])
+    # every access of a kept block survives (hashing keys, not accesses)
+    assert int(np.isin(big.blocks, kept_ids).sum()) == s.n_accesses == int(keep.sum())
+    assert s.n_unique == len(kept_ids)
+    # request by request: the kept blocks in order, each with its depth in the full request
+    r_s = 0
+    depths = big.depths()
+    for r in range(big.n_requests):
+        lo, hi = big.req_offsets[r], big.req_offsets[r + 1]
+        k = keep[lo:hi]
+        if not k.any():
+            continue
+        got = s.blocks[s.req_offsets[r_s]:s.req_offsets[r_s + 1]]
+        assert len(got) == k.sum()
+        assert list(s.depth[s.req_offsets[r_s]:s.req_offsets[r_s + 1]]) == list(depths[lo:hi][k])
+        assert s.arrival_s[r_s] == big.arrival_s[r]
+        r_s += 1
+    assert r_s == s.n_requests
+    assert abs(len(kept_ids) / big.n_unique - 0.3) < 0.03
+
+
+def test_sampling_is_deterministic_for_a_seed(big):
+    a, b, c = sample(big, 0.2, seed=7), sample(big, 0.2, seed=7), sample(big, 0.2, seed=8)
+    assert np.array_equal(a.blocks, b.blocks) and np.array_equal(a.depth, b.depth)
+    assert not (a.n_accesses == c.n_accesses and np.array_equal(a.blocks, c.blocks))
+    r1 = simulate(big, "s3fifo", [3000, 6000], sample_rate=0.2, sample_seed=7)
+    r2 = simulate(big, "s3fifo", [3000, 6000], sample_rate=0.2, sample_seed=7)
+    key = [(x.hit_ratio, x.compute_savings, x.evictions, x.sample_rate) for x in r1]
+    assert key == [(x.hit_ratio, x.compute_savings, x.evictions, x.sample_rate) for x in r2]
+    assert all(x.sample_rate == 0.2 for x in r1)
+
+
+def test_session_sampling_keeps_whole_sessions(big):
+    s = sample(big, 0.25, seed=3, by="session")
+    kept = set(s.session.tolist())
+    for r in range(big.n_requests):
+        if big.session[r] in kept:
+            assert big.session[r] >= 0
+    # a kept session keeps all its requests, whole
+    n_full = sum(int(big.req_offsets[r + 1] - big.req_offsets[r]) for r in range(big.n_requests)
+                 if big.session[r] in kept)
+    assert s.n_accesses == n_full
+
+
+def test_capacities_below_the_floor_run_exactly_and_say_so(big):
+    small = sample(big, 0.1, seed=0)
+    floor = max(MIN_SAMPLED_BLOCKS, small.max_request_blocks)
+    lo = int(floor / 0.1) - 20  # scales to just below the floor
+    hi = int(floor / 0.1) + 20
+    scaled, exact = split_capacities(small, [lo, hi], 0.1, "request")
+    assert exact == [lo] and scaled == {hi: round(hi * 0.1)}
+    got = simulate(big, "lru", [lo, hi], sample_rate=0.1)
+    assert got[0].sample_rate == 1.0 and got[0] == simulate(big, "lru", lo)[0]
+    assert got[1].sample_rate == 0.1
+    assert all(math.isnan(getattr(got[1], k)) for k in ("holes_total", "holes_per_request_mean", "hole_length_mean"))
+    assert got[1].accesses == big.n_accesses and got[1].capacity_blocks == hi
+
+
+def test_prefix_hits_and_bad_rates_are_refused(big):
+    with pytest.raises(ValueError, match="prefix"):
+        simulate(big, "lru", 2000, hits="prefix", sample_rate=0.1)
+    for bad in (0, -0.1, 1.5, "0.1", True):
+        with pytest.raises(ValueError, match="sample_rate"):
+            simulate(big, "lru", 2000, sample_rate=bad)
+
+
+def test_a_sample_charges_the_true_depth():
+    # [0..7], its first half, [0..7] again, in an unbounded cache: the kept blocks' costs
+    # must be their depths in the full requests, not their positions in the sample
+    t = Trace.from_requests([list(range(8)), list(range(4)), list(range(8))])
+    s = sample(t, 0.5, seed=11)
+    kept = np.arange(8)[keep_mask(np.arange(8, dtype=np.int64), 0.5, 11)]
+    assert 1 < len(kept) < 8 and kept.min() > 0  # a sample whose positions differ from depths
+    assert list(s.depth[: len(kept)]) == list(kept)
+    w = kept + 1.0  # linear cost of depth k
+    half = w[kept < 4]
+    want = (half.sum() + w.sum()) / (2 * w.sum() + half.sum())
+    rec = simulate(s, "lru", 100, cost_models=["linear"])[0]
+    assert rec.compute_savings["linear"] == pytest.approx(want)
