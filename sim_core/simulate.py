@@ -137,9 +137,9 @@ def simulate(
 
     `sample_rate` r < 1 runs a miniature simulation (sim_core.sample): the hash-sampled
     trace (by block, or by session: `sample_by`, default the policy's own) through caches
-    scaled by r. Capacities whose scaled size falls below the sampling floor
-    (`sim_core.sample.split_capacities`) are replayed exactly; each Result says which
-    (`sample_rate`). Prefix hits are undefined on a sample and refused.
+    scaled by r. A capacity whose scaled cache would fall below the sampling floor is
+    sampled at a higher rate (`sim_core.sample.capacity_rates`); each Result says at
+    which (`sample_rate`, 1 = exact). Prefix hits are undefined on a sample and refused.
     """
     mode = _enum(Mode, "mode", mode)
     hits = _enum(Hits, "hits", hits)
@@ -169,16 +169,20 @@ def simulate(
     if hits is Hits.PREFIX:
         raise ValueError("hits=prefix is not defined on a sample (a request's first miss is among the "
                          "blocks a sample drops); run it exactly (sample_rate=None)")
-    from .sample import sample_of, split_capacities
+    from .sample import capacity_rates, sample_of
 
-    by = sample_by or getattr(spec, "sample_by", "block")
-    small = sample_of(trace, rate, sample_seed, by)
-    scaled, exact = split_capacities(small, caps, rate, mode)
-    out = _exact(trace, exact, **run) if exact else {}
-    if scaled:
-        got = _exact(small, sorted(set(scaled.values())), **run)
-        for c, sc in scaled.items():
-            out[c] = sampled(got[sc], rate, c, trace.n_accesses)
+    by = sample_by or spec.sample_by
+    rates = capacity_rates(trace, caps, rate, sample_seed, by, mode)
+    out: dict[int, Result] = {}
+    for r in sorted(set(rates.values())):
+        group = [c for c in caps if rates[c] == r]
+        if r == 1.0:
+            out.update(_exact(trace, group, **run))
+            continue
+        scaled = {c: max(1, round(c * r)) for c in group}
+        got = _exact(sample_of(trace, r, sample_seed, by), sorted(set(scaled.values())), **run)
+        for c in group:
+            out[c] = sampled(got[scaled[c]], r, c, trace.n_accesses)
     return [out[c] for c in caps]
 
 

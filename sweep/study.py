@@ -137,17 +137,24 @@ def _plan_kw(st: Study) -> dict:
 
 
 def _sampled_scale(st: Study):
-    """Relative cost of a capacity under sampling: the rate, or 1 where it runs exact
-    (below the sampling floor, as sim_core.sample.split_capacities decides)."""
-    from sim_core.sample import sample_of, split_capacities
+    """Relative cost of a capacity under sampling: the rate it runs at (raised where the
+    scaled cache would be below the sampling floor; sim_core.sample.capacity_rates)."""
+    from sim_core import get_policy
+    from sim_core.sample import capacity_rates
 
-    rate, sp = st.spec.sample_rate, st.spec
-    small = sample_of(st.trace, rate, sp.sample_seed, "block")
-    scaled, exact = split_capacities(small, [c.blocks for c in st.caps], rate, sp.mode)
-    if exact:
-        log.info("sampling at r=%g: %d of %d capacities are below the sampling floor (%s) and run exactly",
-                 rate, len(exact), len(st.caps), ", ".join(str(c) for c in exact[:8]) + (" ..." if len(exact) > 8 else ""))
-    return lambda blocks: rate if blocks in scaled else 1.0
+    sp = st.spec
+    by = {get_policy(p.name).sample_by for p in sp.policies}
+    rates: dict[int, float] = {}
+    for b in sorted(by):
+        for c, r in capacity_rates(st.trace, [c.blocks for c in st.caps], sp.sample_rate, sp.sample_seed, b,
+                                   sp.mode).items():
+            rates[c] = max(rates.get(c, 0.0), r)
+    raised = sorted(c for c, r in rates.items() if r > sp.sample_rate)
+    if raised:
+        log.info("sampling at r=%g: %d of %d capacities would hold too few sampled blocks and run at a higher "
+                 "rate (%s)", sp.sample_rate, len(raised), len(st.caps),
+                 ", ".join(f"{c} blocks: r={rates[c]:g}" for c in raised[:6]) + (" ..." if len(raised) > 6 else ""))
+    return lambda blocks: rates.get(blocks, 1.0)
 
 
 def resolve_known(st: Study) -> None:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from sim_core import Trace, simulate
-from sim_core.sample import MIN_SAMPLED_BLOCKS, keep_mask, sample, split_capacities
+from sim_core.sample import MIN_SAMPLED_BLOCKS, capacity_rates, keep_mask, sample, sample_of
 from tests.helpers import session_trace
 
 
@@ -71,18 +71,22 @@ def test_session_sampling_keeps_whole_sessions(big):
     assert s.n_accesses == n_full
 
 
-def test_capacities_below_the_floor_run_exactly_and_say_so(big):
-    small = sample(big, 0.1, seed=0)
-    floor = max(MIN_SAMPLED_BLOCKS, small.max_request_blocks)
-    lo = int(floor / 0.1) - 20  # scales to just below the floor
-    hi = int(floor / 0.1) + 20
-    scaled, exact = split_capacities(small, [lo, hi], 0.1, "request")
-    assert exact == [lo] and scaled == {hi: round(hi * 0.1)}
-    got = simulate(big, "lru", [lo, hi], sample_rate=0.1)
-    assert got[0].sample_rate == 1.0 and got[0] == simulate(big, "lru", lo)[0]
-    assert got[1].sample_rate == 0.1
-    assert all(math.isnan(getattr(got[1], k)) for k in ("holes_total", "holes_per_request_mean", "hole_length_mean"))
-    assert got[1].accesses == big.n_accesses and got[1].capacity_blocks == hi
+def test_capacities_below_the_floor_are_sampled_at_a_higher_rate_and_say_so(big):
+    def floor(r):
+        return max(MIN_SAMPLED_BLOCKS, sample_of(big, r).max_request_blocks)
+
+    hi = int(floor(0.1) / 0.1) + 50  # scales to just above the floor at r = 0.1
+    lo = int(floor(0.1) / 0.1) - 50  # just below: needs r = 0.2
+    tiny = 3  # below the floor at every rate: replayed exactly
+    rates = capacity_rates(big, [tiny, lo, hi], 0.1, 0, "block", "request")
+    assert rates[hi] == 0.1 and rates[tiny] == 1.0
+    assert rates[lo] == 0.2 and round(lo * 0.2) >= floor(0.2)
+    got = simulate(big, "lru", [tiny, lo, hi], sample_rate=0.1)
+    assert [g.sample_rate for g in got] == [1.0, 0.2, 0.1]
+    assert got[0] == simulate(big, "lru", tiny)[0]
+    assert got[2].hit_ratio == simulate(sample_of(big, 0.1), "lru", round(hi * 0.1))[0].hit_ratio
+    assert all(math.isnan(getattr(got[2], k)) for k in ("holes_total", "holes_per_request_mean", "hole_length_mean"))
+    assert got[2].accesses == big.n_accesses and got[2].capacity_blocks == hi
 
 
 def test_prefix_hits_and_bad_rates_are_refused(big):

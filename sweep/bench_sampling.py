@@ -1,0 +1,156 @@
+"""Sampled replay against exact replay: error and speed-up per policy and rate.
+
+    python -m sweep.bench_sampling                      # 1/10-scale FreeInference-like trace
+    python -m sweep.bench_sampling --scale 0.02 --policies lru,s3fifo --rates 0.1,0.01
+
+For every policy of `policy=all` it replays the trace exactly at 12 capacities (the
+paper's four headline sizes and eight more spread over the 65) under every cost model,
+then as a miniature simulation at each rate, with the sampling floor off (every capacity
+sampled, so the error of small scaled caches shows) and reports, per policy and rate,
+the mean and maximum absolute error in points of the hit ratio and of each cost model's
+compute savings, and the speed-up (exact seconds / sampled seconds, same process).
+Results: bench_results/sampling.{csv,md,json}. Policies run in parallel worker processes
+(`--jobs`), each timing its own exact and sampled replays back to back.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+HEADLINE_GIB = (24, 48, 96, 1024)
+COSTS = ("uniform", "linear", "qwen3_coder_30b")
+
+
+def capacities(model, block_tokens: int) -> list[int]:
+    """The four headline sizes plus eight spread evenly over paper65's other sizes."""
+    from sim_core.capacity import log_spaced_bytes, to_blocks
+
+    paper = sorted({to_blocks(f"{b:.3f}B", model, block_tokens) for b in log_spaced_bytes("24GiB", "12TiB", 65)})
+    head = [to_blocks(f"{g}GiB", model, block_tokens) for g in HEADLINE_GIB]
+    rest = [c for c in paper if c not in head]
+    step = len(rest) / 8
+    spread = [rest[int(step * i + step / 2)] for i in range(8)]
+    return sorted(set(head + spread))
+
+
+def _trace(scale: float, seed: int):
+    from sim_core import synth
+
+    return synth.generate("freeinference", scale=scale, seed=seed)
+
+
+def measure(policy: str, scale: float, seed: int, rates: list[float], by: str | None) -> list[dict]:
+    """Rows (policy, rate, capacity, exact and sampled values, seconds) for one policy."""
+    from sim_core import QWEN3_CODER_30B, get_policy, simulate
+    from sim_core import sample as smp
+
+    smp.MIN_SAMPLED_BLOCKS = 1  # measure every capacity sampled: the floor is chosen from this
+    t = _trace(scale, seed)
+    caps = capacities(QWEN3_CODER_30B, t.block_tokens)
+    spec = get_policy(policy)
+    by = by or spec.sample_by
+    simulate(t.subset(200), policy, [64], cost_models=list(COSTS))  # compile outside the timings
+    t0 = time.perf_counter()
+    exact = simulate(t, policy, caps, cost_models=list(COSTS))
+    t_exact = time.perf_counter() - t0
+    rows = []
+    for r in rates:
+        smp.sample_of(t, r, 0, by)  # the sample is built once per trace: not part of a replay's time
+        t0 = time.perf_counter()
+        got = simulate(t, policy, caps, cost_models=list(COSTS), sample_rate=r, sample_by=by)
+        t_s = time.perf_counter() - t0
+        for e, g in zip(exact, got):
+            row = {"policy": policy, "sample_by": by, "rate": r, "capacity_blocks": e.capacity_blocks,
+                   "scaled_blocks": max(1, round(e.capacity_blocks * r)), "sampled": g.sample_rate < 1,
+                   "exact_s": t_exact, "sampled_s": t_s,
+                   "hit_ratio_exact": e.hit_ratio, "hit_ratio_sampled": g.hit_ratio}
+            for m in COSTS:
+                row[f"savings_{m}_exact"] = e.compute_savings[m]
+                row[f"savings_{m}_sampled"] = g.compute_savings[m]
+            rows.append(row)
+    return rows
+
+
+def summarize(rows: list[dict], floor: int = 0) -> list[dict]:
+    """Per (policy, sample_by, rate): MAE and max |error| in points over the capacities
+    whose scaled size is at least `floor` (the others would run exactly)."""
+    out = []
+    keys = sorted({(r["policy"], r["sample_by"], r["rate"]) for r in rows}, key=lambda k: (k[0], k[1], -k[2]))
+    for p, by, rate in keys:
+        rs = [r for r in rows if (r["policy"], r["sample_by"], r["rate"]) == (p, by, rate)]
+        kept = [r for r in rs if r["scaled_blocks"] >= floor]
+        s = {"policy": p, "sample_by": by, "rate": rate, "capacities": len(kept),
+             "speedup": rs[0]["exact_s"] / max(rs[0]["sampled_s"], 1e-9)}
+        for name, a, b in [("hit_ratio", "hit_ratio_exact", "hit_ratio_sampled")] + \
+                [(f"savings_{m}", f"savings_{m}_exact", f"savings_{m}_sampled") for m in COSTS]:
+            errs = [abs(r[a] - r[b]) * 100 for r in kept]
+            s[f"{name}_mae"] = sum(errs) / len(errs) if errs else math.nan
+            s[f"{name}_max"] = max(errs) if errs else math.nan
+        out.append(s)
+    return out
+
+
+def markdown(summary: list[dict], target_mae: float = 0.5, target_max: float = 1.5) -> str:
+    lines = ["| policy | by | r | caps | hit ratio MAE / max | savings uniform | savings linear | savings qwen3 "
+             "| speed-up | r=0.01 target |", "|---|---|---:|---:|---|---|---|---|---:|---|"]
+    for s in summary:
+        cells = [f"{s[f'{k}_mae']:.2f} / {s[f'{k}_max']:.2f}" for k in
+                 ("hit_ratio", "savings_uniform", "savings_linear", "savings_qwen3_coder_30b")]
+        worst_mae = max(s[f"{k}_mae"] for k in ("hit_ratio", "savings_uniform", "savings_linear",
+                                                  "savings_qwen3_coder_30b"))
+        worst_max = max(s[f"{k}_max"] for k in ("hit_ratio", "savings_uniform", "savings_linear",
+                                                  "savings_qwen3_coder_30b"))
+        ok = "" if s["rate"] != 0.01 else ("ok" if worst_mae <= target_mae and worst_max <= target_max else "MISSED")
+        lines.append(f"| {s['policy']} | {s['sample_by']} | {s['rate']:g} | {s['capacities']} | "
+                     + " | ".join(cells) + f" | {s['speedup']:.1f}x | {ok} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m sweep.bench_sampling", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--scale", type=float, default=0.1)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rates", default="0.1,0.01,0.001")
+    ap.add_argument("--policies", default="all", help="comma list, or all (policy=all's set)")
+    ap.add_argument("--by", default=None, choices=[None, "block", "session"], help="override each policy's own")
+    ap.add_argument("--floor", type=int, default=None, help="summarise only scaled caches >= this many blocks "
+                                                             "(default: sim_core.sample.MIN_SAMPLED_BLOCKS)")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--out", default="bench_results")
+    args = ap.parse_args(argv)
+    from sim_core import REGISTRY
+    from sim_core.sample import MIN_SAMPLED_BLOCKS
+
+    pols = [p for p, s in REGISTRY.items() if not getattr(s, "slow", False) and p not in ("lrb", "threelcache")] \
+        if args.policies == "all" else args.policies.split(",")
+    rates = [float(x) for x in args.rates.split(",")]
+    rows: list[dict] = []
+    with ProcessPoolExecutor(max_workers=args.jobs) as ex:
+        for got in ex.map(measure, pols, [args.scale] * len(pols), [args.seed] * len(pols),
+                          [rates] * len(pols), [args.by] * len(pols)):
+            rows += got
+            print(f"{got[0]['policy']}: exact {got[0]['exact_s']:.1f}s", flush=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    tag = f"sampling_scale{args.scale:g}" + (f"_{args.by}" if args.by else "")
+    with open(out / f"{tag}.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    floor = MIN_SAMPLED_BLOCKS if args.floor is None else args.floor
+    summ = summarize(rows, floor)
+    (out / f"{tag}.json").write_text(json.dumps({"rows": rows, "summary": summ, "floor": floor}, indent=1))
+    md = markdown(summ)
+    (out / f"{tag}.md").write_text(md + "\n")
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
