@@ -81,6 +81,8 @@ def sample_of(trace: Trace, rate: float, seed: int = 0, by: str = "block") -> Tr
     cache = trace.__dict__.setdefault("_samples", {})
     key = (float(rate), int(seed), by)
     if key not in cache:
+        if not isinstance(trace, Trace):  # a SampleSet lacks this one: a planning mismatch
+            raise KeyError(f"no sample at rate {rate:g}, seed {seed}, by {by} in {trace.name!r}")
         cache[key] = sample(trace, rate, seed, by)
     return cache[key]
 
@@ -103,3 +105,24 @@ def capacity_rates(trace: Trace, capacities, rate: float, seed: int, by: str, mo
             r = min(1.0, r * 2)
         out[c] = r
     return out
+
+
+class SampleSet:
+    """The samples of a trace without the trace itself: what a sweep ships to its actors
+    when every capacity is sampled (26 MB instead of 2.6 GB at full scale, r = 0.01).
+    `simulate(sample_set, ..., sample_rate=r)` works as on the trace, as long as every
+    sample it needs (the same rates and seed: `capacity_rates` is deterministic) is here."""
+
+    def __init__(self, name: str, source: str, block_tokens: int, n_accesses: int, samples: dict):
+        self.name, self.source, self.block_tokens = name, source, int(block_tokens)
+        self.n_accesses = int(n_accesses)
+        self._samples = dict(samples)  # the cache sample_of reads
+
+    @classmethod
+    def of(cls, trace: Trace) -> "SampleSet":
+        return cls(trace.name, trace.source, trace.block_tokens, trace.n_accesses,
+                   trace.__dict__.get("_samples", {}))
+
+    def __getattr__(self, name):
+        raise AttributeError(f"{name!r}: a SampleSet holds only samples of trace {self.name!r}; "
+                             f"an exact replay (sample_rate 1) needs the trace itself")

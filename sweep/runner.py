@@ -111,8 +111,10 @@ class RayCluster:
         t_put = time.perf_counter()
         trace_ref = ray.put(payload)
         n = min(self.n_actors, n_jobs)
-        log.info("trace in the object store (%.1f MB, %.1fs); %d simulator actor(s)",
-                 sum(getattr(v, "nbytes", 0) for v in payload.values()) / 1e6,
+        from .traces import payload_bytes
+
+        log.info("%s in the object store (%.1f MB, %.1fs); %d simulator actor(s)",
+                 "samples" if payload.get("kind") == "samples" else "trace", payload_bytes(payload) / 1e6,
                  time.perf_counter() - t_put, n)
         Shard = ray.remote(num_cpus=1, max_restarts=0)(SimulatorShard)
         self.pool = ShardPool(lambda: Shard.remote(trace_ref, sim_kwargs), n)

@@ -43,6 +43,7 @@ class Study:
     delivery: Any = None
     status: str = "FAILED"
     n_failed: int = 0
+    replay_scale: Any = None  # capacity blocks -> relative replay cost (sampling), set by planning
 
     @property
     def experiment(self) -> str:
@@ -132,7 +133,7 @@ def _plan_kw(st: Study) -> dict:
               max_request_blocks=st.trace.max_request_blocks if st.spec.mode == Mode.REQUEST else 0,
               saturation_blocks=saturation_capacity(st.trace))
     if st.spec.sample_rate is not None:
-        kw["replay_scale"] = _sampled_scale(st)
+        st.replay_scale = kw["replay_scale"] = _sampled_scale(st)
     return kw
 
 
@@ -307,7 +308,7 @@ def run_jobs(st: Study, cluster) -> None:
     sim_kwargs = {"mode": sp.mode, "hits": sp.hits, "model": sp.model, "seed": sp.seed}
     if sp.sample_rate is not None:
         sim_kwargs.update(sample_rate=sp.sample_rate, sample_seed=sp.sample_seed)
-    pool = cluster.pool_for(traces.to_payload(st.trace), sim_kwargs, len(st.jobs))
+    pool = cluster.pool_for(traces.to_payload(_shipped(st)), sim_kwargs, len(st.jobs))
     log.info("%d policies x %d cost models x %d capacities -> %d jobs on %d actor(s)",
              len(sp.policies), len(sp.cost_models), len(st.caps), len(st.jobs), len(pool.actors) or
              min(pool.n_actors, len(st.jobs)))
@@ -338,6 +339,19 @@ def run_jobs(st: Study, cluster) -> None:
             progress.done(job, out.secs, cpu=out.cpu)
     finally:
         progress.close()
+
+
+def _shipped(st: Study):
+    """What the actors need: the trace, or only its samples when every capacity to
+    simulate is sampled (sim_core.sample.SampleSet)."""
+    from sim_core.sample import SampleSet
+
+    if st.spec.sample_rate is None or st.replay_scale is None:
+        return st.trace
+    todo_caps = {st.caps[i].blocks for j in st.jobs for i in j.cap_indices}
+    if all(st.replay_scale(b) < 1.0 for b in todo_caps):
+        return SampleSet.of(st.trace)
+    return st.trace
 
 
 # ---------------------------------------------------------------------- record (end)

@@ -143,22 +143,39 @@ def experiment_name(trace, override: str | None = None) -> str:
 
 # --------------------------------------------------------------- Ray transport
 def to_payload(trace) -> dict:
-    """Plain dict for ray.put: numpy arrays become zero-copy read-only views in workers."""
+    """Plain dict for ray.put: numpy arrays become zero-copy read-only views in workers.
+    A sim_core.sample.SampleSet travels as its samples."""
+    from sim_core.sample import SampleSet
+
+    if isinstance(trace, SampleSet):
+        return {"kind": "samples", "name": trace.name, "source": trace.source, "block_tokens": trace.block_tokens,
+                "n_accesses": trace.n_accesses,
+                "samples": [(list(k), to_payload(t)) for k, t in trace._samples.items()]}
     d = {k: getattr(trace, k) for k in _ARRAYS}
     d.update(block_tokens=trace.block_tokens, name=trace.name, source=trace.source,
-             dropped_requests=trace.dropped_requests, meta=dict(trace.meta))
+             dropped_requests=trace.dropped_requests, meta=dict(trace.meta), depth=trace.depth)
     return d
 
 
 def from_payload(d: dict):
+    from sim_core.sample import SampleSet
     from sim_core.trace import Trace
 
+    if d.get("kind") == "samples":
+        return SampleSet(d["name"], d["source"], d["block_tokens"], d["n_accesses"],
+                         {tuple(k): from_payload(p) for k, p in d["samples"]})
     arrays = {k: d[k] for k in _ARRAYS}
     for k, a in arrays.items():
         if not isinstance(a, np.ndarray):
             raise TypeError(f"trace payload field {k} is {type(a)}")
     return Trace(**arrays, block_tokens=d["block_tokens"], name=d["name"], source=d["source"],
-                 dropped_requests=d["dropped_requests"], meta=d["meta"])
+                 dropped_requests=d["dropped_requests"], meta=d["meta"], depth=d.get("depth"))
+
+
+def payload_bytes(d: dict) -> int:
+    if d.get("kind") == "samples":
+        return sum(payload_bytes(p) for _, p in d["samples"])
+    return sum(getattr(v, "nbytes", 0) for v in d.values())
 
 
 def basic_summary(trace) -> dict:

@@ -110,3 +110,19 @@ def test_a_sample_charges_the_true_depth():
     want = (half.sum() + w.sum()) / (2 * w.sum() + half.sum())
     rec = simulate(s, "lru", 100, cost_models=["linear"])[0]
     assert rec.compute_savings["linear"] == pytest.approx(want)
+
+
+def test_actors_can_replay_from_the_samples_alone(big):
+    """A sweep ships only the samples when every capacity is sampled: results equal
+    those computed on the trace itself, and an exact replay is refused clearly."""
+    from sim_core.sample import SampleSet
+    from sweep.traces import from_payload, to_payload
+
+    caps = [2000, 4000, 9000]
+    want = simulate(big, "s3fifo", caps, cost_models=["uniform", "linear"], sample_rate=0.1)
+    shipped = from_payload(to_payload(SampleSet.of(big)))
+    got = simulate(shipped, "s3fifo", caps, cost_models=["uniform", "linear"], sample_rate=0.1)
+    assert [(g.hit_ratio, g.compute_savings, g.sample_rate, g.accesses) for g in got] == \
+        [(w.hit_ratio, w.compute_savings, w.sample_rate, w.accesses) for w in want]
+    with pytest.raises(AttributeError, match="needs the trace itself"):
+        simulate(shipped, "s3fifo", 3, cost_models=["uniform"], sample_rate=0.1)
