@@ -36,8 +36,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
+from ..structures.mlist import move_to_head, new_cursors, new_links, push_head, tail, tail_unpinned, unlink
 from .api import PolicySpec, register_hooks
-from .mlist import move_to_head, new_cursors, new_links, push_head, tail, tail_unpinned, unlink
 
 T1, T2, B1, B2 = 0, 1, 2, 3  # list ids: sentinel U + id; size lk[META, id]
 L, WHERE, META = 0, 2, 3  # rows of lk: L, L + 1 links of all four lists; list of each block; scalars

@@ -11,8 +11,8 @@ import numpy as np
 
 from ..future import NEVER, next_use
 from ..jit import njit
+from ..structures.heap import new_heap, pop_max_unpinned, push, update
 from .api import PolicySpec, register_hooks
-from .heap import new_heap, pop_max_unpinned, push, update
 
 
 class BeladyState(NamedTuple):

@@ -6,8 +6,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
+from ..structures.dlist import new_list, push_head, tail_unpinned, unlink
 from .api import PolicySpec, register_hooks
-from .dlist import new_list, push_head, tail_unpinned, unlink
 
 
 class FIFOState(NamedTuple):

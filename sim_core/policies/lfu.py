@@ -8,8 +8,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
+from ..structures.fbuckets import append, lowest_unpinned, new_buckets, new_cursor, remove
 from .api import PolicySpec, register_hooks
-from .fbuckets import append, lowest_unpinned, new_buckets, new_cursor, remove
 
 
 class LFUState(NamedTuple):

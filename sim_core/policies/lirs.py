@@ -56,8 +56,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
+from ..structures.mlist import move_to_head, new_cursors, new_links, push_head, tail, tail_unpinned, unlink
 from .api import PolicySpec, register_hooks
-from .mlist import move_to_head, new_cursors, new_links, push_head, tail, tail_unpinned, unlink
 
 NONE, LIR, HIR_R, HIR_N = 0, 1, 2, 3  # lk[STATUS]; HIR_N = non-resident HIR entry of S
 SL, QL, STATUS, IN_S, META = 0, 2, 4, 5, 6  # rows of lk: links of S (sentinel U), of Q and NH; ...

@@ -2,7 +2,7 @@
 
 Algorithm (libCacheSim `cache/eviction/LRB/lrb.cpp`; its default byte-miss objective is
 the object-miss objective for unit-size blocks). The booster is LightGBM, as in
-libCacheSim (see gbdt.py; scikit-learn is not used):
+libCacheSim (see structures/gbdt.py; scikit-learn is not used):
 
 * Metadata. Every *tracked* block (resident, or evicted less than `memory_window`
   accesses after its last use) keeps its last access time, up to 31 past inter-access
@@ -33,7 +33,7 @@ libCacheSim (see gbdt.py; scikit-learn is not used):
   model (predicted log reuse distance) and the highest score is evicted.
 
 Model size: at most `num_iterations` trees of `2 * num_leaves - 1` nodes, stored flat
-(sim_core/policies/gbdt.py) and evaluated in njit code.
+(sim_core/structures/gbdt.py) and evaluated in njit code.
 
 Deviations from libCacheSim (all deliberate, none matters for unit-size blocks except
 the training delay):
@@ -65,9 +65,10 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
+from ..structures.dlist import move_to_head, new_list, push_head, unlink
+from ..structures.gbdt import Forest, export, fit, lightgbm_params, new_forest, predict_one
+from ..structures.rng import below_mod, seed_word
 from .api import PolicySpec, register_hooks
-from .dlist import move_to_head, new_list, push_head, unlink
-from .gbdt import Forest, export, fit, lightgbm_params, new_forest, predict_one
 
 N_PD = 31  # past distances kept per block (max_n_past_distances)
 N_TS = 32  # feature index of size (max_n_past_timestamps)
@@ -99,13 +100,6 @@ class LRBState(NamedTuple):
     #                  EDCs [S*10] (float32-rounded) | forest floats
     offsets: np.ndarray  # trace request offsets (shared, read-only)
     blocks: np.ndarray  # trace blocks (shared, read-only)
-
-
-def _seed(seed: int) -> int:
-    z = (int(seed) * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & (2**64 - 1)
-    z ^= z >> 31
-    z = z or 1
-    return z - 2**64 if z >= 2**63 else z
 
 
 def _layout(sizes):
@@ -143,7 +137,7 @@ def make_state(ctx) -> LRBState:
     I32 = np.zeros(n32, np.int32)
     F64 = np.zeros(nf, np.float64)
     skip = t.max_request_blocks + 1 if ctx.mode == "block" else int(ctx.capacity)
-    I64[RNG] = _seed(ctx.seed)
+    I64[RNG] = seed_word(ctx.seed, 0x632BE59BD9B4E019, 31)
     I64[FREETOP] = pool
     I64[W:ONE + 1] = [w, batch, k, skip, maxidx, rowcap, u, 1]
     I64[O_LAST:O_FM + 1] = o64[1:]
@@ -171,18 +165,6 @@ def forest_of(st: LRBState) -> Forest:
 
 
 # ------------------------------------------------------------------ primitives
-@njit
-def _rand(h, n):
-    """Uniform int in [0, n) (xorshift64*, state in h[RNG])."""
-    x = np.uint64(h[RNG])
-    x ^= x >> np.uint64(12)
-    x ^= x << np.uint64(25)
-    x ^= x >> np.uint64(27)
-    h[RNG] = np.int64(x)
-    v = np.int64((x * np.uint64(2685821657736338717)) >> np.uint64(1))
-    return v % n
-
-
 @njit
 def _features(st, b, t, xo):
     """Feature row of block b as of time t into F64[xo:xo+44] (libCacheSim's layout)."""
@@ -315,7 +297,7 @@ def _lookup(st, j):
             u1 = h[U] + 1
             move_to_head(I32[h[O_PREV]:h[O_PREV] + u1], I32[h[O_NXT]:h[O_NXT] + u1], b)
     if h[SAMPLING] != 0 and h[TRSIZE] > 0 and h[FREETOP] > 0:
-        v = I32[h[O_TRARR] + _rand(h, h[TRSIZE])]
+        v = I32[h[O_TRARR] + below_mod(h, RNG, h[TRSIZE])]
         h[FREETOP] -= 1
         i = I32[h[O_PFREE] + h[FREETOP]]
         h[h[O_PTIME] + i] = j
@@ -382,7 +364,7 @@ def _ranked_victim(st, r, pin, now):
         trials += 1
         if trials > 200 + 8 * k:
             break
-        b = I32[oin + _rand(h, n_in)]
+        b = I32[oin + below_mod(h, RNG, n_in)]
         if pin[b] == r:
             continue
         if h[omark + b] == stamp and trials < 200:

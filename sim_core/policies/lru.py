@@ -7,8 +7,8 @@ import numpy as np
 
 from ..jit import njit
 from ..onepass import lru_curve
+from ..structures.dlist import move_to_head, new_list, push_head, tail, unlink
 from .api import PolicySpec, register_hooks
-from .dlist import move_to_head, new_list, push_head, tail, unlink
 
 
 class LRUState(NamedTuple):

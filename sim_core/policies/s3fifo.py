@@ -45,8 +45,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
+from ..structures.mlist import move_to_head, new_links, push_head, tail, unlink
 from .api import PolicySpec, register_hooks
-from .mlist import move_to_head, new_links, push_head, tail, unlink
 
 S, M, G = 0, 1, 2  # list ids: sentinel U + id; size lk[META, N_S + id]
 L, WHERE, FREQ, META = 0, 2, 3, 4  # rows of lk: L, L + 1 links of S, M and G; ...; scalars

@@ -53,8 +53,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
+from ..structures.mlist import move_to_head, new_links, push_head, tail, unlink
 from .api import PolicySpec, register_hooks
-from .mlist import move_to_head, new_links, push_head, tail, unlink
 from .s3fifo import queue_sizes
 
 S, M, G = 0, 1, 2  # sentinels U + S, U + M (family L) and U + G (family GL)

@@ -25,8 +25,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
+from ..structures.mlist import new_links, push_head, unlink
 from .api import PolicySpec, register_hooks
-from .mlist import new_links, push_head, unlink
 
 L, VISITED, META = 0, 2, 3  # rows of lk: L, L + 1 links (prev = towards the head); bits; scalars
 HAND = 0  # lk[META, HAND]: block the hand points at, -1 = start at the tail

@@ -2,7 +2,7 @@
 
 Algorithm (libCacheSim `cache/eviction/3LCache/ThreeLCache.cpp`, its default
 byte-miss-ratio objective, which for unit-size blocks is the object miss ratio; the
-booster is LightGBM, as in libCacheSim, see gbdt.py):
+booster is LightGBM, as in libCacheSim, see structures/gbdt.py):
 
 * Metadata. Resident blocks sit in an LRU queue; evicted blocks go to a FIFO history
   (the "out cache") of at most resident * (hsw - 1) + 2 entries (hsw = history window
@@ -36,7 +36,7 @@ booster is LightGBM, as in libCacheSim, see gbdt.py):
   re-tuned at training time after 10^6 accesses with a full history.
 
 Model size: at most `num_iterations` trees of `2 * num_leaves - 1` nodes (flat arrays,
-sim_core/policies/gbdt.py, evaluated in njit code).
+sim_core/structures/gbdt.py, evaluated in njit code).
 
 Deviations from libCacheSim:
 * Training happens at the next replay pause (every 16 requests) after the batch is
@@ -65,9 +65,10 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
+from ..structures.dlist import move_to_head, new_list, push_head, unlink
+from ..structures.gbdt import Forest, export, fit, lightgbm_params, new_forest, predict_one
+from ..structures.rng import below_mod, seed_word
 from .api import PolicySpec, register_hooks
-from .dlist import move_to_head, new_list, push_head, unlink
-from .gbdt import Forest, export, fit, lightgbm_params, new_forest, predict_one
 
 N_PD = 3  # past distances (max_n_past_distances)
 N_FEAT = 6
@@ -103,13 +104,6 @@ class ThreeLState(NamedTuple):
     blocks: np.ndarray  # trace blocks (shared, read-only)
 
 
-def _seed(seed: int) -> int:
-    z = (int(seed) * 0x9E3779B97F4A7C15 + 0x7F4A7C159E3779B9) & (2**64 - 1)
-    z ^= z >> 29
-    z = z or 1
-    return z - 2**64 if z >= 2**63 else z
-
-
 def _layout(sizes):
     out, o = [], 0
     for n in sizes:
@@ -140,7 +134,7 @@ def make_state(ctx) -> ThreeLState:
     I32 = np.zeros(n32, np.int32)
     F64 = np.zeros(nf, np.float64)
     skip = t.max_request_blocks + 1 if ctx.mode == "block" else int(ctx.capacity)
-    I64[RNG] = _seed(ctx.seed)
+    I64[RNG] = seed_word(ctx.seed, 0x7F4A7C159E3779B9, 29)
     I64[SR] = 1024
     I64[SB] = 1
     I64[SLRU] = 1
@@ -167,18 +161,6 @@ def forest_of(st: ThreeLState) -> Forest:
 
 
 # ------------------------------------------------------------------ primitives
-@njit
-def _rand(h, n):
-    """Uniform int in [0, n) (xorshift64*, state in h[RNG])."""
-    x = np.uint64(h[RNG])
-    x ^= x >> np.uint64(12)
-    x ^= x << np.uint64(25)
-    x ^= x >> np.uint64(27)
-    h[RNG] = np.int64(x)
-    v = np.int64((x * np.uint64(2685821657736338717)) >> np.uint64(1))
-    return v % n
-
-
 @njit
 def _trained(h):
     return h[h[O_FM] + 2] > 0
@@ -259,7 +241,7 @@ def _lookup(st, j):
             h[NWHIT] += 1
         ks = h[O_STIME] + b
         t = h[ks]
-        if t != 0 and (_rand(h, 4) == 0 or not _trained(h)):
+        if t != 0 and (below_mod(h, RNG, 4) == 0 or not _trained(h)):
             _add_row(st, b, t, j - t)
         h[ks] = 0
         # meta update: distance ring, last access, frequency
@@ -282,7 +264,7 @@ def _lookup(st, j):
     if h[SAMPLING] != 0:
         n_all = h[INSIZE] + h[OSIZE]
         if n_all > 0:
-            pos = _rand(h, n_all)
+            pos = below_mod(h, RNG, n_all)
             v = -1
             if pos < h[INSIZE]:
                 v = I32[h[O_INKEY] + pos]
@@ -304,7 +286,7 @@ def _pop_history(st, j, label):
     if I32[h[O_OVALID] + slot] != 0:
         b = np.int64(I32[h[O_OKEY] + slot])
         t = h[h[O_STIME] + b]
-        if label and t != 0 and (_rand(h, 4) == 0 or not _trained(h)):
+        if label and t != 0 and (below_mod(h, RNG, 4) == 0 or not _trained(h)):
             age = j - h[h[O_LAST] + b]
             if h[MAB1] < age:
                 h[MAB1] = age

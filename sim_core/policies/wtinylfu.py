@@ -62,8 +62,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
+from ..structures.dlist import new_list, push_front, unlink
 from .api import PolicySpec, register_hooks
-from .dlist import new_list, push_front, unlink
 
 # list ids (sentinel of list k is U + k)
 WIN, PROB, PROT, ZOMB = 0, 1, 2, 3
