@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from sim_core import Trace, get_policy, simulate
-from sim_core.policies.workload_aware import H_BINS, H_OFF, hist_rate, hist_record, request_categories
+from sim_core.policies.workload_aware import request_categories
+from sim_core.structures.reuse_fit import H_BINS, H_OFF, hist_rate, hist_record
 from tests.helpers import mooncake_trace, session_trace
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "policy"

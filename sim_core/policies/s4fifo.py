@@ -53,9 +53,9 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
-from ..structures.mlist import move_to_head, new_links, push_head, tail, unlink
+from ..structures.fifoq import evict_reinserting, queue_sizes
+from ..structures.mlist import new_links, push_head, tail, unlink
 from .api import PolicySpec, register_hooks
-from .s3fifo import queue_sizes
 
 S, M, G = 0, 1, 2  # sentinels U + S, U + M (family L) and U + G (family GL)
 L, GL, WHERE, IN_G, FREQ, GHOST, INS, META = 0, 2, 4, 5, 6, 7, 8, 9  # rows of lk
@@ -197,24 +197,7 @@ def _evict_small(lk, pin, r, cur):
 
 @njit
 def _evict_main(lk, pin, r):
-    s = lk.shape[1] - N_SENT - N_META + M
-    limit = 4 * lk[META, N_M] + 4
-    for _ in range(limit):
-        v = lk[L, s]
-        if v == s:
-            return -1
-        f = lk[FREQ, v]
-        if f >= 1:
-            move_to_head(lk, L, s, v)
-            lk[FREQ, v] = min(f, 3) - 1
-        elif pin[v] == r:
-            move_to_head(lk, L, s, v)
-        else:
-            unlink(lk, L, v)
-            lk[META, N_M] -= 1
-            lk[WHERE, v] = NONE
-            return v
-    return -1
+    return evict_reinserting(lk, L, lk.shape[1] - N_SENT - N_META + M, FREQ, WHERE, META, N_M, pin, r)
 
 
 @njit

@@ -117,15 +117,11 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
+from ..structures.reuse_fit import FITS, H_BINS, hist_rate, hist_record, layout, refit_due, request_times
 from .api import PolicySpec, register_hooks
 
 CATEGORIES = ("session_turn", "turn", "none")
 CLOCKS = ("wall", "request", "access")
-FITS = ("median", "mean")
-
-# reuse-interval histogram: bucket k holds [2^(k-H_OFF), 2^(k-H_OFF+1)); bucket 0 also 0
-H_BINS = 72
-H_OFF = 24
 
 # The whole state lives in two flat arrays, I (int32) and F (float64), cut into
 # segments whose start offsets sit in F's header. Numba increments and decrements the
@@ -147,52 +143,6 @@ N_CFG = 10
 M_LAST_R, M_SINCE = 0, 1
 
 
-# ----------------------------------------------------------------- shared statistics
-@njit
-def hist_bucket(x):
-    if x <= 0.0:
-        return 0
-    k = int(math.floor(math.log2(x))) + H_OFF
-    if k < 0:
-        return 0
-    if k >= H_BINS:
-        return H_BINS - 1
-    return k
-
-
-@njit
-def hist_record(F, hb, sb, cb, x):
-    """Add interval x to the histogram at F[hb:hb+H_BINS], its sum F[sb], count F[cb]."""
-    F[hb + hist_bucket(x)] += 1.0
-    F[sb] += x
-    F[cb] += 1.0
-
-
-@njit
-def hist_rate(F, hb, sb, cb, fit):
-    """Fitted exponential rate (fit 0: ln 2 / median, 1: 1 / mean)."""
-    n = F[cb]
-    if fit == 1:
-        if F[sb] <= 0.0:
-            return 2.0 ** H_OFF
-        return n / F[sb]
-    half = 0.5 * n
-    cum = 0.0
-    for i in range(H_BINS):
-        h = F[hb + i]
-        if h > 0.0 and cum + h >= half:
-            lo = 2.0 ** (i - H_OFF)
-            return math.log(2.0) / (lo * 2.0 ** ((half - cum) / h))
-        cum += h
-    return 1.0
-
-
-def request_times(trace, clock: str) -> np.ndarray:
-    if clock == "wall":
-        return np.asarray(trace.arrival_s, dtype=np.float64)
-    return np.arange(trace.n_requests, dtype=np.float64)  # "request" ("access" uses j)
-
-
 @njit
 def find_request(st, ob, R, j):
     """Request owning access j, from offsets stored as floats at st.F[ob:ob+R+1]."""
@@ -207,15 +157,6 @@ def find_request(st, ob, R, j):
         else:
             hi = mid
     return lo
-
-
-def layout(sizes: list[tuple[int, int]], first: int) -> list[int]:
-    """Start offsets of consecutive segments (header slot, length) from `first`."""
-    out, pos = [], first
-    for _, n in sizes:
-        out.append(pos)
-        pos += n
-    return out + [pos]
 
 
 # ----------------------------------------------------------------------- categories
@@ -449,12 +390,8 @@ def _touch(st, b, j, r, d, hit):
     btime = int(F[B_BTIME])
     c = I[int(F[B_RCAT]) + r]
     now = float(j) if F[cfg + C_CLOCK] == 2.0 else F[int(F[B_RTIME]) + r]
-    if I[meta + M_LAST_R] != r:
-        I[meta + M_LAST_R] = r
-        I[meta + M_SINCE] += 1
-        if I[meta + M_SINCE] >= F[cfg + C_REFIT]:
-            I[meta + M_SINCE] = 0
-            refit_all(st)
+    if refit_due(I, meta + M_LAST_R, r, F[cfg + C_REFIT]):
+        refit_all(st)
     if not same:
         pc = I[bcat + b]
         if pc >= 0 and (hit or F[cfg + C_MISS] > 0.0):
