@@ -89,13 +89,14 @@ def resolve_policies(cfg: DictConfig, exclude_slow: bool, selected_all: bool = T
         if unknown:
             raise ConfigError(f"policy {name!r} has no parameter(s) {sorted(unknown)}; "
                               f"valid: {sorted(spec.defaults) or 'none'}")
-        weight = float(node.get("weight", 1.0) or 1.0)
+        # the PolicySpec owns every fact; a config may override only params and weight
+        weight = float(node.get("weight") or spec.weight)
         if weight <= 0:
             raise ConfigError(f"policy {name!r}: weight must be positive")
         out.append(PolicyChoice(name=name, params={**spec.defaults, **params}, weight=weight,
-                                slow=bool(node.get("slow", False)), cost_aware=spec.cost_aware,
-                                offline=spec.offline, one_pass=getattr(spec, "curve", None) is not None,
-                                description=str(node.get("description") or spec.description)))
+                                slow=spec.slow, cost_aware=spec.cost_aware,
+                                offline=spec.offline, one_pass=spec.curve is not None,
+                                description=spec.description))
     if exclude_slow and selected_all:
         dropped = [p.name for p in out if p.slow]
         out = [p for p in out if not p.slow]

@@ -184,6 +184,9 @@ def evict(st, j, r, pin):
 
 register_hooks(ARCState, on_hit, on_insert, evict)
 
-SPEC = PolicySpec("arc", make_state,
-                  "ARC: recency list T1 and frequency list T2 with ghosts B1/B2 adapting T1's target p.",
-                  family="quick_demotion")
+SPEC = PolicySpec(
+    "arc", make_state,
+    "ARC (Megiddo & Modha) - recency list T1 and frequency list T2 with ghosts "
+    "B1/B2 steering T1's target size.",
+    family="quick_demotion",
+    weight=2.0, libcachesim="ARC", speed_target=10)

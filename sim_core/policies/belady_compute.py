@@ -378,6 +378,8 @@ register_hooks(BeladyComputeState, on_hit, on_insert, evict)
 
 SPEC = PolicySpec(
     "belady_compute", make_state,
-    "Offline compute-aware oracle (BeladySize-style): evict the block with the highest "
-    "TimeUntilNextAccess / ComputeIntensity, never-reused blocks first; exact kinetic tournament.",
-    defaults={"horizon": 0, "score": "time_per_cost"}, cost_aware=True, offline=True, family="oracle")
+    "Offline compute-aware oracle - evicts the block with the most time until "
+    "its next use per unit of recompute cost (one pass per cost model).",
+    defaults={"horizon": 0, "score": "time_per_cost"}, cost_aware=True, offline=True,
+    family="oracle",
+    weight=14.0, speed_reference="Belady")

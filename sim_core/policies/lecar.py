@@ -220,8 +220,9 @@ register_hooks(LeCaRState, on_hit, on_insert, evict)
 
 SPEC = PolicySpec(
     "lecar", make_state,
-    "LeCaR: LRU and LFU experts weighted by regret learned from their eviction histories.",
+    "LeCaR - LRU and LFU experts, eviction drawn by weights learned from regret "
+    "on their ghost histories.",
     defaults={"learning_rate": 0.45, "discount_base": 0.005, "lru_weight": 0.5, "history": 0.5,
               "restore_freq": False, "weight_clip": 0.0, "update_weight": True},
     family="learned",
-)
+    weight=3.5, libcachesim="LeCaR")

@@ -53,5 +53,9 @@ def evict(st, j, r, pin):
 
 register_hooks(LFUState, on_hit, on_insert, evict)
 
-SPEC = PolicySpec("lfu", make_state, "Least frequently used block is evicted (FIFO among equal counts).",
-                  family="frequency")
+SPEC = PolicySpec(
+    "lfu", make_state,
+    "Least frequently used block is evicted (FIFO among equal counts; counts "
+    "forgotten on eviction).",
+    family="frequency",
+    weight=2.5, libcachesim="LFU", speed_target=10)

@@ -307,7 +307,8 @@ register_hooks(LHDState, on_hit, on_insert, evict)
 
 SPEC = PolicySpec(
     "lhd", make_state,
-    "LHD: evicts the sampled block with the least hit density (hits per space-time), learned from age histograms.",
+    "LHD - evicts the sampled block of least hit density, learned from per-class"
+    " hit/eviction age histograms.",
     defaults={"associativity": 32, "admissions": 8, "reconfig_interval": 1 << 20},
     family="analytic",
-)
+    weight=13.0, libcachesim="LHD")

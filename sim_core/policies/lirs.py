@@ -272,7 +272,10 @@ def evict(st, j, r, pin):
 
 register_hooks(LIRSState, on_hit, on_insert, evict)
 
-SPEC = PolicySpec("lirs", make_state,
-                  "LIRS: LIR blocks by inter-reference recency; a 1% HIR queue takes the misses.",
-                  defaults={"hir_ratio": 0.01, "stack_ratio": 2.0, "libcachesim_compat": False},
-                  family="quick_demotion")
+SPEC = PolicySpec(
+    "lirs", make_state,
+    "LIRS (SIGMETRICS'02) - LIR blocks by inter-reference recency; a 1% HIR "
+    "queue takes the misses.",
+    defaults={"hir_ratio": 0.01, "stack_ratio": 2.0, "libcachesim_compat": False},
+    family="quick_demotion",
+    weight=2.0, libcachesim="LIRS")

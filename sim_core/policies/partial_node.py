@@ -162,7 +162,8 @@ register_hooks(PartialNodeState, on_hit, on_insert, evict, evict_more)
 
 SPEC = PolicySpec(
     "partial_node", make_state,
-    "PartialNode RandomCompute: RandomCompute's victim selects a radix-tree node; evict up to "
-    "`chunk_blocks` contiguous resident blocks from the node's beginning.",
-    defaults={"samples": 64, "clock": "access", "chunk_blocks": 32},
-    cost_aware=True, family="compute_aware")
+    "PartialNode RandomCompute (paper 5.2) - RandomCompute's victim picks a "
+    "radix-tree node; a contiguous chunk is evicted from the node's beginning.",
+    defaults={"samples": 64, "clock": "access", "chunk_blocks": 32}, cost_aware=True,
+    family="compute_aware",
+    weight=2.5, speed_reference="Hyperbolic")

@@ -74,5 +74,8 @@ register_hooks(RandomComputeState, on_hit, on_insert, evict)
 
 SPEC = PolicySpec(
     "random_compute", make_state,
-    "Sample `samples` resident blocks, evict the lowest ComputeIntensity / TimeSinceLastAccess.",
-    defaults={"samples": 64, "clock": "access"}, cost_aware=True, family="compute_aware")
+    "RandomCompute (paper 5.2) - sample resident blocks, evict the lowest "
+    "ComputeIntensity / TimeSinceLastAccess.",
+    defaults={"samples": 64, "clock": "access"}, cost_aware=True,
+    family="compute_aware",
+    weight=13.0, speed_reference="Hyperbolic")

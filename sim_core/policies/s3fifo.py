@@ -179,7 +179,10 @@ def evict(st, j, r, pin):
 
 register_hooks(S3FIFOState, on_hit, on_insert, evict)
 
-SPEC = PolicySpec("s3fifo", make_state,
-                  "S3-FIFO: small FIFO filters one-hit blocks into a ghost; reused blocks live in a main FIFO.",
-                  defaults={"small_ratio": 0.10, "ghost_ratio": 0.90, "move_to_main_threshold": 2},
-                  family="quick_demotion")
+SPEC = PolicySpec(
+    "s3fifo", make_state,
+    "S3-FIFO (SOSP'23) - small FIFO demotes one-hit blocks to a ghost; reused "
+    "blocks live in a main FIFO with reinsertion.",
+    defaults={"small_ratio": 0.10, "ghost_ratio": 0.90, "move_to_main_threshold": 2},
+    family="quick_demotion",
+    weight=1.5, libcachesim="S3FIFO", speed_target=10)

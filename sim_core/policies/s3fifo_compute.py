@@ -172,7 +172,9 @@ register_hooks(S3FIFOComputeState, on_hit, on_insert, evict)
 
 SPEC = PolicySpec(
     "s3fifo_compute", make_state,
-    "S3-FIFO small FIFO + ghost for quick demotion, in front of a RandomCompute main cache.",
+    "S3-FIFO small FIFO + ghost (quick demotion) in front of a RandomCompute "
+    "main cache (paper 5.4).",
     defaults={"small_ratio": 0.10, "ghost_ratio": 0.90, "move_to_main_threshold": 2,
               "samples": 64, "clock": "access"},
-    cost_aware=True, family="compute_aware")
+    cost_aware=True, family="compute_aware",
+    weight=6.0, speed_reference="S3FIFO")

@@ -260,9 +260,12 @@ def evict(st, j, r, pin):
 
 register_hooks(S4FIFOState, on_hit, on_insert, evict)
 
-SPEC = PolicySpec("s4fifo", make_state,
-                  "S4-FIFO: S3-FIFO with a skip window, a ghost-hit threshold and tunable queue sizes.",
-                  defaults={"small_ratio": 0.10, "ghost_ratio": 0.90, "skip_ratio": 0.0,
-                            "move_to_main_threshold": 2, "ghost_to_main_threshold": 0,
-                            "ghost_mode": "carry", "preset": -1},
-                  family="quick_demotion")
+SPEC = PolicySpec(
+    "s4fifo", make_state,
+    "S4-FIFO (OSDI'26) heuristic - S3-FIFO plus a skip window and a ghost-hit "
+    "threshold (static knobs, no learned selector).",
+    defaults={"small_ratio": 0.10, "ghost_ratio": 0.90, "skip_ratio": 0.0,
+              "move_to_main_threshold": 2, "ghost_to_main_threshold": 0,
+              "ghost_mode": "carry", "preset": -1},
+    family="quick_demotion",
+    weight=2.0, speed_reference="S3FIFO")

@@ -225,11 +225,16 @@ def rc_evict_more(st, j, r, pin, out):
 register_hooks(RCSessionState, rc_on_hit, rc_on_insert, rc_evict, rc_evict_more)
 
 SPEC = [
-    PolicySpec("lru_session", make_lru_session,
-               "Session-level LRU: the session of the least recently used block loses all its "
-               "resident blocks at once.", family="session"),
-    PolicySpec("random_compute_session", make_rc_session,
-               "Session-level RandomCompute: the session of RandomCompute's victim loses all "
-               "its resident blocks at once.",
-               defaults={"samples": 64, "clock": "access"}, cost_aware=True, family="session"),
+    PolicySpec(
+        "lru_session", make_lru_session,
+        "Session-level LRU (paper 5.3) - the session of the least recently used block "
+        "loses all its resident blocks at once.",
+        family="session",
+        weight=1.5, speed_reference="LRU"),
+    PolicySpec(
+        "random_compute_session", make_rc_session,
+        "Session-level RandomCompute (paper 5.3) - the session of RandomCompute's "
+        "victim loses all its resident blocks at once.",
+        defaults={"samples": 64, "clock": "access"}, cost_aware=True, family="session",
+        weight=2.0, speed_reference="Hyperbolic"),
 ]

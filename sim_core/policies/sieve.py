@@ -79,6 +79,9 @@ def evict(st, j, r, pin):
 
 register_hooks(SieveState, on_hit, on_insert, evict)
 
-SPEC = PolicySpec("sieve", make_state,
-                  "SIEVE: FIFO queue with visited bits; a moving hand evicts the first unvisited block.",
-                  family="quick_demotion")
+SPEC = PolicySpec(
+    "sieve", make_state,
+    "SIEVE (NSDI'24) - FIFO queue with visited bits; a moving hand evicts the "
+    "first unvisited block.",
+    family="quick_demotion",
+    weight=1.0, libcachesim="Sieve", speed_target=10)

@@ -712,7 +712,9 @@ def train(st: ThreeLState, ctx, next_request: int) -> None:
 
 SPEC = PolicySpec(
     "threelcache", make_state,
-    "3L-Cache: LightGBM reuse-distance model over bidirectionally sampled candidates, "
-    "evicted in batches; LRU until the first model.",
+    "3L-Cache (FAST'25) - LightGBM reuse-distance model over bidirectionally "
+    "sampled candidates, batched eviction (LRU until trained).",
     defaults={"batch_size": 65536, "num_iterations": 16, "num_leaves": 32, "learning_rate": 0.1},
-    family="learned", train_every=16, train=train)
+    family="learned", train_every=16, train=train,
+    # slow: ~150x LRU per access, left out of policy=all as the paper left out LRB
+    weight=150.0, slow=True, libcachesim="ThreeLCache")

@@ -516,7 +516,7 @@ DEFAULTS = {
 
 SPEC = PolicySpec(
     "workload_aware", make_state,
-    "Workload-aware (ATC'25 KVCache in the Wild): per-category exponential reuse-probability "
-    "fitted online, evict the lowest (ReuseProb, -offset).",
+    "Workload-aware (ATC'25 KVCache in the Wild) - per-category exponential "
+    "reuse probability fitted online, evict the lowest (ReuseProb, -offset).",
     defaults=DEFAULTS, family="prefix_specific",
-)
+    weight=15.0, speed_reference="GDSF")
