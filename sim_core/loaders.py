@@ -117,6 +117,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from .models import QWEN3_CODER_30B
 from .trace import NATIVE_FORMAT_VERSION, Trace, remap_dense
 
 __all__ = [
@@ -126,8 +127,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Qwen3-Coder-30B context window (256K tokens).
-DEFAULT_CONTEXT_TOKENS = 262_144
+#: Requests longer than the default model's context window are dropped (the model
+#: config owns the number: Qwen3-Coder-30B, 256K tokens).
+DEFAULT_CONTEXT_TOKENS = QWEN3_CODER_30B.context_tokens
 FORMATS = ("auto", "mooncake", "qwen_bailian", "freeinference", "native")
 DATA_DIR = Path(__file__).resolve().parent / "data"
 

@@ -82,12 +82,13 @@ from typing import Callable
 import numpy as np
 
 from .jit import njit
+from .models import QWEN3_CODER_30B
 from .trace import Trace
 
 log = logging.getLogger(__name__)
 
 BLOCK_TOKENS = 16
-MAX_CONTEXT_TOKENS = 262_144  # Qwen3-Coder-30B native window, the paper's cap
+MAX_CONTEXT_TOKENS = QWEN3_CODER_30B.context_tokens  # the paper's cap: the model's window
 MAX_BLOCKS = MAX_CONTEXT_TOKENS // BLOCK_TOKENS  # 16,384
 
 #: Default ``scale``: about 1/150 of the full traces, ~4-5M block accesses for
