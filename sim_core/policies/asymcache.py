@@ -55,7 +55,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
-from ..structures.reuse_fit import FITS, H_BINS, hist_rate, hist_record, layout, refit_due, request_times
+from ..structures.packed import header_layout
+from ..structures.reuse_fit import FITS, H_BINS, hist_rate, hist_record, refit_due, request_times
 from .api import PolicySpec, register_hooks
 
 CLOCKS = ("wall", "request", "access")
@@ -104,8 +105,8 @@ def make_state(ctx) -> AsymCacheState:
         raise ValueError("asymcache keeps block ids in int32")
     cap = max(1, min(U, int(ctx.capacity) + 1))
     D = max(1, len(cost))
-    ib = layout([(B_HEAP, cap), (B_POS, U), (B_BDEP, U), (B_BLAST, U), (B_META, 3)], 0)
-    fb = layout([(B_KEY, U), (B_BTIME, U), (B_RTIME, R), (B_LOGC, D), (B_HIST, H_BINS),
+    ib = header_layout([(B_HEAP, cap), (B_POS, U), (B_BDEP, U), (B_BLAST, U), (B_META, 3)], 0)
+    fb = header_layout([(B_KEY, U), (B_BTIME, U), (B_RTIME, R), (B_LOGC, D), (B_HIST, H_BINS),
                  (B_STAT, 3), (B_CFG, N_CFG)], F_HEADER)
     I = np.zeros(ib[-1], np.int32)
     F = np.zeros(fb[-1], np.float64)

@@ -67,6 +67,7 @@ import numpy as np
 from ..jit import njit
 from ..structures.dlist import move_to_head, new_list, push_head, unlink
 from ..structures.gbdt import Forest, export, fit, lightgbm_params, new_forest, predict_one
+from ..structures.packed import forest_view, layout, next_access, rows_view
 from ..structures.rng import below_mod, seed_word
 from .api import PolicySpec, register_hooks
 
@@ -104,14 +105,6 @@ class ThreeLState(NamedTuple):
     blocks: np.ndarray  # trace blocks (shared, read-only)
 
 
-def _layout(sizes):
-    out, o = [], 0
-    for n in sizes:
-        out.append(o)
-        o += int(n)
-    return out, o
-
-
 def make_state(ctx) -> ThreeLState:
     t = ctx.trace
     p = ctx.params
@@ -126,10 +119,10 @@ def make_state(ctx) -> ThreeLState:
     cc = cap + 4096
     rowcap = 2 * batch
     forest = new_forest(int(p["num_iterations"]), int(p["num_leaves"]))
-    o64, n64 = _layout([HEAD, u, u, 4])
-    o32, n32 = _layout([u, u, u, N_PD * u, u, u, u + 1, u + 1, cap, rc, rc, qc, hc, cc,
+    o64, n64 = layout([HEAD, u, u, 4])
+    o32, n32 = layout([u, u, u, N_PD * u, u, u, u + 1, u + 1, cap, rc, rc, qc, hc, cc,
                         len(forest.mi)])
-    of, nf = _layout([u, hc, (rowcap + 1) * N_FEAT, rowcap, len(forest.mf)])
+    of, nf = layout([u, hc, (rowcap + 1) * N_FEAT, rowcap, len(forest.mf)])
     I64 = np.zeros(n64, np.int64)
     I32 = np.zeros(n32, np.int32)
     F64 = np.zeros(nf, np.float64)
@@ -155,9 +148,7 @@ def make_state(ctx) -> ThreeLState:
 
 def forest_of(st: ThreeLState) -> Forest:
     """Views of the model inside the packed state (Python side)."""
-    h = st.I64
-    return Forest(st.I32[h[O_MI]:h[O_MI] + h[L_MI]], st.F64[h[O_MF]:h[O_MF] + h[L_MF]],
-                  h[h[O_FM]:h[O_FM] + 4])
+    return forest_view(st, O_MI, L_MI, O_MF, L_MF, O_FM)
 
 
 # ------------------------------------------------------------------ primitives
@@ -312,17 +303,11 @@ def _erase_out(st, j):
 def _catch_up(st, upto):
     """Process the lookups of all accesses before `upto`, in order."""
     h = st.I64
-    offs = st.offsets
-    while h[CUR] < upto:
-        j = h[CUR]
-        while offs[h[RCUR] + 1] <= j:
-            h[RCUR] += 1
-        r = h[RCUR]
-        if offs[r + 1] - offs[r] > h[SKIPLEN]:  # oversized request: never served
-            h[CUR] = offs[r + 1]
-            continue
+    j = next_access(h, st.offsets, CUR, RCUR, SKIPLEN, upto)
+    while j >= 0:
         _lookup(st, j)
         h[CUR] = j + 1
+        j = next_access(h, st.offsets, CUR, RCUR, SKIPLEN, upto)
 
 
 # ------------------------------------------------------------------ prediction heap
@@ -672,10 +657,7 @@ register_hooks(ThreeLState, on_hit, on_insert, evict)
 
 def training_rows(st: ThreeLState) -> tuple[np.ndarray, np.ndarray]:
     """The matured rows and labels waiting for the next training (views)."""
-    h = st.I64
-    n = int(h[NROWS])
-    X = st.F64[h[O_X]:h[O_X] + n * N_FEAT].reshape(n, N_FEAT)
-    return X, st.F64[h[O_Y]:h[O_Y] + n]
+    return rows_view(st, NROWS, O_X, O_Y, N_FEAT)
 
 
 def train(st: ThreeLState, ctx, next_request: int) -> None:

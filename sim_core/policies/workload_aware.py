@@ -117,7 +117,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
-from ..structures.reuse_fit import FITS, H_BINS, hist_rate, hist_record, layout, refit_due, request_times
+from ..structures.packed import header_layout
+from ..structures.reuse_fit import FITS, H_BINS, hist_rate, hist_record, refit_due, request_times
 from .api import PolicySpec, register_hooks
 
 CATEGORIES = ("session_turn", "turn", "none")
@@ -225,9 +226,9 @@ def make_state(ctx) -> WorkloadAwareState:
     if U + 64 >= 2**31:
         raise ValueError("workload_aware keeps block ids in int32")
     rcat, W = request_categories(t, kind, tb)
-    ib = layout([(B_PREV, U + W), (B_NXT, U + W), (B_BCAT, U), (B_BOFF, U), (B_BLAST, U),
+    ib = header_layout([(B_PREV, U + W), (B_NXT, U + W), (B_BCAT, U), (B_BOFF, U), (B_BLAST, U),
                  (B_RCAT, R), (B_CSIZE, W), (B_GL, W), (B_GR, W), (B_META, 2)], 0)
-    fb = layout([(B_BTIME, U), (B_RTIME, R), (B_OFFS, R + 1), (B_LAM, W), (B_LOGP, W), (B_PW, W),
+    fb = header_layout([(B_BTIME, U), (B_RTIME, R), (B_OFFS, R + 1), (B_LAM, W), (B_LOGP, W), (B_PW, W),
                  (B_LLIFE, W), (B_NACC, W), (B_NREU, W), (B_HSUM, W + 1), (B_HCNT, W + 1),
                  (B_HIST, (W + 1) * H_BINS), (B_CFG, N_CFG)], F_HEADER)
     I = np.zeros(ib[-1], np.int32)

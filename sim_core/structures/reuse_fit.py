@@ -77,12 +77,3 @@ def request_times(trace, clock: str) -> np.ndarray:
     if clock == "wall":
         return np.asarray(trace.arrival_s, dtype=np.float64)
     return np.arange(trace.n_requests, dtype=np.float64)  # "request" ("access" uses j)
-
-
-def layout(sizes: list[tuple[int, int]], first: int) -> list[int]:
-    """Start offsets of consecutive segments (header slot, length) from `first`."""
-    out, pos = [], first
-    for _, n in sizes:
-        out.append(pos)
-        pos += n
-    return out + [pos]
