@@ -11,7 +11,7 @@ import numpy as np
 
 from ..models import QWEN3_CODER_30B
 from ..trace import Trace, remap_dense
-from .lines import TraceFormatError, default_name
+from .lines import TraceFormatError, check_exists, default_name
 
 log = logging.getLogger("sim_core.loaders")
 
@@ -23,8 +23,10 @@ DEFAULT_CONTEXT_TOKENS = QWEN3_CODER_30B.context_tokens
 class Builder:
     """Accumulates kept requests in flat buffers; builds the sorted, dense `Trace`."""
 
-    def __init__(self, path: Path, block_tokens: int, context_tokens: int | None) -> None:
-        self.path = path
+    def __init__(self, path: str | Path, block_tokens: int, context_tokens: int | None) -> None:
+        self.path = Path(path)
+        check_exists(self.path)
+        self.where = str(self.path)  # for error messages
         self.block_tokens = block_tokens
         self.context_tokens = context_tokens
         self.blocks = array("q")

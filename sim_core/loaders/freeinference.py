@@ -29,16 +29,14 @@ from typing import Any
 
 from ..trace import Trace
 from .builder import DEFAULT_CONTEXT_TOKENS, Builder
-from .lines import Line, check_exists, iter_objects, short
+from .lines import Line, iter_objects, short
 
 
 def load_freeinference(path: str | Path, *, name: str | None = None,
                        context_tokens: int | None = DEFAULT_CONTEXT_TOKENS) -> Trace:
     """FreeInference agentic JSONL trace: one session per line, subagent sessions flattened."""
-    path = Path(path)
-    check_exists(path)
     b = Builder(path, 16, context_tokens)
-    where = str(path)
+    path, where = b.path, b.where
     n_sessions = 0
     n_subagents = 0
 

@@ -21,16 +21,14 @@ from pathlib import Path
 
 from ..trace import Trace
 from .builder import DEFAULT_CONTEXT_TOKENS, Builder
-from .lines import Line, check_exists, iter_objects
+from .lines import Line, iter_objects
 
 
 def load_mooncake(path: str | Path, *, name: str | None = None,
                   context_tokens: int | None = DEFAULT_CONTEXT_TOKENS) -> Trace:
     """Mooncake JSONL trace (512-token blocks, timestamps in ms, no sessions)."""
-    path = Path(path)
-    check_exists(path)
     b = Builder(path, 512, context_tokens)
-    where = str(path)
+    path, where = b.path, b.where
     for lineno, obj in iter_objects(path):
         ln = Line(where, lineno)
         ts = ln.number(ln.required(obj, "timestamp"), "timestamp")

@@ -31,16 +31,14 @@ from array import array
 
 from ..trace import Trace
 from .builder import DEFAULT_CONTEXT_TOKENS, Builder
-from .lines import Line, TraceFormatError, check_exists, iter_objects, short
+from .lines import Line, TraceFormatError, iter_objects, short
 
 
 def load_qwen_bailian(path: str | Path, *, name: str | None = None,
                       context_tokens: int | None = DEFAULT_CONTEXT_TOKENS) -> Trace:
     """Alibaba Qwen Bailian JSONL trace (16-token blocks, seconds, sessions from parent links)."""
-    path = Path(path)
-    check_exists(path)
     b = Builder(path, 16, context_tokens)
-    where = str(path)
+    path, where = b.path, b.where
     parent_of: dict[int, int] = {}  # chat_id -> parent chat_id (-1 = root)
     line_of: dict[int, int] = {}    # chat_id -> line number (duplicates, cycle reports)
     kept_chat = array("q")          # chat_id of every kept request, in file order

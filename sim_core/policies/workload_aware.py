@@ -117,6 +117,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
+from ..structures.dlist import seg_insert_after, seg_push_front, seg_unlink
 from ..structures.packed import header_layout
 from ..structures.reuse_fit import FITS, H_BINS, hist_rate, hist_record, refit_due, request_times
 from .api import PolicySpec, register_hooks
@@ -275,34 +276,6 @@ def fitted(st) -> dict:
 
 # ----------------------------------------------------------------------- list helpers
 @njit
-def _push_head(I, pv, nx, s, b):
-    h = I[nx + s]
-    I[nx + b] = h
-    I[pv + b] = s
-    I[pv + h] = b
-    I[nx + s] = b
-
-
-@njit
-def _insert_after(I, pv, nx, a, b):
-    q = I[nx + a]
-    I[nx + b] = q
-    I[pv + b] = a
-    I[pv + q] = b
-    I[nx + a] = b
-
-
-@njit
-def _unlink(I, pv, nx, b):
-    p = I[pv + b]
-    q = I[nx + b]
-    I[nx + p] = q
-    I[pv + q] = p
-    I[pv + b] = -1
-    I[nx + b] = -1
-
-
-@njit
 def _drop_group_last(st, c, b):
     I = st.I
     F = st.F
@@ -413,13 +386,13 @@ def _touch(st, b, j, r, d, hit):
         oc = I[bcat + b]
         if I[gl + oc] == b:  # b ends its category's current group: shrink the group
             _drop_group_last(st, oc, b)
-        _unlink(I, pv, nx, b)
+        seg_unlink(I, pv, nx, b)
         I[csize + oc] -= 1
     g = I[gl + c]
     if F[cfg + C_CLOCK] != 2.0 and I[gr + c] == r and g >= 0:
-        _insert_after(I, pv, nx, g, b)
+        seg_insert_after(I, pv, nx, g, b)
     else:
-        _push_head(I, pv, nx, U + c, b)
+        seg_push_front(I, pv, nx, U + c, b)
         I[gr + c] = r
     I[gl + c] = b
     I[csize + c] += 1
@@ -469,8 +442,8 @@ def evict(st, j, r, pin):
                 break
             if I[gl + c] == v:
                 _drop_group_last(st, c, v)
-            _unlink(I, pv, nx, v)
-            _push_head(I, pv, nx, s, v)
+            seg_unlink(I, pv, nx, v)
+            seg_push_front(I, pv, nx, s, v)
             moved += 1
             v = I[pv + s]
         if v == s:
@@ -492,7 +465,7 @@ def evict(st, j, r, pin):
         return -1
     if I[gl + bc] == best:
         _drop_group_last(st, bc, best)
-    _unlink(I, pv, nx, best)
+    seg_unlink(I, pv, nx, best)
     I[csize + bc] -= 1
     return best
 

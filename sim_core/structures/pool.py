@@ -217,30 +217,27 @@ def pool_pick(p, j, r, pin):
     best = -1
     bs = np.inf
     bj = 0
-    if p.pinfo[P_M] <= k:
-        i = 0
-        while i < p.pinfo[P_M]:
-            if check_pin and pin[p.res[i]] == r:
-                _park(p, i)
-                continue
-            s = slot_score(p, i, j, now_t)
-            if best < 0 or s < bs or (s == bs and p.sj[i] < bj):
-                best = p.res[i]
-                bs = s
-                bj = p.sj[i]
-            i += 1
-        return best
-    cnt = 0
-    while cnt < k and p.pinfo[P_M] > 0:
-        i = below(p.rng, p.pinfo[P_M])
-        if check_pin and pin[p.res[i]] == r:
-            _park(p, i)
+    exact = p.pinfo[P_M] <= k  # few sampleable blocks: scan them all instead
+    i = 0  # scan position (exact)
+    cnt = 0  # draws scored (sampled)
+    while True:
+        if exact:
+            if i >= p.pinfo[P_M]:
+                break
+            c = i
+        else:
+            if cnt >= k or p.pinfo[P_M] <= 0:
+                break
+            c = below(p.rng, p.pinfo[P_M])
+        if check_pin and pin[p.res[c]] == r:
+            _park(p, c)  # slot c now holds another block: score it next (exact)
             continue
-        s = slot_score(p, i, j, now_t)
-        if best < 0 or s < bs or (s == bs and p.sj[i] < bj):
-            best = p.res[i]
+        s = slot_score(p, c, j, now_t)
+        if best < 0 or s < bs or (s == bs and p.sj[c] < bj):
+            best = p.res[c]
             bs = s
-            bj = p.sj[i]
+            bj = p.sj[c]
+        i += 1
         cnt += 1
     return best
 
