@@ -117,7 +117,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
-from ..structures.dlist import seg_insert_after, seg_push_front, seg_unlink
+from ..structures.dlist import seg_push_front, seg_unlink
 from ..structures.packed import header_layout
 from ..structures.reuse_fit import FITS, H_BINS, hist_rate, hist_record, refit_due, request_times
 from .api import PolicySpec, register_hooks
@@ -390,7 +390,7 @@ def _touch(st, b, j, r, d, hit):
         I[csize + oc] -= 1
     g = I[gl + c]
     if F[cfg + C_CLOCK] != 2.0 and I[gr + c] == r and g >= 0:
-        seg_insert_after(I, pv, nx, g, b)
+        seg_push_front(I, pv, nx, g, b)  # right after g
     else:
         seg_push_front(I, pv, nx, U + c, b)
         I[gr + c] = r

@@ -79,21 +79,12 @@ def tail_unpinned(prev, s, pin, r, cur):
 # (a policy state packed into few arrays, see structures/packed.py).
 @njit
 def seg_push_front(I, pv, nx, s, b):
-    """Insert b at the head of the list with sentinel s."""
+    """Insert b at the head of the list with sentinel s (or right after element s)."""
     h = I[nx + s]
     I[nx + b] = h
     I[pv + b] = s
     I[pv + h] = b
     I[nx + s] = b
-
-
-@njit
-def seg_insert_after(I, pv, nx, a, b):
-    q = I[nx + a]
-    I[nx + b] = q
-    I[pv + b] = a
-    I[pv + q] = b
-    I[nx + a] = b
 
 
 @njit
