@@ -14,12 +14,16 @@ from .future import NEVER, next_use
 
 ORACLE_DTYPE = np.dtype([("t", "<u4"), ("id", "<u8"), ("size", "<u4"), ("next", "<i8")])
 
-# our policy name -> libcachesim class name (parameters at their defaults)
-LCS_NAMES = {
-    "lru": "LRU", "fifo": "FIFO", "lfu": "LFU", "belady": "Belady", "arc": "ARC",
-    "sieve": "Sieve", "s3fifo": "S3FIFO", "lirs": "LIRS", "wtinylfu": "WTinyLFU",
-    "lecar": "LeCaR", "lhd": "LHD", "lrb": "LRB", "threelcache": "ThreeLCache",
-}
+
+def lcs_names() -> dict[str, str]:
+    """our policy name -> libcachesim class name (parameters at their defaults), from
+    each PolicySpec's `libcachesim`."""
+    from .policies import REGISTRY
+
+    return {n: s.libcachesim for n, s in REGISTRY.items() if s.libcachesim}
+
+
+LCS_NAMES = lcs_names()
 
 
 def write_oracle_general(trace, path: str | Path) -> Path:

@@ -27,19 +27,13 @@ import numpy as np
 
 from sim_core.jit import njit
 
-# target speed-up over libCacheSim per policy (issue: performance and scale)
-TARGETS = {"lru": 20, "fifo": 20, "lfu": 10, "arc": 10, "sieve": 10, "s3fifo": 10,
-           "belady": 2, "belady_compute": 2}
-DEFAULT_TARGET = 2
-# Policies libCacheSim does not have are timed against its nearest policy (same
-# eviction family, same data-structure work per access); their hit ratios differ.
-# The sampled compute-aware policies draw 64 blocks per eviction and score each by a
-# ratio over its age, which is what libCacheSim's Hyperbolic does (n_sample=64);
-# libCacheSim's Random draws one, i.e. does 1/64 of that work per eviction.
-SPEED_REFERENCE = {"belady_compute": "Belady", "random_compute": "Hyperbolic",
-                   "random_compute_session": "Hyperbolic", "partial_node": "Hyperbolic",
-                   "lru_session": "LRU", "s3fifo_compute": "S3FIFO", "s4fifo": "S3FIFO",
-                   "asymcache": "GDSF", "workload_aware": "GDSF"}
+# Per policy, sim_core's PolicySpec says which libCacheSim class it is timed against
+# (`libcachesim`, the same policy, else `speed_reference`, its nearest: same eviction
+# family, same data-structure work per access, different hit ratios) and the speed-up
+# it must reach (`speed_target`). The sampled compute-aware policies draw 64 blocks per
+# eviction and score each by a ratio over its age, which is what libCacheSim's
+# Hyperbolic does (n_sample=64); libCacheSim's Random draws one, i.e. does 1/64 of that
+# work per eviction.
 
 
 def bench_trace(accesses: float, seed: int = 0):
@@ -99,7 +93,7 @@ def yardstick_lru(blocks, n_unique, capacity):
 
 def speed_table(trace, policies, capacity, reps, oracle_path):
     from sim_core import get_policy, simulate
-    from sim_core.reference import LCS_NAMES, libcachesim_hit_ratio
+    from sim_core.reference import libcachesim_hit_ratio
 
     try:
         import libcachesim  # noqa: F401
@@ -119,13 +113,13 @@ def speed_table(trace, policies, capacity, reps, oracle_path):
         row = {"policy": name, "capacity_blocks": capacity, "accesses": n,
                "ours_hit_ratio": rec.hit_ratio, "ours_acc_per_s": n / ours,
                "ours_request_acc_per_s": n / _median_time(req, reps)}
-        ref = LCS_NAMES.get(name) or SPEED_REFERENCE.get(name)
+        ref = spec.libcachesim or spec.speed_reference
         if have_lcs and ref:
             theirs_hr = libcachesim_hit_ratio(oracle_path, ref, capacity)
             theirs = _median_time(lambda: libcachesim_hit_ratio(oracle_path, ref, capacity), reps)
-            row.update(lcs_policy=ref, same_policy=name in LCS_NAMES, lcs_hit_ratio=theirs_hr,
+            row.update(lcs_policy=ref, same_policy=spec.libcachesim is not None, lcs_hit_ratio=theirs_hr,
                        lcs_acc_per_s=n / theirs, speedup=theirs / ours,
-                       target=TARGETS.get(name, DEFAULT_TARGET))
+                       target=spec.speed_target)
             row["meets_target"] = row["speedup"] >= row["target"]
         rows.append(row)
         print(_fmt_row(row), flush=True)

@@ -4,9 +4,9 @@
 $KVSWEEP_CONF_DIR, `<package>/../conf` (a checkout or an editable install), `./conf`.
 
 Generated configs (Hydra ConfigStore, group `policy` and `cost`):
-  policy=all   every yaml in conf/policy whose policy sim_core registers, plus a config
-               generated from the PolicySpec for each registered policy without a yaml;
-  policy=<p>   for such a registered policy without a yaml;
+  policy=all   a config generated from the PolicySpec of every registered policy; a yaml
+               in conf/policy overrides its params and weight (or adds a variant);
+  policy=<p>   for a registered policy without a yaml;
   cost=all     every yaml in conf/cost.
 """
 from __future__ import annotations
@@ -152,12 +152,13 @@ def _registry() -> dict:
 
 
 def policy_node_from_spec(spec) -> dict:
+    """A policy's config, generated from its PolicySpec (the one source of these facts)."""
     return {
         "name": spec.name,
         "description": spec.description,
         "params": dict(spec.defaults),
-        "weight": 1.0,
-        "slow": spec.family == "learned",
+        "weight": spec.weight,
+        "slow": spec.slow,
     }
 
 
@@ -179,7 +180,14 @@ def register_generated(conf_dir: Path | None = None) -> Generated:
         if name not in registry:
             gen.policy_yaml_unregistered.append(name)
             continue
-        gen.policies[stem] = node
+        owned = sorted(set(node) - {"name", "params", "weight"})
+        if owned:
+            raise ConfigError(f"conf/policy/{stem}.yaml: {', '.join(owned)} belong(s) to the policy's "
+                              f"PolicySpec in sim_core/policies/{name}.py; a yaml may set only params "
+                              f"and weight")
+        spec_node = policy_node_from_spec(registry[name])
+        gen.policies[stem] = {**spec_node, **node,
+                              "params": {**spec_node["params"], **(node.get("params") or {})}}
     for name, spec in sorted(registry.items()):
         if name not in gen.policies and name not in gen.policy_yaml_unregistered:
             node = policy_node_from_spec(spec)

@@ -137,13 +137,13 @@ def resolve_policies(cfg: DictConfig, exclude_slow: bool, selected_all: bool = T
             raise ConfigError(f"policy {name!r} has no parameter(s) {sorted(unknown)}; "
                               f"valid: {sorted(spec.defaults) or 'none'}")
         params = {k: _param_like(v, spec.defaults[k], f"policy.{key}.params.{k}") for k, v in params.items()}
-        # `or 1.0` used to turn weight=0 into 1.0; only a missing/null weight means 1.0
+        # the PolicySpec owns every fact; a config may override only params and weight
         w = node.get("weight")
-        weight = 1.0 if w is None else check_number(w, f"policy.{key}.weight")
+        weight = spec.weight if w is None else check_number(w, f"policy.{key}.weight")
         out.append(PolicyChoice(name=name, params={**spec.defaults, **params}, weight=weight,
-                                slow=check_bool(node.get("slow", False), f"policy.{key}.slow"), cost_aware=spec.cost_aware,
-                                offline=spec.offline, one_pass=getattr(spec, "curve", None) is not None,
-                                description=str(node.get("description") or spec.description)))
+                                slow=spec.slow, cost_aware=spec.cost_aware,
+                                offline=spec.offline, one_pass=spec.curve is not None,
+                                description=spec.description))
     if exclude_slow and selected_all:
         dropped = [p.name for p in out if p.slow]
         out = [p for p in out if not p.slow]

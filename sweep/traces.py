@@ -88,7 +88,7 @@ def _load_file(path: Path, fmt: str, tc: DictConfig, name: str | None):
     except ImportError:
         raise ConfigError(f"cannot read {path} as {fmt!r}: sim_core.loaders is not available in "
                           f"this installation (only native .npz traces can be read)") from None
-    kwargs = {"context_tokens": int(tc.get("context_tokens") or 262144)}
+    kwargs = {"context_tokens": int(tc.context_tokens)} if tc.get("context_tokens") else {}
     if tc.get("cache_dir"):
         kwargs["cache_dir"] = str(tc.cache_dir)
     return load_trace(str(path), fmt, name=name, **kwargs)

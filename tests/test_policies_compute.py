@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 from sim_core import Trace, simulate
 from sim_core.cost import cost_per_depth
@@ -24,7 +23,6 @@ from tests.helpers import engine_kw, mooncake_trace, session_trace
 
 MINE = ["random_compute", "partial_node", "lru_session", "random_compute_session", "s3fifo_compute"]
 COSTS = ["uniform", "linear", "qwen3_coder_30b"]
-CONF = Path(__file__).resolve().parents[1] / "conf" / "policy"
 EXACT = 10**9  # samples >= resident blocks: the exact minimum score (a scan)
 
 
@@ -73,7 +71,9 @@ def test_spec_and_conf(name):
     spec = get_policy(name)
     assert spec.name == name and not spec.offline
     assert spec.cost_aware == (name != "lru_session")
-    conf = yaml.safe_load((CONF / f"{name}.yaml").read_text())
+    from sweep.config import policy_node_from_spec
+
+    conf = policy_node_from_spec(spec)  # the generated config comes from the spec
     assert conf["name"] == name and conf["slow"] is False and conf["description"]
     assert conf["params"] == spec.defaults
 

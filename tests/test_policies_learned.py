@@ -8,7 +8,7 @@ import pytest
 from sim_core import Trace, simulate
 from sim_core.engine import FAILED, new_engine_state, replay_range
 from sim_core.policies import PolicyContext, get_policy
-from sim_core.policies.gbdt import export, fit, forest_predict, lightgbm_params, new_forest
+from sim_core.structures.gbdt import export, fit, forest_predict, lightgbm_params, new_forest
 from tests.helpers import mooncake_trace, session_trace
 
 lgb = pytest.importorskip("lightgbm")

@@ -111,6 +111,17 @@ class PolicySpec:
     # stack policies (inclusion property): njit function giving every capacity of a
     # curve in one pass, signature as sim_core.onepass.lru_curve
     curve: Any = None
+    # scheduling: run time per block access relative to FIFO (request mode, 20M-access
+    # bench, `python -m sweep.bench`); a sweep orders its jobs by accesses x weight
+    weight: float = 1.0
+    # policy=all leaves it out while sweep.exclude_slow=true (named explicitly, it runs)
+    slow: bool = False
+    # libCacheSim's class for the same policy: equality tests and `sweep.bench`
+    libcachesim: str | None = None
+    # libCacheSim class timed against when it has no equal (same eviction family, same
+    # data-structure work per access; the hit ratios differ)
+    speed_reference: str | None = None
+    speed_target: float = 2  # speed-up over libCacheSim that sweep.bench requires
 
 
 @overload(p_evict_more, inline="always")

@@ -36,8 +36,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
+from ..structures.mlist import move_to_head, new_cursors, new_links, push_head, tail, tail_unpinned, unlink
 from .api import PolicySpec, register_hooks
-from .mlist import move_to_head, new_cursors, new_links, push_head, tail, tail_unpinned, unlink
 
 T1, T2, B1, B2 = 0, 1, 2, 3  # list ids: sentinel U + id; size lk[META, id]
 L, WHERE, META = 0, 2, 3  # rows of lk: L, L + 1 links of all four lists; list of each block; scalars
@@ -184,6 +184,9 @@ def evict(st, j, r, pin):
 
 register_hooks(ARCState, on_hit, on_insert, evict)
 
-SPEC = PolicySpec("arc", make_state,
-                  "ARC: recency list T1 and frequency list T2 with ghosts B1/B2 adapting T1's target p.",
-                  family="quick_demotion")
+SPEC = PolicySpec(
+    "arc", make_state,
+    "ARC (Megiddo & Modha) - recency list T1 and frequency list T2 with ghosts "
+    "B1/B2 steering T1's target size.",
+    family="quick_demotion",
+    weight=2.0, libcachesim="ARC", speed_target=10)

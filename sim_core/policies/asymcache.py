@@ -26,7 +26,7 @@ Cost_shallow) longer than an equally recent shallow one. Under the uniform cost 
 the policy is recency only: with clock="access" it is exactly LRU (tested), which is
 what cost_aware=True replays for that model.
 
-tau is fitted online like workload_aware (whose histogram helpers this module uses):
+tau is fitted online like workload_aware (structures/reuse_fit.py, shared with it):
 every re-reference records the interval since the block's previous access (re-references
 of evicted blocks too when count_miss_reuses), and every `refit_every` requests
 tau = 1/lambda with lambda = ln 2 / median (fit="median") or 1 / mean (fit="mean"); the
@@ -55,8 +55,9 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
+from ..structures.packed import header_layout
+from ..structures.reuse_fit import FITS, H_BINS, hist_rate, hist_record, refit_due, request_times
 from .api import PolicySpec, register_hooks
-from .workload_aware import FITS, H_BINS, hist_rate, hist_record, layout, request_times
 
 CLOCKS = ("wall", "request", "access")
 
@@ -104,8 +105,8 @@ def make_state(ctx) -> AsymCacheState:
         raise ValueError("asymcache keeps block ids in int32")
     cap = max(1, min(U, int(ctx.capacity) + 1))
     D = max(1, len(cost))
-    ib = layout([(B_HEAP, cap), (B_POS, U), (B_BDEP, U), (B_BLAST, U), (B_META, 3)], 0)
-    fb = layout([(B_KEY, U), (B_BTIME, U), (B_RTIME, R), (B_LOGC, D), (B_HIST, H_BINS),
+    ib = header_layout([(B_HEAP, cap), (B_POS, U), (B_BDEP, U), (B_BLAST, U), (B_META, 3)], 0)
+    fb = header_layout([(B_KEY, U), (B_BTIME, U), (B_RTIME, R), (B_LOGC, D), (B_HIST, H_BINS),
                  (B_STAT, 3), (B_CFG, N_CFG)], F_HEADER)
     I = np.zeros(ib[-1], np.int32)
     F = np.zeros(fb[-1], np.float64)
@@ -251,12 +252,8 @@ def _touch(st, b, j, r, d, hit):
     cfg = int(F[B_CFG])
     meta = int(F[B_META])
     now = float(j) if F[cfg + C_CLOCK] == 2.0 else F[int(F[B_RTIME]) + r]
-    if I[meta + M_LAST_R] != r:
-        I[meta + M_LAST_R] = r
-        I[meta + M_SINCE] += 1
-        if I[meta + M_SINCE] >= F[cfg + C_REFIT]:
-            I[meta + M_SINCE] = 0
-            _refit(st)
+    if refit_due(I, meta + M_LAST_R, r, F[cfg + C_REFIT]):
+        _refit(st)
     blast = int(F[B_BLAST])
     tb = int(F[B_BTIME])
     last = I[blast + b]
@@ -315,6 +312,7 @@ DEFAULTS = {
 
 SPEC = PolicySpec(
     "asymcache", make_state,
-    "AsymCache-style: evict the lowest exp(-age/tau) x recompute cost at depth (tau fitted online).",
+    "AsymCache-style (our reading of arXiv 2606.02964) - evict the lowest "
+    "exp(-age/tau) x recompute cost at depth, tau fitted online.",
     defaults=DEFAULTS, cost_aware=True, family="prefix_specific",
-)
+    weight=10.0, speed_reference="GDSF")

@@ -11,8 +11,8 @@ import numpy as np
 
 from ..future import NEVER, next_use
 from ..jit import njit
+from ..structures.heap import new_heap, pop_max_unpinned, push, update
 from .api import PolicySpec, register_hooks
-from .heap import new_heap, pop_max_unpinned, push, update
 
 
 class BeladyState(NamedTuple):
@@ -62,5 +62,9 @@ def evict(st, j, r, pin):
 
 register_hooks(BeladyState, on_hit, on_insert, evict)
 
-SPEC = PolicySpec("belady", make_state, "Offline optimum for hit ratio: evict the block reused furthest in the future.",
-                  defaults={"horizon": 0}, offline=True, family="oracle")
+SPEC = PolicySpec(
+    "belady", make_state,
+    "Offline optimum for hit ratio (MIN) - evicts the block reused furthest in "
+    "the future.",
+    defaults={"horizon": 0}, offline=True, family="oracle",
+    weight=7.0, libcachesim="Belady")

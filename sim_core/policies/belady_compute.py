@@ -33,7 +33,7 @@ Data structures (flat arrays; O(log n) per hook plus amortised kinetic events):
     in its own region of one array, sized by an upper bound on how many blocks can be
     in that class at once. One more region holds the infinite-score heap (key -class,
     classes being numbered by increasing cost).
-  * the class heads (heap tops) are the leaves of a kinetic tournament (`kinetic.py`):
+  * the class heads (heap tops) are the leaves of a kinetic tournament (`structures/kinetic.py`):
     each head's score is a line in `now`; the tree keeps the max at its clock and only
     repairs nodes whose winner changed since the last eviction. The clock is the time
     of the latest eviction (eviction times never decrease); hooks update leaves at that
@@ -51,8 +51,8 @@ import numpy as np
 
 from ..future import NEVER, next_use
 from ..jit import njit
+from ..structures.kinetic import advance, clear_leaf, leaf_is, leaf_used, new_tree, set_leaf, top, top_id
 from .api import PolicySpec, register_hooks
-from .kinetic import advance, clear_leaf, leaf_is, leaf_used, new_tree, set_leaf, top, top_id
 
 SCORES = ("time_per_cost", "cost_times_time")
 
@@ -378,6 +378,8 @@ register_hooks(BeladyComputeState, on_hit, on_insert, evict)
 
 SPEC = PolicySpec(
     "belady_compute", make_state,
-    "Offline compute-aware oracle (BeladySize-style): evict the block with the highest "
-    "TimeUntilNextAccess / ComputeIntensity, never-reused blocks first; exact kinetic tournament.",
-    defaults={"horizon": 0, "score": "time_per_cost"}, cost_aware=True, offline=True, family="oracle")
+    "Offline compute-aware oracle - evicts the block with the most time until "
+    "its next use per unit of recompute cost (one pass per cost model).",
+    defaults={"horizon": 0, "score": "time_per_cost"}, cost_aware=True, offline=True,
+    family="oracle",
+    weight=14.0, speed_reference="Belady")

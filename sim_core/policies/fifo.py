@@ -6,8 +6,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
+from ..structures.dlist import new_list, push_head, tail_unpinned, unlink
 from .api import PolicySpec, register_hooks
-from .dlist import new_list, push_head, tail_unpinned, unlink
 
 
 class FIFOState(NamedTuple):
@@ -42,5 +42,8 @@ def evict(st, j, r, pin):
 
 register_hooks(FIFOState, on_hit, on_insert, evict)
 
-SPEC = PolicySpec("fifo", make_state, "First in, first out: oldest inserted block is evicted.",
-                  family="fifo")
+SPEC = PolicySpec(
+    "fifo", make_state,
+    "First in, first out; hits do not change the eviction order.",
+    family="fifo",
+    weight=1.0, libcachesim="FIFO", speed_target=20)

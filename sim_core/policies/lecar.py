@@ -35,18 +35,16 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
+from ..structures.dlist import new_list, push_front, tail_unpinned, unlink
+from ..structures.fbuckets import append, lowest_unpinned, new_buckets, new_cursor, remove
+from ..structures.rng import lcg_next, new_lcg
 from .api import PolicySpec, register_hooks
-from .dlist import new_list, push_front, tail_unpinned, unlink
-from .fbuckets import append, lowest_unpinned, new_buckets, new_cursor, remove
 
 RES, GLRU, GLFU = 0, 1, 2  # lists: resident LRU order, LRU history, LFU history
 # meta layout
 _, NG1, NG2, HMAX, LAST_R, NH1, NH2, UPDATE, RESTORE = range(9)  # slot 0 unused
 # fparams layout
 LR, DR, CLIP = range(3)
-
-_MUL = np.uint64(6364136223846793005)
-_INC = np.uint64(1442695040888963407)
 
 
 class LeCaRState(NamedTuple):
@@ -89,16 +87,9 @@ def make_state(ctx) -> LeCaRState:
     return LeCaRState(
         prev, nxt, np.zeros(U, np.int8), np.zeros(U, np.int64), np.zeros(U, np.int32),
         *new_buckets(U, max_count),
-        np.array([w0, 1.0 - w0]), fp, meta, np.array([ctx.seed], dtype=np.uint64),
+        np.array([w0, 1.0 - w0]), fp, meta, new_lcg(ctx.seed),
         t.blocks, t.req_offsets, np.full(2, -1, np.int64), new_cursor(),
     )
-
-
-@njit
-def next_rand(st):
-    s = st.rng[0] * _MUL + _INC
-    st.rng[0] = s
-    return s
 
 
 # ------------------------------------------------------------------ lists
@@ -199,7 +190,7 @@ def evict(st, j, r, pin):
     if lru == lfu:
         v = lru
         expert = 0
-    elif float(next_rand(st) % np.uint64(100)) / 100.0 < st.w[0]:
+    elif float(lcg_next(st.rng) % np.uint64(100)) / 100.0 < st.w[0]:
         v = lru
         expert = GLRU
     else:
@@ -229,8 +220,9 @@ register_hooks(LeCaRState, on_hit, on_insert, evict)
 
 SPEC = PolicySpec(
     "lecar", make_state,
-    "LeCaR: LRU and LFU experts weighted by regret learned from their eviction histories.",
+    "LeCaR - LRU and LFU experts, eviction drawn by weights learned from regret "
+    "on their ghost histories.",
     defaults={"learning_rate": 0.45, "discount_base": 0.005, "lru_weight": 0.5, "history": 0.5,
               "restore_freq": False, "weight_clip": 0.0, "update_weight": True},
     family="learned",
-)
+    weight=3.5, libcachesim="LeCaR")

@@ -8,8 +8,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
+from ..structures.fbuckets import append, lowest_unpinned, new_buckets, new_cursor, remove
 from .api import PolicySpec, register_hooks
-from .fbuckets import append, lowest_unpinned, new_buckets, new_cursor, remove
 
 
 class LFUState(NamedTuple):
@@ -53,5 +53,9 @@ def evict(st, j, r, pin):
 
 register_hooks(LFUState, on_hit, on_insert, evict)
 
-SPEC = PolicySpec("lfu", make_state, "Least frequently used block is evicted (FIFO among equal counts).",
-                  family="frequency")
+SPEC = PolicySpec(
+    "lfu", make_state,
+    "Least frequently used block is evicted (FIFO among equal counts; counts "
+    "forgotten on eviction).",
+    family="frequency",
+    weight=2.5, libcachesim="LFU", speed_target=10)

@@ -44,6 +44,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
+from ..structures.rng import lcg_next, new_lcg
 from .api import PolicySpec, register_hooks
 
 MAX_AGE = 20000
@@ -57,8 +58,6 @@ TIME, NEXT_RECONF, NRECONF, SHIFT, RA_HEAD, NRES, BUDGET, INTERVAL, ASSOC = rang
 # fmeta layout (float32)
 EWMA_VICTIM, EWMA_NOBJ, EWMA_MASS = range(3)
 
-_MUL = np.uint64(6364136223846793005)
-_INC = np.uint64(1442695040888963407)
 _LOWEST = np.float32(np.finfo(np.float32).min)
 _DECAY = np.float32(0.9)
 _ONE_MINUS_DECAY = np.float32(np.float32(1.0) - np.float32(0.9))
@@ -100,15 +99,8 @@ def make_state(ctx) -> LHDState:
         np.zeros((cap + 1, 8), np.int64), np.full(U, -1, np.int64),
         np.zeros((N_CLASSES, MAX_AGE), np.float32), np.zeros((N_CLASSES, MAX_AGE), np.float32),
         dens, np.full(adm, -1, np.int32),
-        meta, np.zeros(3, np.float32), np.array([ctx.seed], dtype=np.uint64),
+        meta, np.zeros(3, np.float32), new_lcg(ctx.seed),
     )
-
-
-@njit
-def next_rand(st):
-    s = st.rng[0] * _MUL + _INC
-    st.rng[0] = s
-    return s
 
 
 @njit
@@ -230,7 +222,7 @@ def _update(st, b, insert):
         tg[i, LLHA] = tg[i, LHA]
         tg[i, LHA] = age
     tg[i, TS] = m[TIME]
-    explore = next_rand(st) % np.uint64(EXPLORE_INVERSE_PROBABILITY) == np.uint64(0)
+    explore = lcg_next(st.rng) % np.uint64(EXPLORE_INVERSE_PROBABILITY) == np.uint64(0)
     can_explore = m[BUDGET] > 0 and m[NRECONF] < WARMUP_RECONFIGS
     if explore and can_explore:
         tg[i, EXPL] = 1
@@ -270,7 +262,7 @@ def evict(st, j, r, pin):
     vi = -1  # victim row
     vrank = np.float32(np.inf)
     for _ in range(cands):
-        i = np.int64(next_rand(st) % np.uint64(n))
+        i = np.int64(lcg_next(st.rng) % np.uint64(n))
         if pin[tg[i, BLK]] == r:
             continue
         rk = _density(st, i)
@@ -315,7 +307,8 @@ register_hooks(LHDState, on_hit, on_insert, evict)
 
 SPEC = PolicySpec(
     "lhd", make_state,
-    "LHD: evicts the sampled block with the least hit density (hits per space-time), learned from age histograms.",
+    "LHD - evicts the sampled block of least hit density, learned from per-class"
+    " hit/eviction age histograms.",
     defaults={"associativity": 32, "admissions": 8, "reconfig_interval": 1 << 20},
     family="analytic",
-)
+    weight=13.0, libcachesim="LHD")

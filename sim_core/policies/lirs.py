@@ -56,8 +56,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
+from ..structures.mlist import move_to_head, new_cursors, new_links, push_head, tail, tail_unpinned, unlink
 from .api import PolicySpec, register_hooks
-from .mlist import move_to_head, new_cursors, new_links, push_head, tail, tail_unpinned, unlink
 
 NONE, LIR, HIR_R, HIR_N = 0, 1, 2, 3  # lk[STATUS]; HIR_N = non-resident HIR entry of S
 SL, QL, STATUS, IN_S, META = 0, 2, 4, 5, 6  # rows of lk: links of S (sentinel U), of Q and NH; ...
@@ -272,7 +272,10 @@ def evict(st, j, r, pin):
 
 register_hooks(LIRSState, on_hit, on_insert, evict)
 
-SPEC = PolicySpec("lirs", make_state,
-                  "LIRS: LIR blocks by inter-reference recency; a 1% HIR queue takes the misses.",
-                  defaults={"hir_ratio": 0.01, "stack_ratio": 2.0, "libcachesim_compat": False},
-                  family="quick_demotion")
+SPEC = PolicySpec(
+    "lirs", make_state,
+    "LIRS (SIGMETRICS'02) - LIR blocks by inter-reference recency; a 1% HIR "
+    "queue takes the misses.",
+    defaults={"hir_ratio": 0.01, "stack_ratio": 2.0, "libcachesim_compat": False},
+    family="quick_demotion",
+    weight=2.0, libcachesim="LIRS")

@@ -2,7 +2,7 @@
 
 Algorithm (libCacheSim `cache/eviction/LRB/lrb.cpp`; its default byte-miss objective is
 the object-miss objective for unit-size blocks). The booster is LightGBM, as in
-libCacheSim (see gbdt.py; scikit-learn is not used):
+libCacheSim (see structures/gbdt.py; scikit-learn is not used):
 
 * Metadata. Every *tracked* block (resident, or evicted less than `memory_window`
   accesses after its last use) keeps its last access time, up to 31 past inter-access
@@ -33,7 +33,7 @@ libCacheSim (see gbdt.py; scikit-learn is not used):
   model (predicted log reuse distance) and the highest score is evicted.
 
 Model size: at most `num_iterations` trees of `2 * num_leaves - 1` nodes, stored flat
-(sim_core/policies/gbdt.py) and evaluated in njit code.
+(sim_core/structures/gbdt.py) and evaluated in njit code.
 
 Deviations from libCacheSim (all deliberate, none matters for unit-size blocks except
 the training delay):
@@ -65,9 +65,11 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
+from ..structures.dlist import move_to_head, new_list, push_head, unlink
+from ..structures.gbdt import Forest, export, fit, lightgbm_params, new_forest, predict_one
+from ..structures.packed import forest_view, layout, next_access, rows_view
+from ..structures.rng import below_mod, seed_word
 from .api import PolicySpec, register_hooks
-from .dlist import move_to_head, new_list, push_head, unlink
-from .gbdt import Forest, export, fit, lightgbm_params, new_forest, predict_one
 
 N_PD = 31  # past distances kept per block (max_n_past_distances)
 N_TS = 32  # feature index of size (max_n_past_timestamps)
@@ -101,21 +103,6 @@ class LRBState(NamedTuple):
     blocks: np.ndarray  # trace blocks (shared, read-only)
 
 
-def _seed(seed: int) -> int:
-    z = (int(seed) * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & (2**64 - 1)
-    z ^= z >> 31
-    z = z or 1
-    return z - 2**64 if z >= 2**63 else z
-
-
-def _layout(sizes):
-    out, o = [], 0
-    for n in sizes:
-        out.append(o)
-        o += int(n)
-    return out, o
-
-
 def make_state(ctx) -> LRBState:
     t = ctx.trace
     p = ctx.params
@@ -135,15 +122,15 @@ def make_state(ctx) -> LRBState:
     cap = max(1, min(int(ctx.capacity), u))
     rowcap = 2 * batch
     forest = new_forest(int(p["num_iterations"]), int(p["num_leaves"]))
-    o64, n64 = _layout([HEAD, u, u, pool, 4])
-    o32, n32 = _layout([u, u, u, u, u, u, u, u + 1, u + 1, cap, k, pool, pool, n_slots * N_PD,
+    o64, n64 = layout([HEAD, u, u, pool, 4])
+    o32, n32 = layout([u, u, u, u, u, u, u, u + 1, u + 1, cap, k, pool, pool, n_slots * N_PD,
                         len(forest.mi)])
-    of, nf = _layout([(rowcap + 1) * N_FEAT, rowcap, maxidx + 1, n_slots * N_EDC, len(forest.mf)])
+    of, nf = layout([(rowcap + 1) * N_FEAT, rowcap, maxidx + 1, n_slots * N_EDC, len(forest.mf)])
     I64 = np.zeros(n64, np.int64)
     I32 = np.zeros(n32, np.int32)
     F64 = np.zeros(nf, np.float64)
     skip = t.max_request_blocks + 1 if ctx.mode == "block" else int(ctx.capacity)
-    I64[RNG] = _seed(ctx.seed)
+    I64[RNG] = seed_word(ctx.seed, 0x632BE59BD9B4E019, 31)
     I64[FREETOP] = pool
     I64[W:ONE + 1] = [w, batch, k, skip, maxidx, rowcap, u, 1]
     I64[O_LAST:O_FM + 1] = o64[1:]
@@ -165,24 +152,10 @@ def make_state(ctx) -> LRBState:
 
 def forest_of(st: LRBState) -> Forest:
     """Views of the model inside the packed state (Python side)."""
-    h = st.I64
-    return Forest(st.I32[h[O_MI]:h[O_MI] + h[L_MI]], st.F64[h[O_MF]:h[O_MF] + h[L_MF]],
-                  h[h[O_FM]:h[O_FM] + 4])
+    return forest_view(st, O_MI, L_MI, O_MF, L_MF, O_FM)
 
 
 # ------------------------------------------------------------------ primitives
-@njit
-def _rand(h, n):
-    """Uniform int in [0, n) (xorshift64*, state in h[RNG])."""
-    x = np.uint64(h[RNG])
-    x ^= x >> np.uint64(12)
-    x ^= x << np.uint64(25)
-    x ^= x >> np.uint64(27)
-    h[RNG] = np.int64(x)
-    v = np.int64((x * np.uint64(2685821657736338717)) >> np.uint64(1))
-    return v % n
-
-
 @njit
 def _features(st, b, t, xo):
     """Feature row of block b as of time t into F64[xo:xo+44] (libCacheSim's layout)."""
@@ -315,7 +288,7 @@ def _lookup(st, j):
             u1 = h[U] + 1
             move_to_head(I32[h[O_PREV]:h[O_PREV] + u1], I32[h[O_NXT]:h[O_NXT] + u1], b)
     if h[SAMPLING] != 0 and h[TRSIZE] > 0 and h[FREETOP] > 0:
-        v = I32[h[O_TRARR] + _rand(h, h[TRSIZE])]
+        v = I32[h[O_TRARR] + below_mod(h, RNG, h[TRSIZE])]
         h[FREETOP] -= 1
         i = I32[h[O_PFREE] + h[FREETOP]]
         h[h[O_PTIME] + i] = j
@@ -327,17 +300,11 @@ def _lookup(st, j):
 def _catch_up(st, upto):
     """Process the lookups of all accesses before `upto`, in order."""
     h = st.I64
-    offs = st.offsets
-    while h[CUR] < upto:
-        j = h[CUR]
-        while offs[h[RCUR] + 1] <= j:
-            h[RCUR] += 1
-        r = h[RCUR]
-        if offs[r + 1] - offs[r] > h[SKIPLEN]:  # oversized request: never served
-            h[CUR] = offs[r + 1]
-            continue
+    j = next_access(h, st.offsets, CUR, RCUR, SKIPLEN, upto)
+    while j >= 0:
         _lookup(st, j)
         h[CUR] = j + 1
+        j = next_access(h, st.offsets, CUR, RCUR, SKIPLEN, upto)
 
 
 # ------------------------------------------------------------------ hooks
@@ -382,7 +349,7 @@ def _ranked_victim(st, r, pin, now):
         trials += 1
         if trials > 200 + 8 * k:
             break
-        b = I32[oin + _rand(h, n_in)]
+        b = I32[oin + below_mod(h, RNG, n_in)]
         if pin[b] == r:
             continue
         if h[omark + b] == stamp and trials < 200:
@@ -451,10 +418,7 @@ register_hooks(LRBState, on_hit, on_insert, evict)
 
 def training_rows(st: LRBState) -> tuple[np.ndarray, np.ndarray]:
     """The matured rows and labels waiting for the next training (views)."""
-    h = st.I64
-    n = int(h[NROWS])
-    X = st.F64[h[O_X]:h[O_X] + n * N_FEAT].reshape(n, N_FEAT)
-    return X, st.F64[h[O_Y]:h[O_Y] + n]
+    return rows_view(st, NROWS, O_X, O_Y, N_FEAT)
 
 
 def train(st: LRBState, ctx, next_request: int) -> None:
@@ -471,8 +435,10 @@ def train(st: LRBState, ctx, next_request: int) -> None:
 
 SPEC = PolicySpec(
     "lrb", make_state,
-    "Learning Relaxed Belady: LightGBM predicts log reuse distance from deltas/EDCs; "
-    "evicts the farthest of 64 sampled blocks.",
+    "Learning Relaxed Belady (NSDI'20) - LightGBM on deltas/EDCs predicts reuse "
+    "distance; evicts the farthest of 64 sampled blocks (LRU until trained).",
     defaults={"memory_window": 67108864, "batch_size": 131072, "sample_rate": 64,
               "num_iterations": 32, "num_leaves": 32, "learning_rate": 0.1},
-    family="learned", train_every=16, train=train)
+    family="learned", train_every=16, train=train,
+    # slow: the paper leaves LRB out of its 65-capacity sweep for speed
+    weight=60.0, slow=True, libcachesim="LRB")

@@ -7,8 +7,8 @@ import numpy as np
 
 from ..jit import njit
 from ..onepass import lru_curve
+from ..structures.dlist import move_to_head, new_list, push_head, tail, unlink
 from .api import PolicySpec, register_hooks
-from .dlist import move_to_head, new_list, push_head, tail, unlink
 
 
 class LRUState(NamedTuple):
@@ -47,5 +47,8 @@ def evict(st, j, r, pin):
 
 register_hooks(LRUState, on_hit, on_insert, evict)
 
-SPEC = PolicySpec("lru", make_state, "Least recently used block is evicted first.", family="recency",
-                  curve=lru_curve)
+SPEC = PolicySpec(
+    "lru", make_state,
+    "Least recently used block is evicted first (the baseline of vLLM/SGLang).",
+    family="recency", curve=lru_curve,
+    weight=1.0, libcachesim="LRU", speed_target=20)

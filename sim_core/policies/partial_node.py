@@ -44,27 +44,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..jit import njit
+from ..jit import hook_njit, njit
+from ..structures.pool import Pool, new_pool, pool_insert, pool_pick, pool_remove, touch
 from .api import PolicySpec, register_hooks
-from .random_compute import hook_njit, pool_arrays, pool_pick, pool_remove, pool_sync, pool_add, touch
 
 
 class PartialNodeState(NamedTuple):
-    # RandomCompute pool (see random_compute.RandomComputeState)
-    res: np.ndarray
-    pos: np.ndarray
-    sj: np.ndarray
-    sc: np.ndarray
-    stt: np.ndarray
-    pinfo: np.ndarray
-    lastj: np.ndarray
-    lastt: np.ndarray
-    ci: np.ndarray
-    cost: np.ndarray
-    rng: np.ndarray
-    cfg: np.ndarray
-    arrival: np.ndarray
-    offsets: np.ndarray
+    pool: Pool           # RandomCompute's sampling pool (structures/pool.py)
     # radix tree
     child: np.ndarray    # int32[U] next block of the same node, -1 at the node's end
     nstart: np.ndarray   # int32[U] first block of b's node
@@ -117,20 +103,18 @@ def make_state(ctx) -> PartialNodeState:
         raise ValueError(f"chunk_blocks must be >= 1, got {chunk}")
     chunk = min(chunk, max(1, int(ctx.capacity)))
     child, nstart, nidx = radix_nodes(t.req_offsets, t.blocks, t.n_unique)
-    return PartialNodeState(**pool_arrays(ctx), child=child, nstart=nstart, nidx=nidx,
+    return PartialNodeState(new_pool(ctx), child=child, nstart=nstart, nidx=nidx,
                             hint=nstart.copy(), chunk=np.array([chunk, -1, 0], np.int64))
 
 
 @hook_njit
 def on_hit(st, b, j, r, d):
-    touch(st, b, j, r, d)
+    touch(st.pool, b, j, r, d)
 
 
 @hook_njit
 def on_insert(st, b, j, r, d):
-    pool_sync(st, r)
-    pool_add(st, b)
-    touch(st, b, j, r, d)
+    pool_insert(st.pool, b, j, r, d)
     h = st.nstart[b]
     if st.nidx[b] < st.nidx[st.hint[h]]:
         st.hint[h] = b
@@ -138,10 +122,10 @@ def on_insert(st, b, j, r, d):
 
 @hook_njit
 def evict(st, j, r, pin):
-    v = pool_pick(st, j, r, pin)
+    v = pool_pick(st.pool, j, r, pin)
     if v < 0:
         return -1
-    pos = st.pos
+    pos = st.pool.pos
     h = st.nstart[v]
     c = st.hint[h]
     while c >= 0 and pos[c] < 0:  # skip the evicted head of the node for good
@@ -153,7 +137,7 @@ def evict(st, j, r, pin):
         c = st.child[c]
     if c < 0:
         c = v
-    pool_remove(st, c)
+    pool_remove(st.pool, c)
     st.chunk[1] = st.child[c]
     st.chunk[2] = st.chunk[0] - 1
     return c
@@ -164,8 +148,8 @@ def evict_more(st, j, r, pin, out):
     k = 0
     b = st.chunk[1]
     rem = st.chunk[2]
-    while k < rem and b >= 0 and st.pos[b] >= 0 and pin[b] != r:
-        pool_remove(st, b)
+    while k < rem and b >= 0 and st.pool.pos[b] >= 0 and pin[b] != r:
+        pool_remove(st.pool, b)
         out[k] = b
         k += 1
         b = st.child[b]
@@ -178,7 +162,8 @@ register_hooks(PartialNodeState, on_hit, on_insert, evict, evict_more)
 
 SPEC = PolicySpec(
     "partial_node", make_state,
-    "PartialNode RandomCompute: RandomCompute's victim selects a radix-tree node; evict up to "
-    "`chunk_blocks` contiguous resident blocks from the node's beginning.",
-    defaults={"samples": 64, "clock": "access", "chunk_blocks": 32},
-    cost_aware=True, family="compute_aware")
+    "PartialNode RandomCompute (paper 5.2) - RandomCompute's victim picks a "
+    "radix-tree node; a contiguous chunk is evicted from the node's beginning.",
+    defaults={"samples": 64, "clock": "access", "chunk_blocks": 32}, cost_aware=True,
+    family="compute_aware",
+    weight=2.5, speed_reference="Hyperbolic")

@@ -45,8 +45,9 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
+from ..structures.fifoq import evict_reinserting, queue_sizes
+from ..structures.mlist import new_links, push_head, tail, unlink
 from .api import PolicySpec, register_hooks
-from .mlist import move_to_head, new_links, push_head, tail, unlink
 
 S, M, G = 0, 1, 2  # list ids: sentinel U + id; size lk[META, N_S + id]
 L, WHERE, FREQ, META = 0, 2, 3, 4  # rows of lk: L, L + 1 links of S, M and G; ...; scalars
@@ -60,12 +61,6 @@ class S3FIFOState(NamedTuple):
     lk: np.ndarray  # int32[5, U+3+N_META]: links, where, freq, scalars
     blocks: np.ndarray  # the trace's blocks (block mode: the incoming block of evict)
     cur: np.ndarray  # int64[2]: eviction cursor in S (request, last pinned block skipped)
-
-
-def queue_sizes(capacity: int, small_ratio: float, ghost_ratio: float) -> tuple[int, int, int]:
-    """(small, main, ghost) sizes in blocks, truncated like libCacheSim; small >= 1."""
-    small = max(1, int(capacity * small_ratio))
-    return small, capacity - small, int(capacity * ghost_ratio)
 
 
 def make_state(ctx) -> S3FIFOState:
@@ -132,25 +127,7 @@ def _evict_small(lk, pin, r, cur):
 
 @njit
 def _evict_main(lk, pin, r):
-    U = lk.shape[1] - N_SENT - N_META
-    s = U + M
-    limit = 4 * lk[META, N_S + M] + 4  # every block is reinserted at most 3 times
-    for _ in range(limit):
-        v = lk[L, s]
-        if v == s:
-            return -1
-        f = lk[FREQ, v]
-        if f >= 1:
-            move_to_head(lk, L, s, v)
-            lk[FREQ, v] = min(f, 3) - 1
-        elif pin[v] == r:
-            move_to_head(lk, L, s, v)
-        else:
-            unlink(lk, L, v)
-            lk[META, N_S + M] -= 1
-            lk[WHERE, v] = NONE
-            return v
-    return -1
+    return evict_reinserting(lk, L, lk.shape[1] - N_SENT - N_META + M, FREQ, WHERE, META, N_S + M, pin, r)
 
 
 @njit
@@ -202,7 +179,10 @@ def evict(st, j, r, pin):
 
 register_hooks(S3FIFOState, on_hit, on_insert, evict)
 
-SPEC = PolicySpec("s3fifo", make_state,
-                  "S3-FIFO: small FIFO filters one-hit blocks into a ghost; reused blocks live in a main FIFO.",
-                  defaults={"small_ratio": 0.10, "ghost_ratio": 0.90, "move_to_main_threshold": 2},
-                  family="quick_demotion")
+SPEC = PolicySpec(
+    "s3fifo", make_state,
+    "S3-FIFO (SOSP'23) - small FIFO demotes one-hit blocks to a ghost; reused "
+    "blocks live in a main FIFO with reinsertion.",
+    defaults={"small_ratio": 0.10, "ghost_ratio": 0.90, "move_to_main_threshold": 2},
+    family="quick_demotion",
+    weight=1.5, libcachesim="S3FIFO", speed_target=10)

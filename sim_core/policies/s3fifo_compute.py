@@ -10,7 +10,7 @@ would throw it out before it had a chance to be reused).
          A hit in small increments the block's counter (saturating at 3).
   ghost  FIFO of ids recently evicted from small (no data), at most
          floor(ghost_ratio x capacity) entries; the oldest is forgotten when full.
-  main   the remaining blocks, evicted by RandomCompute (random_compute.py: `samples`
+  main   the remaining blocks, evicted by RandomCompute (structures/pool.py: `samples`
          uniform draws, lowest ComputeIntensity / TimeSinceLastAccess). Main keeps no
          counters and does no CLOCK reinsertion: the score replaces S3-FIFO's main FIFO.
 
@@ -37,10 +37,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..jit import hook_njit
+from ..structures.dlist import new_list, push_head, tail, unlink
+from ..structures.pool import (P_N, Pool, new_pool, pool_add, pool_add_sampleable, pool_pick, pool_remove,
+                               pool_sync, touch)
 from .api import PolicySpec, register_hooks
-from .dlist import new_list, push_head, tail, unlink
-from .random_compute import (P_N, hook_njit, pool_add, pool_add_sampleable, pool_arrays, pool_pick, pool_remove,
-                             pool_sync, touch)
 
 ABSENT, SMALL, MAIN, GHOST = 0, 1, 2, 3
 # q layout (int64)
@@ -48,21 +49,7 @@ Q_SMALL_N, Q_GHOST_N, Q_SMALL_CAP, Q_GHOST_CAP, Q_MAIN_CAP, Q_THRESH, Q_EVICTED 
 
 
 class S3FIFOComputeState(NamedTuple):
-    # RandomCompute pool = the main cache
-    res: np.ndarray
-    pos: np.ndarray
-    sj: np.ndarray
-    sc: np.ndarray
-    stt: np.ndarray
-    pinfo: np.ndarray
-    lastj: np.ndarray
-    lastt: np.ndarray
-    ci: np.ndarray
-    cost: np.ndarray
-    rng: np.ndarray
-    cfg: np.ndarray
-    arrival: np.ndarray
-    offsets: np.ndarray
+    pool: Pool          # the main cache: RandomCompute's sampling pool (structures/pool.py)
     # small FIFO and ghost FIFO (intrusive lists, head = newest)
     sprev: np.ndarray
     snext: np.ndarray
@@ -91,13 +78,13 @@ def make_state(ctx) -> S3FIFOComputeState:
     sprev, snext = new_list(U)
     gprev, gnext = new_list(U)
     q = np.array([0, 0, small_cap, ghost_cap, max(0, cap - small_cap), thresh, 0], np.int64)
-    return S3FIFOComputeState(**pool_arrays(ctx), sprev=sprev, snext=snext, gprev=gprev, gnext=gnext,
+    return S3FIFOComputeState(new_pool(ctx), sprev=sprev, snext=snext, gprev=gprev, gnext=gnext,
                               where=np.zeros(U, np.int8), freq=np.zeros(U, np.int8), q=q)
 
 
 @hook_njit
 def on_hit(st, b, j, r, d):
-    touch(st, b, j, r, d)
+    touch(st.pool, b, j, r, d)
     if st.where[b] == SMALL and st.freq[b] < 3:
         st.freq[b] += 1
 
@@ -106,13 +93,13 @@ def on_hit(st, b, j, r, d):
 def _to_main(st, b):
     st.where[b] = MAIN
     st.freq[b] = 0
-    pool_add(st, b)
+    pool_add(st.pool, b)
 
 
 @hook_njit
 def on_insert(st, b, j, r, d):
-    pool_sync(st, r)
-    touch(st, b, j, r, d)
+    pool_sync(st.pool, r)
+    touch(st.pool, b, j, r, d)
     q = st.q
     if st.where[b] == GHOST:
         unlink(st.gprev, st.gnext, b)
@@ -155,7 +142,7 @@ def _evict_small(st, r, pin):
     if st.freq[t] >= st.q[Q_THRESH]:  # reused: promoted, and main may evict it for r
         st.where[t] = MAIN
         st.freq[t] = 0
-        pool_add_sampleable(st, t)
+        pool_add_sampleable(st.pool, t)
         return -1
     st.freq[t] = 0
     _ghost_add(st, t)
@@ -166,12 +153,12 @@ def _evict_small(st, r, pin):
 def evict(st, j, r, pin):
     q = st.q
     q[Q_EVICTED] = 1
-    pool_sync(st, r)
+    pool_sync(st.pool, r)
     while True:
-        if q[Q_SMALL_N] == 0 or st.pinfo[P_N] > q[Q_MAIN_CAP]:
-            v = pool_pick(st, j, r, pin)
+        if q[Q_SMALL_N] == 0 or st.pool.pinfo[P_N] > q[Q_MAIN_CAP]:
+            v = pool_pick(st.pool, j, r, pin)
             if v >= 0:
-                pool_remove(st, v)
+                pool_remove(st.pool, v)
                 st.where[v] = ABSENT
                 return v
             if q[Q_SMALL_N] == 0:
@@ -185,7 +172,9 @@ register_hooks(S3FIFOComputeState, on_hit, on_insert, evict)
 
 SPEC = PolicySpec(
     "s3fifo_compute", make_state,
-    "S3-FIFO small FIFO + ghost for quick demotion, in front of a RandomCompute main cache.",
+    "S3-FIFO small FIFO + ghost (quick demotion) in front of a RandomCompute "
+    "main cache (paper 5.4).",
     defaults={"small_ratio": 0.10, "ghost_ratio": 0.90, "move_to_main_threshold": 2,
               "samples": 64, "clock": "access"},
-    cost_aware=True, family="compute_aware")
+    cost_aware=True, family="compute_aware",
+    weight=6.0, speed_reference="S3FIFO")

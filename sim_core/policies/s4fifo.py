@@ -53,9 +53,9 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
+from ..structures.fifoq import evict_reinserting, queue_sizes
+from ..structures.mlist import new_links, push_head, tail, unlink
 from .api import PolicySpec, register_hooks
-from .mlist import move_to_head, new_links, push_head, tail, unlink
-from .s3fifo import queue_sizes
 
 S, M, G = 0, 1, 2  # sentinels U + S, U + M (family L) and U + G (family GL)
 L, GL, WHERE, IN_G, FREQ, GHOST, INS, META = 0, 2, 4, 5, 6, 7, 8, 9  # rows of lk
@@ -197,24 +197,7 @@ def _evict_small(lk, pin, r, cur):
 
 @njit
 def _evict_main(lk, pin, r):
-    s = lk.shape[1] - N_SENT - N_META + M
-    limit = 4 * lk[META, N_M] + 4
-    for _ in range(limit):
-        v = lk[L, s]
-        if v == s:
-            return -1
-        f = lk[FREQ, v]
-        if f >= 1:
-            move_to_head(lk, L, s, v)
-            lk[FREQ, v] = min(f, 3) - 1
-        elif pin[v] == r:
-            move_to_head(lk, L, s, v)
-        else:
-            unlink(lk, L, v)
-            lk[META, N_M] -= 1
-            lk[WHERE, v] = NONE
-            return v
-    return -1
+    return evict_reinserting(lk, L, lk.shape[1] - N_SENT - N_META + M, FREQ, WHERE, META, N_M, pin, r)
 
 
 @njit
@@ -277,9 +260,12 @@ def evict(st, j, r, pin):
 
 register_hooks(S4FIFOState, on_hit, on_insert, evict)
 
-SPEC = PolicySpec("s4fifo", make_state,
-                  "S4-FIFO: S3-FIFO with a skip window, a ghost-hit threshold and tunable queue sizes.",
-                  defaults={"small_ratio": 0.10, "ghost_ratio": 0.90, "skip_ratio": 0.0,
-                            "move_to_main_threshold": 2, "ghost_to_main_threshold": 0,
-                            "ghost_mode": "carry", "preset": -1},
-                  family="quick_demotion")
+SPEC = PolicySpec(
+    "s4fifo", make_state,
+    "S4-FIFO (OSDI'26) heuristic - S3-FIFO plus a skip window and a ghost-hit "
+    "threshold (static knobs, no learned selector).",
+    defaults={"small_ratio": 0.10, "ghost_ratio": 0.90, "skip_ratio": 0.0,
+              "move_to_main_threshold": 2, "ghost_to_main_threshold": 0,
+              "ghost_mode": "carry", "preset": -1},
+    family="quick_demotion",
+    weight=2.0, speed_reference="S3FIFO")

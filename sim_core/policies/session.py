@@ -33,9 +33,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..jit import hook_njit
+from ..structures.dlist import move_to_head, new_list, push_head, tail, unlink
+from ..structures.pool import Pool, new_pool, pool_insert, pool_pick, pool_remove, touch
 from .api import PolicySpec, register_hooks
-from .dlist import move_to_head, new_list, push_head, tail, unlink
-from .random_compute import hook_njit, pool_arrays, pool_pick, pool_remove, pool_sync, pool_add, touch
 
 
 def session_of_request(trace) -> tuple[np.ndarray, int]:
@@ -100,6 +101,28 @@ def _forget(st, b):
     st.bsess[b] = -1
 
 
+@hook_njit
+def _take_session(st, r, pin, out):
+    """The rest of the session being evicted (st.pending): every block of it not pinned
+    by request r leaves the session lists and is written to out; returns the count. The
+    caller removes them from its block-level structure."""
+    s = st.pending[0]
+    st.pending[0] = -1
+    if s < 0:
+        return 0
+    h = st.bsess.shape[0] + s
+    k = 0
+    b = st.snext[h]
+    while b != h:
+        q = st.snext[b]
+        if pin[b] != r:
+            _forget(st, b)
+            out[k] = b
+            k += 1
+        b = q
+    return k
+
+
 # ------------------------------------------------------------------ lru_session
 class LRUSessionState(NamedTuple):
     prev: np.ndarray
@@ -145,21 +168,9 @@ def lru_evict(st, j, r, pin):
 
 @hook_njit
 def lru_evict_more(st, j, r, pin, out):
-    s = st.pending[0]
-    st.pending[0] = -1
-    if s < 0:
-        return 0
-    h = st.bsess.shape[0] + s
-    k = 0
-    b = st.snext[h]
-    while b != h:
-        q = st.snext[b]
-        if pin[b] != r:
-            unlink(st.prev, st.nxt, b)
-            _forget(st, b)
-            out[k] = b
-            k += 1
-        b = q
+    k = _take_session(st, r, pin, out)
+    for i in range(k):
+        unlink(st.prev, st.nxt, out[i])
     return k
 
 
@@ -168,20 +179,7 @@ register_hooks(LRUSessionState, lru_on_hit, lru_on_insert, lru_evict, lru_evict_
 
 # ------------------------------------------------------------------ random_compute_session
 class RCSessionState(NamedTuple):
-    res: np.ndarray
-    pos: np.ndarray
-    sj: np.ndarray
-    sc: np.ndarray
-    stt: np.ndarray
-    pinfo: np.ndarray
-    lastj: np.ndarray
-    lastt: np.ndarray
-    ci: np.ndarray
-    cost: np.ndarray
-    rng: np.ndarray
-    cfg: np.ndarray
-    arrival: np.ndarray
-    offsets: np.ndarray
+    pool: Pool           # RandomCompute's sampling pool (structures/pool.py)
     sreq: np.ndarray
     bsess: np.ndarray
     sprev: np.ndarray
@@ -190,29 +188,27 @@ class RCSessionState(NamedTuple):
 
 
 def make_rc_session(ctx) -> RCSessionState:
-    return RCSessionState(**pool_arrays(ctx), **session_lists(ctx.trace))
+    return RCSessionState(new_pool(ctx), **session_lists(ctx.trace))
 
 
 @hook_njit
 def rc_on_hit(st, b, j, r, d):
-    touch(st, b, j, r, d)
+    touch(st.pool, b, j, r, d)
     _own(st, b, r)
 
 
 @hook_njit
 def rc_on_insert(st, b, j, r, d):
-    pool_sync(st, r)
-    pool_add(st, b)
-    touch(st, b, j, r, d)
+    pool_insert(st.pool, b, j, r, d)
     _own(st, b, r)
 
 
 @hook_njit
 def rc_evict(st, j, r, pin):
-    v = pool_pick(st, j, r, pin)
+    v = pool_pick(st.pool, j, r, pin)
     if v < 0:
         return -1
-    pool_remove(st, v)
+    pool_remove(st.pool, v)
     st.pending[0] = st.bsess[v]
     _forget(st, v)
     return v
@@ -220,32 +216,25 @@ def rc_evict(st, j, r, pin):
 
 @hook_njit
 def rc_evict_more(st, j, r, pin, out):
-    s = st.pending[0]
-    st.pending[0] = -1
-    if s < 0:
-        return 0
-    h = st.bsess.shape[0] + s
-    k = 0
-    b = st.snext[h]
-    while b != h:
-        q = st.snext[b]
-        if pin[b] != r:
-            pool_remove(st, b)
-            _forget(st, b)
-            out[k] = b
-            k += 1
-        b = q
+    k = _take_session(st, r, pin, out)
+    for i in range(k):
+        pool_remove(st.pool, out[i])
     return k
 
 
 register_hooks(RCSessionState, rc_on_hit, rc_on_insert, rc_evict, rc_evict_more)
 
 SPEC = [
-    PolicySpec("lru_session", make_lru_session,
-               "Session-level LRU: the session of the least recently used block loses all its "
-               "resident blocks at once.", family="session"),
-    PolicySpec("random_compute_session", make_rc_session,
-               "Session-level RandomCompute: the session of RandomCompute's victim loses all "
-               "its resident blocks at once.",
-               defaults={"samples": 64, "clock": "access"}, cost_aware=True, family="session"),
+    PolicySpec(
+        "lru_session", make_lru_session,
+        "Session-level LRU (paper 5.3) - the session of the least recently used block "
+        "loses all its resident blocks at once.",
+        family="session",
+        weight=1.5, speed_reference="LRU"),
+    PolicySpec(
+        "random_compute_session", make_rc_session,
+        "Session-level RandomCompute (paper 5.3) - the session of RandomCompute's "
+        "victim loses all its resident blocks at once.",
+        defaults={"samples": 64, "clock": "access"}, cost_aware=True, family="session",
+        weight=2.0, speed_reference="Hyperbolic"),
 ]

@@ -25,8 +25,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
+from ..structures.mlist import new_links, push_head, unlink
 from .api import PolicySpec, register_hooks
-from .mlist import new_links, push_head, unlink
 
 L, VISITED, META = 0, 2, 3  # rows of lk: L, L + 1 links (prev = towards the head); bits; scalars
 HAND = 0  # lk[META, HAND]: block the hand points at, -1 = start at the tail
@@ -79,6 +79,9 @@ def evict(st, j, r, pin):
 
 register_hooks(SieveState, on_hit, on_insert, evict)
 
-SPEC = PolicySpec("sieve", make_state,
-                  "SIEVE: FIFO queue with visited bits; a moving hand evicts the first unvisited block.",
-                  family="quick_demotion")
+SPEC = PolicySpec(
+    "sieve", make_state,
+    "SIEVE (NSDI'24) - FIFO queue with visited bits; a moving hand evicts the "
+    "first unvisited block.",
+    family="quick_demotion",
+    weight=1.0, libcachesim="Sieve", speed_target=10)

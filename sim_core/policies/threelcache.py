@@ -2,7 +2,7 @@
 
 Algorithm (libCacheSim `cache/eviction/3LCache/ThreeLCache.cpp`, its default
 byte-miss-ratio objective, which for unit-size blocks is the object miss ratio; the
-booster is LightGBM, as in libCacheSim, see gbdt.py):
+booster is LightGBM, as in libCacheSim, see structures/gbdt.py):
 
 * Metadata. Resident blocks sit in an LRU queue; evicted blocks go to a FIFO history
   (the "out cache") of at most resident * (hsw - 1) + 2 entries (hsw = history window
@@ -36,7 +36,7 @@ booster is LightGBM, as in libCacheSim, see gbdt.py):
   re-tuned at training time after 10^6 accesses with a full history.
 
 Model size: at most `num_iterations` trees of `2 * num_leaves - 1` nodes (flat arrays,
-sim_core/policies/gbdt.py, evaluated in njit code).
+sim_core/structures/gbdt.py, evaluated in njit code).
 
 Deviations from libCacheSim:
 * Training happens at the next replay pause (every 16 requests) after the batch is
@@ -65,9 +65,11 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
+from ..structures.dlist import move_to_head, new_list, push_head, unlink
+from ..structures.gbdt import Forest, export, fit, lightgbm_params, new_forest, predict_one
+from ..structures.packed import forest_view, layout, next_access, rows_view
+from ..structures.rng import below_mod, seed_word
 from .api import PolicySpec, register_hooks
-from .dlist import move_to_head, new_list, push_head, unlink
-from .gbdt import Forest, export, fit, lightgbm_params, new_forest, predict_one
 
 N_PD = 3  # past distances (max_n_past_distances)
 N_FEAT = 6
@@ -103,21 +105,6 @@ class ThreeLState(NamedTuple):
     blocks: np.ndarray  # trace blocks (shared, read-only)
 
 
-def _seed(seed: int) -> int:
-    z = (int(seed) * 0x9E3779B97F4A7C15 + 0x7F4A7C159E3779B9) & (2**64 - 1)
-    z ^= z >> 29
-    z = z or 1
-    return z - 2**64 if z >= 2**63 else z
-
-
-def _layout(sizes):
-    out, o = [], 0
-    for n in sizes:
-        out.append(o)
-        o += int(n)
-    return out, o
-
-
 def make_state(ctx) -> ThreeLState:
     t = ctx.trace
     p = ctx.params
@@ -132,15 +119,15 @@ def make_state(ctx) -> ThreeLState:
     cc = cap + 4096
     rowcap = 2 * batch
     forest = new_forest(int(p["num_iterations"]), int(p["num_leaves"]))
-    o64, n64 = _layout([HEAD, u, u, 4])
-    o32, n32 = _layout([u, u, u, N_PD * u, u, u, u + 1, u + 1, cap, rc, rc, qc, hc, cc,
+    o64, n64 = layout([HEAD, u, u, 4])
+    o32, n32 = layout([u, u, u, N_PD * u, u, u, u + 1, u + 1, cap, rc, rc, qc, hc, cc,
                         len(forest.mi)])
-    of, nf = _layout([u, hc, (rowcap + 1) * N_FEAT, rowcap, len(forest.mf)])
+    of, nf = layout([u, hc, (rowcap + 1) * N_FEAT, rowcap, len(forest.mf)])
     I64 = np.zeros(n64, np.int64)
     I32 = np.zeros(n32, np.int32)
     F64 = np.zeros(nf, np.float64)
     skip = t.max_request_blocks + 1 if ctx.mode == "block" else int(ctx.capacity)
-    I64[RNG] = _seed(ctx.seed)
+    I64[RNG] = seed_word(ctx.seed, 0x7F4A7C159E3779B9, 29)
     I64[SR] = 1024
     I64[SB] = 1
     I64[SLRU] = 1
@@ -161,24 +148,10 @@ def make_state(ctx) -> ThreeLState:
 
 def forest_of(st: ThreeLState) -> Forest:
     """Views of the model inside the packed state (Python side)."""
-    h = st.I64
-    return Forest(st.I32[h[O_MI]:h[O_MI] + h[L_MI]], st.F64[h[O_MF]:h[O_MF] + h[L_MF]],
-                  h[h[O_FM]:h[O_FM] + 4])
+    return forest_view(st, O_MI, L_MI, O_MF, L_MF, O_FM)
 
 
 # ------------------------------------------------------------------ primitives
-@njit
-def _rand(h, n):
-    """Uniform int in [0, n) (xorshift64*, state in h[RNG])."""
-    x = np.uint64(h[RNG])
-    x ^= x >> np.uint64(12)
-    x ^= x << np.uint64(25)
-    x ^= x >> np.uint64(27)
-    h[RNG] = np.int64(x)
-    v = np.int64((x * np.uint64(2685821657736338717)) >> np.uint64(1))
-    return v % n
-
-
 @njit
 def _trained(h):
     return h[h[O_FM] + 2] > 0
@@ -259,7 +232,7 @@ def _lookup(st, j):
             h[NWHIT] += 1
         ks = h[O_STIME] + b
         t = h[ks]
-        if t != 0 and (_rand(h, 4) == 0 or not _trained(h)):
+        if t != 0 and (below_mod(h, RNG, 4) == 0 or not _trained(h)):
             _add_row(st, b, t, j - t)
         h[ks] = 0
         # meta update: distance ring, last access, frequency
@@ -282,7 +255,7 @@ def _lookup(st, j):
     if h[SAMPLING] != 0:
         n_all = h[INSIZE] + h[OSIZE]
         if n_all > 0:
-            pos = _rand(h, n_all)
+            pos = below_mod(h, RNG, n_all)
             v = -1
             if pos < h[INSIZE]:
                 v = I32[h[O_INKEY] + pos]
@@ -304,7 +277,7 @@ def _pop_history(st, j, label):
     if I32[h[O_OVALID] + slot] != 0:
         b = np.int64(I32[h[O_OKEY] + slot])
         t = h[h[O_STIME] + b]
-        if label and t != 0 and (_rand(h, 4) == 0 or not _trained(h)):
+        if label and t != 0 and (below_mod(h, RNG, 4) == 0 or not _trained(h)):
             age = j - h[h[O_LAST] + b]
             if h[MAB1] < age:
                 h[MAB1] = age
@@ -330,17 +303,11 @@ def _erase_out(st, j):
 def _catch_up(st, upto):
     """Process the lookups of all accesses before `upto`, in order."""
     h = st.I64
-    offs = st.offsets
-    while h[CUR] < upto:
-        j = h[CUR]
-        while offs[h[RCUR] + 1] <= j:
-            h[RCUR] += 1
-        r = h[RCUR]
-        if offs[r + 1] - offs[r] > h[SKIPLEN]:  # oversized request: never served
-            h[CUR] = offs[r + 1]
-            continue
+    j = next_access(h, st.offsets, CUR, RCUR, SKIPLEN, upto)
+    while j >= 0:
         _lookup(st, j)
         h[CUR] = j + 1
+        j = next_access(h, st.offsets, CUR, RCUR, SKIPLEN, upto)
 
 
 # ------------------------------------------------------------------ prediction heap
@@ -690,10 +657,7 @@ register_hooks(ThreeLState, on_hit, on_insert, evict)
 
 def training_rows(st: ThreeLState) -> tuple[np.ndarray, np.ndarray]:
     """The matured rows and labels waiting for the next training (views)."""
-    h = st.I64
-    n = int(h[NROWS])
-    X = st.F64[h[O_X]:h[O_X] + n * N_FEAT].reshape(n, N_FEAT)
-    return X, st.F64[h[O_Y]:h[O_Y] + n]
+    return rows_view(st, NROWS, O_X, O_Y, N_FEAT)
 
 
 def train(st: ThreeLState, ctx, next_request: int) -> None:
@@ -730,7 +694,9 @@ def train(st: ThreeLState, ctx, next_request: int) -> None:
 
 SPEC = PolicySpec(
     "threelcache", make_state,
-    "3L-Cache: LightGBM reuse-distance model over bidirectionally sampled candidates, "
-    "evicted in batches; LRU until the first model.",
+    "3L-Cache (FAST'25) - LightGBM reuse-distance model over bidirectionally "
+    "sampled candidates, batched eviction (LRU until trained).",
     defaults={"batch_size": 65536, "num_iterations": 16, "num_leaves": 32, "learning_rate": 0.1},
-    family="learned", train_every=16, train=train)
+    family="learned", train_every=16, train=train,
+    # slow: ~150x LRU per access, left out of policy=all as the paper left out LRB
+    weight=150.0, slow=True, libcachesim="ThreeLCache")

@@ -117,15 +117,13 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
+from ..structures.dlist import seg_push_front, seg_unlink
+from ..structures.packed import header_layout
+from ..structures.reuse_fit import FITS, H_BINS, hist_rate, hist_record, refit_due, request_times
 from .api import PolicySpec, register_hooks
 
 CATEGORIES = ("session_turn", "turn", "none")
 CLOCKS = ("wall", "request", "access")
-FITS = ("median", "mean")
-
-# reuse-interval histogram: bucket k holds [2^(k-H_OFF), 2^(k-H_OFF+1)); bucket 0 also 0
-H_BINS = 72
-H_OFF = 24
 
 # The whole state lives in two flat arrays, I (int32) and F (float64), cut into
 # segments whose start offsets sit in F's header. Numba increments and decrements the
@@ -147,52 +145,6 @@ N_CFG = 10
 M_LAST_R, M_SINCE = 0, 1
 
 
-# ----------------------------------------------------------------- shared statistics
-@njit
-def hist_bucket(x):
-    if x <= 0.0:
-        return 0
-    k = int(math.floor(math.log2(x))) + H_OFF
-    if k < 0:
-        return 0
-    if k >= H_BINS:
-        return H_BINS - 1
-    return k
-
-
-@njit
-def hist_record(F, hb, sb, cb, x):
-    """Add interval x to the histogram at F[hb:hb+H_BINS], its sum F[sb], count F[cb]."""
-    F[hb + hist_bucket(x)] += 1.0
-    F[sb] += x
-    F[cb] += 1.0
-
-
-@njit
-def hist_rate(F, hb, sb, cb, fit):
-    """Fitted exponential rate (fit 0: ln 2 / median, 1: 1 / mean)."""
-    n = F[cb]
-    if fit == 1:
-        if F[sb] <= 0.0:
-            return 2.0 ** H_OFF
-        return n / F[sb]
-    half = 0.5 * n
-    cum = 0.0
-    for i in range(H_BINS):
-        h = F[hb + i]
-        if h > 0.0 and cum + h >= half:
-            lo = 2.0 ** (i - H_OFF)
-            return math.log(2.0) / (lo * 2.0 ** ((half - cum) / h))
-        cum += h
-    return 1.0
-
-
-def request_times(trace, clock: str) -> np.ndarray:
-    if clock == "wall":
-        return np.asarray(trace.arrival_s, dtype=np.float64)
-    return np.arange(trace.n_requests, dtype=np.float64)  # "request" ("access" uses j)
-
-
 @njit
 def find_request(st, ob, R, j):
     """Request owning access j, from offsets stored as floats at st.F[ob:ob+R+1]."""
@@ -207,15 +159,6 @@ def find_request(st, ob, R, j):
         else:
             hi = mid
     return lo
-
-
-def layout(sizes: list[tuple[int, int]], first: int) -> list[int]:
-    """Start offsets of consecutive segments (header slot, length) from `first`."""
-    out, pos = [], first
-    for _, n in sizes:
-        out.append(pos)
-        pos += n
-    return out + [pos]
 
 
 # ----------------------------------------------------------------------- categories
@@ -284,9 +227,9 @@ def make_state(ctx) -> WorkloadAwareState:
     if U + 64 >= 2**31:
         raise ValueError("workload_aware keeps block ids in int32")
     rcat, W = request_categories(t, kind, tb)
-    ib = layout([(B_PREV, U + W), (B_NXT, U + W), (B_BCAT, U), (B_BOFF, U), (B_BLAST, U),
+    ib = header_layout([(B_PREV, U + W), (B_NXT, U + W), (B_BCAT, U), (B_BOFF, U), (B_BLAST, U),
                  (B_RCAT, R), (B_CSIZE, W), (B_GL, W), (B_GR, W), (B_META, 2)], 0)
-    fb = layout([(B_BTIME, U), (B_RTIME, R), (B_OFFS, R + 1), (B_LAM, W), (B_LOGP, W), (B_PW, W),
+    fb = header_layout([(B_BTIME, U), (B_RTIME, R), (B_OFFS, R + 1), (B_LAM, W), (B_LOGP, W), (B_PW, W),
                  (B_LLIFE, W), (B_NACC, W), (B_NREU, W), (B_HSUM, W + 1), (B_HCNT, W + 1),
                  (B_HIST, (W + 1) * H_BINS), (B_CFG, N_CFG)], F_HEADER)
     I = np.zeros(ib[-1], np.int32)
@@ -332,34 +275,6 @@ def fitted(st) -> dict:
 
 
 # ----------------------------------------------------------------------- list helpers
-@njit
-def _push_head(I, pv, nx, s, b):
-    h = I[nx + s]
-    I[nx + b] = h
-    I[pv + b] = s
-    I[pv + h] = b
-    I[nx + s] = b
-
-
-@njit
-def _insert_after(I, pv, nx, a, b):
-    q = I[nx + a]
-    I[nx + b] = q
-    I[pv + b] = a
-    I[pv + q] = b
-    I[nx + a] = b
-
-
-@njit
-def _unlink(I, pv, nx, b):
-    p = I[pv + b]
-    q = I[nx + b]
-    I[nx + p] = q
-    I[pv + q] = p
-    I[pv + b] = -1
-    I[nx + b] = -1
-
-
 @njit
 def _drop_group_last(st, c, b):
     I = st.I
@@ -449,12 +364,8 @@ def _touch(st, b, j, r, d, hit):
     btime = int(F[B_BTIME])
     c = I[int(F[B_RCAT]) + r]
     now = float(j) if F[cfg + C_CLOCK] == 2.0 else F[int(F[B_RTIME]) + r]
-    if I[meta + M_LAST_R] != r:
-        I[meta + M_LAST_R] = r
-        I[meta + M_SINCE] += 1
-        if I[meta + M_SINCE] >= F[cfg + C_REFIT]:
-            I[meta + M_SINCE] = 0
-            refit_all(st)
+    if refit_due(I, meta + M_LAST_R, r, F[cfg + C_REFIT]):
+        refit_all(st)
     if not same:
         pc = I[bcat + b]
         if pc >= 0 and (hit or F[cfg + C_MISS] > 0.0):
@@ -475,13 +386,13 @@ def _touch(st, b, j, r, d, hit):
         oc = I[bcat + b]
         if I[gl + oc] == b:  # b ends its category's current group: shrink the group
             _drop_group_last(st, oc, b)
-        _unlink(I, pv, nx, b)
+        seg_unlink(I, pv, nx, b)
         I[csize + oc] -= 1
     g = I[gl + c]
     if F[cfg + C_CLOCK] != 2.0 and I[gr + c] == r and g >= 0:
-        _insert_after(I, pv, nx, g, b)
+        seg_push_front(I, pv, nx, g, b)  # right after g
     else:
-        _push_head(I, pv, nx, U + c, b)
+        seg_push_front(I, pv, nx, U + c, b)
         I[gr + c] = r
     I[gl + c] = b
     I[csize + c] += 1
@@ -531,8 +442,8 @@ def evict(st, j, r, pin):
                 break
             if I[gl + c] == v:
                 _drop_group_last(st, c, v)
-            _unlink(I, pv, nx, v)
-            _push_head(I, pv, nx, s, v)
+            seg_unlink(I, pv, nx, v)
+            seg_push_front(I, pv, nx, s, v)
             moved += 1
             v = I[pv + s]
         if v == s:
@@ -554,7 +465,7 @@ def evict(st, j, r, pin):
         return -1
     if I[gl + bc] == best:
         _drop_group_last(st, bc, best)
-    _unlink(I, pv, nx, best)
+    seg_unlink(I, pv, nx, best)
     I[csize + bc] -= 1
     return best
 
@@ -579,7 +490,7 @@ DEFAULTS = {
 
 SPEC = PolicySpec(
     "workload_aware", make_state,
-    "Workload-aware (ATC'25 KVCache in the Wild): per-category exponential reuse-probability "
-    "fitted online, evict the lowest (ReuseProb, -offset).",
+    "Workload-aware (ATC'25 KVCache in the Wild) - per-category exponential "
+    "reuse probability fitted online, evict the lowest (ReuseProb, -offset).",
     defaults=DEFAULTS, family="prefix_specific",
-)
+    weight=15.0, speed_reference="GDSF")

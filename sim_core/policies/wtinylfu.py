@@ -62,8 +62,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
+from ..structures.dlist import new_list, push_front, unlink
 from .api import PolicySpec, register_hooks
-from .dlist import new_list, push_front, unlink
 
 # list ids (sentinel of list k is U + k)
 WIN, PROB, PROT, ZOMB = 0, 1, 2, 3
@@ -435,9 +435,10 @@ register_hooks(WTinyLFUState, on_hit, on_insert, evict)
 
 SPEC = PolicySpec(
     "wtinylfu", make_state,
-    "W-TinyLFU: LRU window + SLRU main, a count-min sketch admits window victims over main victims.",
+    "W-TinyLFU - 1% LRU window + SLRU main (20/80); a count-min sketch admits a "
+    "window victim only if it is more frequent than the main victim.",
     defaults={"window": 0.01, "protected": 0.8, "sketch_depth": 4, "sketch_width": 0,
               "counter_max": 15, "sample_factor": 10.0, "doorkeeper": False,
               "conservative": False, "libcachesim": False},
     family="frequency",
-)
+    weight=15.0, libcachesim="WTinyLFU")

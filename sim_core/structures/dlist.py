@@ -73,3 +73,25 @@ def tail_unpinned(prev, s, pin, r, cur):
         cur[1] = v
         v = prev[v]
     return -1
+
+
+# The same lists inside one flat array: prev links at I[pv + i], next links at I[nx + i]
+# (a policy state packed into few arrays, see structures/packed.py).
+@njit
+def seg_push_front(I, pv, nx, s, b):
+    """Insert b at the head of the list with sentinel s (or right after element s)."""
+    h = I[nx + s]
+    I[nx + b] = h
+    I[pv + b] = s
+    I[pv + h] = b
+    I[nx + s] = b
+
+
+@njit
+def seg_unlink(I, pv, nx, b):
+    p = I[pv + b]
+    q = I[nx + b]
+    I[nx + p] = q
+    I[pv + q] = p
+    I[pv + b] = -1
+    I[nx + b] = -1

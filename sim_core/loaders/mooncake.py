@@ -1,0 +1,39 @@
+"""Mooncake (``fmt="mooncake"``, block_tokens = 512)
+
+Mooncake FAST'25 traces (github kvcache-ai/Mooncake)::
+
+    {"timestamp": 27482, "input_length": 6955, "output_length": 52, "hash_ids": [46, 47, 1]}
+
+=================  ========  =====================================================
+field              required  meaning
+=================  ========  =====================================================
+``timestamp``      yes       arrival in milliseconds (number); arrival_s = ts/1000
+``hash_ids``       yes       list of ints: prefix-chained 512-token block hashes
+``input_length``   no        prompt tokens (int >= 0)
+``output_length``  no        generated tokens (int >= 0; 0 when absent)
+=================  ========  =====================================================
+
+Sessions are unknown: ``session = -1`` for every request.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..trace import Trace
+from .builder import DEFAULT_CONTEXT_TOKENS, Builder
+from .lines import Line, iter_objects
+
+
+def load_mooncake(path: str | Path, *, name: str | None = None,
+                  context_tokens: int | None = DEFAULT_CONTEXT_TOKENS) -> Trace:
+    """Mooncake JSONL trace (512-token blocks, timestamps in ms, no sessions)."""
+    b = Builder(path, 512, context_tokens)
+    path, where = b.path, b.where
+    for lineno, obj in iter_objects(path):
+        ln = Line(where, lineno)
+        ts = ln.number(ln.required(obj, "timestamp"), "timestamp")
+        hashes = ln.hashes(ln.required(obj, "hash_ids"), "hash_ids")
+        ilen = ln.optional_integer(obj, ("input_length",))
+        olen = ln.optional_integer(obj, ("output_length",))
+        b.add(hashes, ts / 1000.0, -1, b.input_tokens_of(ilen, hashes), olen or 0)
+    return b.build("mooncake", name)

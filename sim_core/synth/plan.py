@@ -1,0 +1,284 @@
+"""The request-level plan of a synthetic trace, built in named steps.
+
+Each step draws from its own random stream (spawned from the seed), so the steps are
+independent: changing one never shifts another's draws.
+
+  multi-turn sessions   turns per session, system prompts, first messages, growth
+  single-turn requests  templated and unique prompts
+  id layout             raw block-id ranges of every request, and their categories
+  arrival times         session pacing, pauses, the window (Little's law)
+  tokens                input and output tokens per request
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .profiles import (BLOCK_TOKENS, HISTORY, MAX_BLOCKS, SINGLE_TURN, SYSTEM, SynthProfile,
+                       get_profile, knot_quantile)
+from .sampling import (TIER, clip_session_gaps, lhs, lhs_within, logistic_mgf, pool_lengths,
+                       random_gap, random_round, segment_cumsum, session_turns, solve_window,
+                       std_logistic, zipf_assign)
+
+
+@dataclass
+class Plan:
+    """Request-level description of a trace (plan order: sessions' turns, then singles)."""
+
+    session: np.ndarray  # int64[R] plan session id (multi 0..M-1, singles M..)
+    arrival_s: np.ndarray  # float64[R]
+    n_blocks: np.ndarray  # int64[R]
+    input_tokens: np.ndarray  # int64[R]
+    output_tokens: np.ndarray  # int64[R]
+    a_start: np.ndarray  # int64[R] first id range (base prompt or template), raw ids
+    a_len: np.ndarray
+    b_start: np.ndarray  # second id range (session stream or unique tail)
+    b_len: np.ndarray
+    raw_category: np.ndarray  # int8[U_raw]
+    n_multi_requests: int
+    n_multi_sessions: int
+    window_s: float
+    compressed_sessions: int
+    padded_sessions: int
+
+
+@dataclass
+class MultiTurn:
+    """Multi-turn sessions: M sessions, Rm requests (session-major, turns in order)."""
+
+    n: np.ndarray  # int64[M] requests per session
+    prompt: np.ndarray  # int64[M] base system prompt of each session
+    base_len: np.ndarray  # int64[P] length of each base prompt (0 if unused)
+    tail: np.ndarray  # int64[M] per-session system suffix
+    sess: np.ndarray  # int64[Rm] session of each request
+    starts: np.ndarray  # int64[M] first request of each session
+    turn: np.ndarray  # int64[Rm] 0-based turn
+    delta: np.ndarray  # int64[Rm] blocks added by each turn (0 for the first)
+    m_blocks: np.ndarray  # int64[Rm] request length
+    stream_len: np.ndarray  # int64[M] session-private blocks
+
+    @property
+    def M(self) -> int:
+        return len(self.n)
+
+    @property
+    def Rm(self) -> int:
+        return len(self.sess)
+
+
+@dataclass
+class SingleTurn:
+    """Single-turn requests: a templated share and unique prompts."""
+
+    is_tpl: np.ndarray  # bool[Rs]
+    s_tpl: np.ndarray  # int64[Rs] template of each request, -1 = none
+    tpl_len: np.ndarray  # int64[Q] length of each template (0 if unused)
+    s_unique: np.ndarray  # int64[Rs] unique blocks of each request
+
+    @property
+    def Rs(self) -> int:
+        return len(self.is_tpl)
+
+
+def multi_turn_sessions(prof: SynthProfile, scale: float, r_turns, r_sys, r_grow) -> MultiTurn:
+    cap = MAX_BLOCKS
+    M = max(1, int(round(prof.multi_sessions * scale)))
+    n = session_turns(r_turns, M, max(2 * M, int(round(prof.multi_requests * scale))), prof)
+    P = max(1, int(round(prof.sys_prompts * scale)))
+    prompt = zipf_assign(r_sys, P, M, prof.sys_zipf)
+    base_len = pool_lengths(r_sys, P, prompt, n, prof.sys_len, cap // 4)
+    tail = np.rint(knot_quantile(lhs(r_sys, M), prof.sys_tail, 0, cap // 8)).astype(np.int64)
+    first = np.rint(knot_quantile(lhs(r_sys, M, n, TIER), prof.first_msg, 1, cap)).astype(np.int64)
+    first_req = base_len[prompt] + tail + first
+    over = first_req > cap // 2
+    first = np.where(over, np.maximum(1, first - (first_req - cap // 2)), first)
+    first_req = base_len[prompt] + tail + first
+
+    mean_growth = knot_quantile(lhs(r_grow, M, n, TIER), prof.growth, 1.0, float(cap)) * (
+        n / 10.0) ** prof.growth_turns_exponent
+    Rm = int(n.sum())
+    sess = np.repeat(np.arange(M, dtype=np.int64), n)
+    starts = np.concatenate(([0], np.cumsum(n)[:-1]))
+    turn = np.arange(Rm, dtype=np.int64) - np.repeat(starts, n)
+    sig = prof.growth_turn_sigma
+    decay = np.maximum(turn, 1).astype(np.float64) ** -prof.growth_decay
+    z = np.zeros(Rm)
+    z[turn > 0] = std_logistic(lhs_within(r_grow, sess[turn > 0], n - 1))
+    raw = mean_growth[sess] * decay * np.exp(sig * z) / logistic_mgf(sig)
+    delta = np.where(turn > 0, np.maximum(1, np.rint(raw)), 0).astype(np.int64)
+    total = np.add.reduceat(delta, starts)
+    final = first_req + total
+    big = final > cap
+    if big.any():
+        # final request lands just under the cap: cap minus a fraction of a turn's growth
+        target = cap - np.floor(r_grow.random(M) * np.minimum(mean_growth, cap / 64)).astype(np.int64)
+        target = np.maximum(target, first_req + n - 1)
+        extra = total - (n - 1)  # growth above the 1-block minimum per turn
+        room = target - first_req - (n - 1)
+        factor = np.where(big, room / np.maximum(extra, 1), 1.0)
+        delta = np.where(turn > 0, 1 + np.floor((delta - 1) * factor[sess]), 0).astype(np.int64)
+    m_blocks = first_req[sess] + segment_cumsum(delta, n)
+    stream_len = m_blocks[starts + n - 1] - base_len[prompt]  # session-private blocks
+    return MultiTurn(n=n, prompt=prompt, base_len=base_len, tail=tail, sess=sess, starts=starts,
+                     turn=turn, delta=delta, m_blocks=m_blocks, stream_len=stream_len)
+
+
+def single_turn_requests(prof: SynthProfile, scale: float, r_single) -> SingleTurn:
+    cap = MAX_BLOCKS
+    Rs = max(1, int(round(prof.single_requests * scale)))
+    n_tpl = int(round(prof.template_share * Rs))
+    is_tpl = np.zeros(Rs, dtype=bool)
+    is_tpl[r_single.permutation(Rs)[:n_tpl]] = True
+    Q = max(1, int(round(prof.templates * scale)))
+    tpl = zipf_assign(r_single, Q, n_tpl, prof.template_zipf)
+    tpl_len = pool_lengths(r_single, Q, tpl, np.ones(n_tpl), prof.template_len, cap - 1)
+    suffix = np.rint(knot_quantile(lhs(r_single, n_tpl), prof.template_suffix, 1, cap)).astype(np.int64)
+    suffix = np.minimum(suffix, cap - tpl_len[tpl])
+    plain = np.rint(knot_quantile(lhs(r_single, Rs - n_tpl), prof.plain_len, 1, cap)).astype(np.int64)
+    s_tpl = np.full(Rs, -1, dtype=np.int64)
+    s_tpl[is_tpl] = tpl
+    s_unique = np.empty(Rs, dtype=np.int64)
+    s_unique[is_tpl] = suffix
+    s_unique[~is_tpl] = plain
+    return SingleTurn(is_tpl=is_tpl, s_tpl=s_tpl, tpl_len=tpl_len, s_unique=s_unique)
+
+
+def id_layout(mt: MultiTurn, st: SingleTurn, scale: float):
+    """Raw id ranges (a_start, a_len, b_start, b_len) of every request and the category
+    of every raw id. Layout: [base prompts][templates][session streams][single-turn
+    unique content]."""
+    base_len, tpl_len, stream_len, s_unique = mt.base_len, st.tpl_len, mt.stream_len, st.s_unique
+    prompt, sess, is_tpl, s_tpl = mt.prompt, mt.sess, st.is_tpl, st.s_tpl
+    base_off = np.concatenate(([0], np.cumsum(base_len)[:-1]))
+    o_tpl = int(base_len.sum())
+    tpl_off = o_tpl + np.concatenate(([0], np.cumsum(tpl_len)[:-1]))
+    o_stream = o_tpl + int(tpl_len.sum())
+    stream_off = o_stream + np.concatenate(([0], np.cumsum(stream_len)[:-1]))
+    o_uniq = o_stream + int(stream_len.sum())
+    uniq_off = o_uniq + np.concatenate(([0], np.cumsum(s_unique)[:-1]))
+    n_raw = o_uniq + int(s_unique.sum())
+    if n_raw >= np.iinfo(np.int32).max:
+        raise ValueError(f"scale={scale} needs {n_raw} block ids, more than int32 holds")
+    hist_len = stream_len - mt.tail
+    seg_len = np.concatenate((base_len, tpl_len, np.stack([mt.tail, hist_len], 1).ravel(), s_unique))
+    seg_cat = np.concatenate((
+        np.full(len(base_len), SYSTEM, np.int8), np.full(len(tpl_len), SINGLE_TURN, np.int8),
+        np.tile(np.array([SYSTEM, HISTORY], np.int8), mt.M), np.full(st.Rs, SINGLE_TURN, np.int8)))
+    raw_category = np.repeat(seg_cat, seg_len)
+
+    a_start = np.concatenate((base_off[prompt][sess], np.where(is_tpl, tpl_off[np.maximum(s_tpl, 0)], 0)))
+    a_len = np.concatenate((base_len[prompt][sess], np.where(is_tpl, tpl_len[np.maximum(s_tpl, 0)], 0)))
+    b_start = np.concatenate((stream_off[sess], uniq_off))
+    b_len = np.concatenate((mt.m_blocks - base_len[prompt][sess], s_unique))
+    return a_start, a_len, b_start, b_len, raw_category
+
+
+def arrival_times(prof: SynthProfile, mt: MultiTurn, Rs: int, concurrency: float, r_time):
+    """(arrival of the multi-turn requests, of the single-turn ones, window, sessions
+    compressed to the span limit, sessions padded with an idle pause)."""
+    n, sess, starts, turn, M, Rm = mt.n, mt.sess, mt.starts, mt.turn, mt.M, mt.Rm
+    g_med = knot_quantile(lhs(r_time, M, n - 1, TIER), prof.gap, 1e-3) * (n / 10.0) ** -prof.gap_turns_exponent
+    gs = prof.gap_turn_sigma
+    z = np.zeros(Rm)
+    z[turn > 0] = std_logistic(lhs_within(r_time, sess[turn > 0], n - 1))
+    gap = g_med[sess] * np.exp(gs * z)
+    gap = np.where(turn > 0, np.maximum(gap, prof.min_gap_s), 0.0)
+    body = np.add.reduceat(gap, starts)  # session durations at their natural pace
+    # long pauses (a person coming back): one in a share of the sessions, on a random
+    # gap, so a session's pause time does not grow with its turn count
+    lo, hi = prof.pause_s
+    k = int(random_round(r_time, np.array([prof.pause_share * M]))[0])
+    # systematic sample over the sessions ranked by duration: every duration range gets
+    # its share of pauses (a small trace does not pause five short sessions by chance)
+    by_dur = np.argsort(body + 1e-9 * r_time.random(M), kind="stable")
+    paused = by_dur[np.floor((np.arange(k) + r_time.random()) * M / max(k, 1)).astype(np.int64)]
+    gap[random_gap(r_time, starts[paused], n[paused])] = np.exp(
+        np.log(lo) + lhs(r_time, k) * np.log(hi / lo))
+    dur = np.add.reduceat(gap, starts)
+    frac = prof.max_session_span_frac
+    window, limit = solve_window(dur, concurrency, frac)
+    padded = 0
+    if window < body.max() / frac:
+        # Too few sessions to sustain the concurrency at their natural pace (small
+        # scales): instead of speeding up the longest sessions, keep the window their
+        # pace needs and idle some sessions (one extra pause each), longer-than-median
+        # sessions first so the duration median is preserved, until Little's law holds.
+        window = float(body.max() / frac)
+        limit = frac * window
+        deficit = concurrency * window - float(np.minimum(dur, limit).sum())
+        cand = r_time.permutation(np.flatnonzero(dur < limit))
+        cand = np.concatenate((cand[dur[cand] >= np.median(dur)], cand[dur[cand] < np.median(dur)]))
+        room = limit - dur[cand]
+        used = np.cumsum(room)
+        take = min(int(np.searchsorted(used, deficit)) + 1, len(room))  # room > deficit: c < frac*M
+        extra = room[:take].copy()
+        extra[-1] -= used[take - 1] - deficit
+        cand = cand[:take]
+        gap[random_gap(r_time, starts[cand], n[cand])] += extra
+        dur[cand] += extra
+        padded = take
+    compressed = int((dur > limit).sum())
+    if compressed:
+        clip_session_gaps(gap, starts, n, dur, limit)
+        dur = np.minimum(dur, limit)
+    offs = segment_cumsum(gap, n)
+    t0 = r_time.random(M) * np.maximum(window - dur, 0.0)
+    arrival_m = t0[sess] + offs
+    arrival_s = r_time.random(Rs) * window
+    return arrival_m, arrival_s, window, compressed, padded
+
+
+def token_counts(prof: SynthProfile, mt: MultiTurn, n_blocks: np.ndarray, Rs: int, r_tok):
+    """(input tokens, output tokens) per request; a multi-turn answer is part of the next
+    request's growth."""
+    Rm = mt.Rm
+    partial = r_tok.integers(0, BLOCK_TOKENS, size=Rm + Rs)
+    input_tokens = n_blocks * BLOCK_TOKENS - partial
+    out = np.rint(prof.output_median * np.exp(prof.output_sigma * r_tok.standard_normal(Rm + Rs)))
+    out = np.clip(out, 1, 32_768).astype(np.int64)
+    nxt = np.concatenate((mt.delta[1:], [0]))
+    last = mt.turn == mt.n[mt.sess] - 1
+    share = 0.1 + 0.5 * r_tok.random(Rm)
+    out_m = np.where(last, out[:Rm], np.maximum(1, np.floor(nxt * BLOCK_TOKENS * share))).astype(np.int64)
+    return input_tokens, np.concatenate((out_m, out[Rm:]))
+
+
+def plan_requests(prof: SynthProfile, scale: float, seed: int, concurrency: float) -> Plan:
+    if not scale > 0:
+        raise ValueError(f"scale must be positive, got {scale}")
+    if not concurrency > 0:
+        raise ValueError(f"concurrency must be positive, got {concurrency}")
+    ss = np.random.SeedSequence([int(seed), 0x5EED])
+    r_turns, r_sys, r_grow, r_time, r_single, r_tok = (np.random.default_rng(s) for s in ss.spawn(6))
+    mt = multi_turn_sessions(prof, scale, r_turns, r_sys, r_grow)
+    st = single_turn_requests(prof, scale, r_single)
+    a_start, a_len, b_start, b_len, raw_category = id_layout(mt, st, scale)
+    n_blocks = a_len + b_len
+    arrival_m, arrival_s, window, compressed, padded = arrival_times(prof, mt, st.Rs, concurrency, r_time)
+    input_tokens, output_tokens = token_counts(prof, mt, n_blocks, st.Rs, r_tok)
+    return Plan(
+        session=np.concatenate((mt.sess, mt.M + np.arange(st.Rs, dtype=np.int64))),
+        arrival_s=np.concatenate((arrival_m, arrival_s)),
+        n_blocks=n_blocks, input_tokens=input_tokens, output_tokens=output_tokens,
+        a_start=a_start, a_len=a_len, b_start=b_start, b_len=b_len,
+        raw_category=raw_category, n_multi_requests=mt.Rm, n_multi_sessions=mt.M,
+        window_s=window, compressed_sessions=compressed, padded_sessions=padded,
+    )
+
+
+def expected_size(profile: str | SynthProfile = "freeinference", *, scale: float = 1.0,
+                  seed: int = 0) -> dict:
+    """Requests, tokens and block accesses a trace would have, without building its blocks.
+
+    Cheap even at ``scale=1.0`` (it plans the requests but never materialises the blocks).
+    """
+    prof = get_profile(profile)
+    plan = plan_requests(prof, scale, seed, prof.concurrency)
+    return {
+        "requests": int(len(plan.n_blocks)),
+        "multi_turn_requests": plan.n_multi_requests,
+        "multi_turn_sessions": plan.n_multi_sessions,
+        "input_tokens": int(plan.input_tokens.sum()),
+        "accesses": int(plan.n_blocks.sum()),
+    }
