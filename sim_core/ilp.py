@@ -54,8 +54,9 @@ import numpy as np
 
 from .cost import cost_per_depth
 from .jit import njit
+from .result import Mode
 
-MODES = ("request", "block")
+MODES = tuple(m.value for m in Mode)
 DEFAULT_MAX_INTERVALS = 200_000
 
 
@@ -150,9 +151,9 @@ def _feasible(a, b, kept, D, capacity) -> bool:
 
 def reuse_intervals(trace, capacity: int, cost: np.ndarray, mode: str = "request"):
     """(a, b, gain, D, const_gain, const_hits, n_time_points) of the model above."""
-    if mode == "request":
+    if mode == Mode.REQUEST:
         return _intervals_request(trace.req_offsets, trace.blocks, trace.n_unique, int(capacity), cost)
-    if mode == "block":
+    if mode == Mode.BLOCK:
         return _intervals_block(trace.req_offsets, trace.blocks, trace.n_unique, cost)
     raise ValueError(f"unknown mode {mode!r}; valid: {', '.join(MODES)}")
 

@@ -27,14 +27,6 @@ def _enum(kind, name: str, value):
         return kind(value)
     except ValueError:
         raise ValueError(f"unknown {name} {value!r}; valid: {', '.join(k.value for k in kind)}") from None
-_NO_DEPTH = np.zeros(0, np.int32)
-
-
-def _depth_arg(trace: Trace) -> np.ndarray:
-    """The engine's depth argument: empty (depth = position) unless the trace is a sample."""
-    return _NO_DEPTH if trace.depth is None else trace.depth
-
-
 def depth_totals(trace: Trace) -> np.ndarray:
     """int64[max_depth]: number of accesses at each depth (policy independent)."""
     cached = getattr(trace, "_depth_totals", None)
@@ -239,7 +231,7 @@ def _replay(spec, trace: Trace, cap: int, mode: Mode, hits: Hits, cost, params: 
     st = spec.make_state(ctx)
     es = new_engine_state(trace.n_unique, trace.n_requests, max_depth, cap)
     for r0, r1 in _segments(spec, trace.n_requests):
-        replay_range(trace.req_offsets, trace.blocks, _depth_arg(trace), np.int64(cap), mode is Mode.REQUEST,
+        replay_range(trace.req_offsets, trace.blocks, trace.engine_depth(), np.int64(cap), mode is Mode.REQUEST,
                      hits is Hits.PREFIX, st, es, r0, r1)
         if es.counters[FAILED]:
             raise RuntimeError(
@@ -253,7 +245,7 @@ def _replay(spec, trace: Trace, cap: int, mode: Mode, hits: Hits, cost, params: 
 def _one_pass(spec, trace: Trace, caps: list[int], mode: Mode, hits: Hits, max_depth: int) -> dict:
     """{capacity: (hit_by_depth, holes_hist, counters)} from one stack pass."""
     arr = np.asarray(caps, dtype=np.int64)
-    hist, holes_hist, resident = spec.curve(trace.req_offsets, trace.blocks, _depth_arg(trace), trace.n_unique, arr,
+    hist, holes_hist, resident = spec.curve(trace.req_offsets, trace.blocks, trace.engine_depth(), trace.n_unique, arr,
                                   mode is Mode.REQUEST, hits is Hits.PREFIX, max_depth)
     cum = np.cumsum(hist, axis=0)
     cum_resident = np.cumsum(resident)

@@ -14,6 +14,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 SOURCES = ("real", "synthetic")
+_NO_DEPTH = np.zeros(0, np.int32)
 NATIVE_ARRAYS = ("req_offsets", "blocks", "arrival_s", "session", "input_tokens", "output_tokens")
 
 
@@ -90,6 +91,11 @@ class Trace:
         lengths = self.request_lengths
         starts = np.repeat(self.req_offsets[:-1], lengths)
         return (np.arange(self.n_accesses, dtype=np.int64) - starts).astype(np.int32)
+
+    def engine_depth(self) -> np.ndarray:
+        """What compiled loops take as `depth`: empty when depth is the position (no
+        per-access array at full scale), the sample's true depths otherwise."""
+        return _NO_DEPTH if self.depth is None else self.depth
 
     def request_blocks(self, r: int) -> np.ndarray:
         return self.blocks[self.req_offsets[r] : self.req_offsets[r + 1]]

@@ -12,6 +12,7 @@ import numpy as np
 from ..future import NEVER, next_use
 from ..jit import njit
 from ..structures.heap import new_heap, pop_max_unpinned, push, update
+from ..result import Mode
 from .api import PolicySpec, register_hooks
 
 
@@ -31,7 +32,7 @@ def make_state(ctx) -> BeladyState:
     horizon = int(ctx.params.get("horizon", 0) or 0)
     if horizon < 0:
         raise ValueError("belady horizon must be >= 0 (0 = unlimited)")
-    nxt = next_use(t, ctx.capacity if ctx.mode == "request" else None)
+    nxt = next_use(t, ctx.capacity if ctx.mode == Mode.REQUEST else None)
     return BeladyState(heap, pos, key, size, nxt, np.empty(len(heap), np.int32),
                        np.array([horizon], np.int64))
 

@@ -52,6 +52,7 @@ import numpy as np
 from ..future import NEVER, next_use
 from ..jit import njit
 from ..structures.kinetic import advance, clear_leaf, leaf_is, leaf_used, new_tree, set_leaf, top, top_id
+from ..result import Mode
 from .api import PolicySpec, register_hooks
 
 SCORES = ("time_per_cost", "cost_times_time")
@@ -89,15 +90,16 @@ class BeladyComputeState(NamedTuple):
 
 
 @njit
-def _class_bounds(offsets, blocks, cls_of_d, n_unique, n_classes):
-    """Per class: an upper bound on the blocks it can hold at once (class changes per block)."""
+def _class_bounds(offsets, blocks, depth, cls_of_d, n_unique, n_classes):
+    """Per class: an upper bound on the blocks it can hold at once (class changes per
+    block). `depth` as the engine takes it (Trace.engine_depth)."""
     cnt = np.zeros(n_classes, np.int64)
     last = np.full(n_unique, -1, np.int64)
     for r in range(offsets.shape[0] - 1):
         s = offsets[r]
         for j in range(s, offsets[r + 1]):
             b = blocks[j]
-            k = cls_of_d[j - s]
+            k = cls_of_d[depth[j] if depth.shape[0] > 0 else j - s]
             if last[b] != k:
                 last[b] = k
                 cnt[k] += 1
@@ -124,7 +126,7 @@ def make_state(ctx) -> BeladyComputeState:
     D = len(cls_of_d)
     U = t.n_unique
     cap = max(1, min(U, int(ctx.capacity)))
-    bound = np.minimum(_class_bounds(t.req_offsets, t.blocks, cls_of_d, U, K), cap)
+    bound = np.minimum(_class_bounds(t.req_offsets, t.blocks, t.engine_depth(), cls_of_d, U, K), cap)
     sizes = np.append(np.maximum(bound, 1), cap + 1)  # heap K: infinite scores
     o_st = _HDR
     o_sz = o_st + 4 * U
@@ -140,7 +142,7 @@ def make_state(ctx) -> BeladyComputeState:
     I[o_dcl:o_dcl + D] = cls_of_d
     kt, kc = new_tree(K, score == "time_per_cost", t.n_accesses)
     kc[:K] = ccost
-    return BeladyComputeState(next_use(t, ctx.capacity if ctx.mode == "request" else None), I, kt, kc)
+    return BeladyComputeState(next_use(t, ctx.capacity if ctx.mode == Mode.REQUEST else None), I, kt, kc)
 
 
 # ---------------------------------------------------------------- heaps in I

@@ -69,6 +69,7 @@ from ..structures.dlist import move_to_head, new_list, push_head, unlink
 from ..structures.gbdt import Forest, export, fit, lightgbm_params, new_forest, predict_one
 from ..structures.packed import forest_view, layout, next_access, rows_view
 from ..structures.rng import below_mod, seed_word
+from ..result import Mode
 from .api import PolicySpec, register_hooks
 
 N_PD = 3  # past distances (max_n_past_distances)
@@ -126,7 +127,7 @@ def make_state(ctx) -> ThreeLState:
     I64 = np.zeros(n64, np.int64)
     I32 = np.zeros(n32, np.int32)
     F64 = np.zeros(nf, np.float64)
-    skip = t.max_request_blocks + 1 if ctx.mode == "block" else int(ctx.capacity)
+    skip = t.max_request_blocks + 1 if ctx.mode == Mode.BLOCK else int(ctx.capacity)
     I64[RNG] = seed_word(ctx.seed, 0x7F4A7C159E3779B9, 29)
     I64[SR] = 1024
     I64[SB] = 1
