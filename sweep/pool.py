@@ -48,12 +48,15 @@ class ShardPool:
         dead: set = set()
         retried: set = set()
         respawns = len(self.actors)
+        # A replacement gets jobs only once it runs: after a node is lost there may be no
+        # free CPU for it, and jobs handed to an actor that never starts would wait forever.
+        warming: dict = {}  # readiness probe (actor.info) -> replacement actor
         died = (ray.exceptions.RayActorError, ray.exceptions.OutOfMemoryError,
                 ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError)
 
         def top_up() -> None:
             for a in self.actors:
-                if a in dead:
+                if a in dead or any(a is w for w in warming.values()):
                     continue
                 n = sum(1 for x, _ in pending.values() if x is a)
                 while n < self.inflight and queue:
@@ -62,11 +65,22 @@ class ShardPool:
                     n += 1
 
         top_up()
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+        while pending or (queue and warming):
+            ready, _ = ray.wait(list(pending) + list(warming), num_returns=1, timeout=1.0)
             if not ready:
                 if on_idle:
                     on_idle()
+                continue
+            if ready[0] in warming:  # a replacement is up (or failed to start)
+                new = warming.pop(ready[0])
+                try:
+                    ray.get(ready[0])
+                except ray.exceptions.RayError as e:
+                    dead.add(new)
+                    if len(dead) == len(self.actors):
+                        raise SweepFailed(f"every simulator actor died (last replacement: {_short(e)}); "
+                                          f"{len(queue)} job(s) never ran") from e
+                top_up()
                 continue
             actor, job = pending.pop(ready[0])
             try:
@@ -79,7 +93,9 @@ class ShardPool:
                         dead.add(actor)
                         if respawns > 0:
                             respawns -= 1
-                            self.actors.append(self.make_actor())
+                            new = self.make_actor()
+                            self.actors.append(new)
+                            warming[new.info.remote()] = new
                     if job.id not in retried and len(dead) < len(self.actors):
                         retried.add(job.id)
                         log.warning("%s; retrying it once on another actor", msg)
