@@ -147,39 +147,58 @@ class Service:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def _signal_group(self, sig: int) -> None:
-        # the group id is the script's pid (start_new_session); it outlives the leader
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, sig)
+    def session_pids(self) -> list[int]:
+        """Every process of this service: the script is a session leader
+        (start_new_session) and its server's children stay in that session even when
+        they take a process group of their own (Ray's worker processes do)."""
+        if self.proc is None:
+            return []
+        out = []
+        for d in Path("/proc").iterdir():
+            if not d.name.isdigit():
+                continue
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2:].split()
+            if int(fields[3]) == self.proc.pid:  # field 6 of stat: session id
+                out.append(int(d.name))
+        return out
 
-    def _group_alive(self) -> bool:
-        try:
-            os.killpg(self.proc.pid, 0)
-            return True
-        except (ProcessLookupError, PermissionError):
-            return False
+    def _signal_all(self, sig: int) -> None:
+        for pid in [self.proc.pid, *self.session_pids()]:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
 
-    def stop(self, timeout: float = 20.0) -> None:
-        """SIGTERM the group, SIGKILL what is left after `timeout` seconds."""
+    def _wait_gone(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while True:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=0.1)  # reaps the script's own process
+            if self.proc.poll() is not None and not self.session_pids():
+                return True
+            if time.monotonic() >= deadline:
+                return False
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """SIGTERM the server (it stops its children), SIGKILL whatever is left after
+        `timeout` seconds."""
         if self.proc is None:
             return
-        self._signal_group(signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while self._group_alive() and time.monotonic() < deadline:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=0.2)
-        self.kill()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(self.proc.pid, signal.SIGTERM)
+        if not self._wait_gone(timeout):
+            self.kill()
 
     def kill(self, timeout: float = 10.0) -> None:
-        """SIGKILL the whole group at once: a crash, as far as its peers can tell."""
+        """SIGKILL every process of the service at once: a crash, as its peers see it."""
         if self.proc is None:
             return
-        self._signal_group(signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=timeout)
-        deadline = time.monotonic() + timeout
-        while self._group_alive() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        self._signal_all(signal.SIGKILL)
+        if not self._wait_gone(timeout):
+            self._signal_all(signal.SIGKILL)  # a child forked in between
+            self._wait_gone(timeout)
 
     def tail(self, n: int = 40) -> str:
         try:
@@ -268,7 +287,7 @@ class Stack:
                 f"--metrics-export-port={free_port()}", f"--dashboard-agent-listen-port={free_port()}",
                 f"--dashboard-agent-grpc-port={free_port()}", f"--runtime-env-agent-port={free_port()}"]
         if ports:  # head only
-            args.append("--include-dashboard=false")
+            args += ["--include-dashboard=false", f"--dashboard-port={free_port()}"]
         return dict(KVSWEEP_RAY_CPUS=str(cpus), KVSWEEP_RAY_NODE_IP="127.0.0.1", KVSWEEP_RAY_ARGS=" ".join(args))
 
     def start_ray_head(self, timeout: float = 90.0) -> Service:
@@ -305,9 +324,10 @@ class Stack:
 
     def stop(self) -> None:
         """Stop everything that is still running, newest first; never raises."""
-        for svc in reversed(list(self.services.values())):
+        for name, svc in reversed(list(self.services.items())):
             with contextlib.suppress(Exception):
-                svc.stop()
+                # a Ray node takes ~20 s to stop on SIGTERM; its state is thrown away anyway
+                svc.stop(timeout=3.0 if name.startswith("ray") else 10.0)
 
     def sweep_env(self) -> dict[str, str]:
         return dict(self.base_env)
