@@ -291,8 +291,12 @@ class Stack:
         return dict(KVSWEEP_RAY_CPUS=str(cpus), KVSWEEP_RAY_NODE_IP="127.0.0.1", KVSWEEP_RAY_ARGS=" ".join(args))
 
     def start_ray_head(self, timeout: float = 90.0) -> Service:
+        # the GCS declares a silent node dead after ~3 s instead of Ray's default ~15 s,
+        # so a node-loss test waits seconds, not tens of seconds
+        fast_health = dict(RAY_health_check_period_ms="1000", RAY_health_check_timeout_ms="1000",
+                           RAY_health_check_failure_threshold="3")
         svc = self._service("ray-head", "ray-head.sh", KVSWEEP_RAY_PORT=str(self.gcs_port),
-                            **self._ray_env("head", self.head_cpus, True)).start()
+                            **fast_health, **self._ray_env("head", self.head_cpus, True)).start()
         wait_until(lambda: svc.log_has("Ray runtime started"), timeout, "Ray head started", svc)
         return svc
 
