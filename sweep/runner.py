@@ -139,6 +139,9 @@ class RayRunner:
         failed = 0
         retried: set = set()
         respawns = len(self.actors)  # replacements for actors that die (OOM kill, crash)
+        # Replacements get jobs only once they run: after a node is lost there may be no
+        # free CPU for one, and jobs handed to an actor that never starts would wait forever.
+        warming: dict = {}  # readiness probe (actor.info) -> replacement actor
         died = (ray.exceptions.RayActorError, ray.exceptions.OutOfMemoryError,
                 ray.exceptions.WorkerCrashedError)
 
@@ -149,7 +152,7 @@ class RayRunner:
         def top_up() -> None:
             """Every live actor gets up to `inflight` queued jobs."""
             for a in self.actors:
-                if a in dead:
+                if a in dead or any(a is w for w in warming.values()):
                     continue
                 n = sum(1 for x, _ in pending.values() if x is a)
                 while n < self.inflight and queue:
@@ -159,12 +162,23 @@ class RayRunner:
         top_up()
         progress = _Progress(jobs)
         try:
-            while pending:
-                ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+            while pending or (queue and warming):
+                ready, _ = ray.wait(list(pending) + list(warming), num_returns=1, timeout=1.0)
                 if not ready:
                     progress.refresh()
                     continue
                 ref = ready[0]
+                if ref in warming:  # a replacement actor is up (or failed to start)
+                    new = warming.pop(ref)
+                    try:
+                        ray.get(ref)
+                    except ray.exceptions.RayError as e:
+                        dead.add(new)
+                        if len(dead) == len(self.actors):
+                            raise SweepFailed(f"every simulator actor died (last replacement: {_short(e)}); "
+                                              f"{len(queue)} job(s) never ran") from e
+                    top_up()
+                    continue
                 actor, job = pending.pop(ref)
                 try:
                     _, recs, secs, cpu = ray.get(ref)
@@ -176,7 +190,9 @@ class RayRunner:
                             dead.add(actor)
                             if respawns > 0:
                                 respawns -= 1
-                                self.actors.append(Shard.remote(trace_ref, sim_kwargs))
+                                new = Shard.remote(trace_ref, sim_kwargs)
+                                self.actors.append(new)
+                                warming[new.info.remote()] = new
                         if job.id not in retried and len(dead) < len(self.actors):
                             retried.add(job.id)
                             log.warning("%s; retrying it once on another actor", msg)
