@@ -9,8 +9,10 @@ then as a miniature simulation at each rate, with the sampling floor off (every 
 sampled, so the error of small scaled caches shows) and reports, per policy and rate,
 the mean and maximum absolute error in points of the hit ratio and of each cost model's
 compute savings, and the speed-up (exact seconds / sampled seconds, same process).
-Results: bench_results/sampling.{csv,md,json}. Policies run in parallel worker processes
-(`--jobs`), each timing its own exact and sampled replays back to back.
+Results: bench_results/sampling_scale<s>.{jsonl,csv,md,json}. Policies run in parallel
+worker processes (`--jobs`), each timing its own exact and sampled replays back to back.
+Each policy's rows are appended to the .jsonl as it finishes; a re-run skips the
+policies already there (delete the file to measure again).
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import json
 import math
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 HEADLINE_GIB = (24, 48, 96, 1024)
@@ -46,7 +48,15 @@ def _trace(scale: float, seed: int):
 
 
 def measure(policy: str, scale: float, seed: int, rates: list[float], by: str | None) -> list[dict]:
-    """Rows (policy, rate, capacity, exact and sampled values, seconds) for one policy."""
+    """Rows (policy, rate, capacity, exact and sampled values, seconds) for one policy;
+    one row with "error" when it failed."""
+    try:
+        return _measure(policy, scale, seed, rates, by)
+    except Exception as e:  # noqa: BLE001 - one policy's failure must not lose the others
+        return [{"policy": policy, "error": f"{type(e).__name__}: {e}"}]
+
+
+def _measure(policy: str, scale: float, seed: int, rates: list[float], by: str | None) -> list[dict]:
     from sim_core import QWEN3_CODER_30B, get_policy, simulate
     from sim_core import sample as smp
 
@@ -130,15 +140,29 @@ def main(argv=None) -> int:
     pols = [p for p, s in REGISTRY.items() if not getattr(s, "slow", False) and p not in ("lrb", "threelcache")] \
         if args.policies == "all" else args.policies.split(",")
     rates = [float(x) for x in args.rates.split(",")]
-    rows: list[dict] = []
-    with ProcessPoolExecutor(max_workers=args.jobs) as ex:
-        for got in ex.map(measure, pols, [args.scale] * len(pols), [args.seed] * len(pols),
-                          [rates] * len(pols), [args.by] * len(pols)):
-            rows += got
-            print(f"{got[0]['policy']}: exact {got[0]['exact_s']:.1f}s", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     tag = f"sampling_scale{args.scale:g}" + (f"_{args.by}" if args.by else "")
+    log_path = out / f"{tag}.jsonl"
+    done = {}
+    if log_path.exists():
+        for line in log_path.read_text().splitlines():
+            r = json.loads(line)
+            done.setdefault(r["policy"], []).append(r)
+    todo = [p for p in pols if p not in done or any("error" in r for r in done[p])]
+    # longest first, so the last worker is not left with the slowest policy
+    todo.sort(key=lambda p: -REGISTRY[p].weight * (len(COSTS) if REGISTRY[p].cost_aware else 1))
+    with ProcessPoolExecutor(max_workers=args.jobs) as ex:
+        futs = {ex.submit(measure, p, args.scale, args.seed, rates, args.by): p for p in todo}
+        for fut in as_completed(futs):
+            got = fut.result()
+            done[futs[fut]] = got
+            with open(log_path, "a") as f:
+                f.writelines(json.dumps(r) + "\n" for r in got)
+            head = got[0]
+            print(f"{head['policy']}: " + (f"FAILED {head['error']}" if "error" in head else
+                                           f"exact {head['exact_s']:.1f}s"), flush=True)
+    rows = [r for p in pols for r in done.get(p, []) if "error" not in r]
     with open(out / f"{tag}.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
@@ -154,3 +178,39 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def convergence(policies=("lru", "s3fifo", "belady"), candidates=(("exact", 1 / 150, None), ("exact", 0.05, None),
+                                                                   ("sampled", 1.0, 0.01), ("sampled", 1.0, 0.005)),
+                seed: int = 0) -> list[dict]:
+    """Hit ratio and Qwen3 compute savings at the four headline capacities: the exact
+    full-scale replay against each candidate default (a smaller trace replayed exactly,
+    or the full-scale trace sampled). Rows: policy, candidate, capacity, values, seconds."""
+    from sim_core import QWEN3_CODER_30B, simulate, to_blocks
+
+    caps = [to_blocks(f"{g}GiB", QWEN3_CODER_30B, 16) for g in HEADLINE_GIB]
+    full = _trace(1.0, seed)
+    rows = []
+    ref = {}
+    for p in policies:
+        t0 = time.perf_counter()
+        ref[p] = simulate(full, p, caps, cost_models=["uniform", "qwen3_coder_30b"])
+        rows.append({"policy": p, "candidate": "full scale, exact", "seconds": time.perf_counter() - t0,
+                     **{f"hr_{g}": r.hit_ratio for g, r in zip(HEADLINE_GIB, ref[p])},
+                     **{f"qwen_{g}": r.compute_savings["qwen3_coder_30b"] for g, r in zip(HEADLINE_GIB, ref[p])}})
+    for kind, scale, rate in candidates:
+        t = full if scale == 1.0 else _trace(scale, seed)
+        for p in policies:
+            t0 = time.perf_counter()
+            got = simulate(t, p, caps, cost_models=["uniform", "qwen3_coder_30b"], sample_rate=rate)
+            name = f"scale {scale:.4g}, exact" if rate is None else f"scale {scale:g}, sampled r={rate:g}"
+            row = {"policy": p, "candidate": name, "seconds": time.perf_counter() - t0}
+            for g, a, b in zip(HEADLINE_GIB, ref[p], got):
+                row[f"hr_{g}"] = b.hit_ratio
+                row[f"qwen_{g}"] = b.compute_savings["qwen3_coder_30b"]
+                row[f"dhr_{g}"] = (b.hit_ratio - a.hit_ratio) * 100
+                row[f"dqwen_{g}"] = (b.compute_savings["qwen3_coder_30b"] - a.compute_savings["qwen3_coder_30b"]) * 100
+                row[f"rate_{g}"] = b.sample_rate
+            rows.append(row)
+        del t
+    return rows

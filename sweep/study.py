@@ -67,7 +67,7 @@ def configure(cfg, overrides: list[str], trace_choice: str, policy_choice: str) 
     if OmegaConf.is_missing(tc, "uri"):
         raise ConfigError("tracking=server needs tracking.uri=http://host:5000")
     if OmegaConf.is_missing(cfg.cluster, "address"):
-        raise ConfigError("cluster=ray needs cluster.address=ray://head:10001 (or auto on a cluster node)")
+        raise ConfigError("cluster=ray needs cluster.address=<head>:6379 (the head node's GCS address; auto on a cluster node)")
     offline = bool(tc.get("offline", False))
     st.uri = None if offline else (str(tc.uri) if tc.get("uri") else default_uri())
     st.journal = Journal(Path(str(tc.get("journal") or "kvsweep-journal.jsonl")).expanduser().resolve())

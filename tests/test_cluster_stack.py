@@ -84,10 +84,10 @@ def expected():
     out = {}
     for p in NODE_LOSS_POLICIES:
         recs = simulate(trace, p, caps, cost_models=list(COST_MODELS), model=model)
-        assert [r["capacity_blocks"] for r in recs] == caps
+        assert [r.capacity_blocks for r in recs] == caps
         for m in COST_MODELS:
-            out[(p, m)] = {"hit_ratio": [r["hit_ratio"] for r in recs],
-                           "compute_savings": [r["compute_savings"][m] for r in recs]}
+            out[(p, m)] = {"hit_ratio": [r.hit_ratio for r in recs],
+                           "compute_savings": [r.compute_savings[m] for r in recs]}
     return out
 
 
@@ -101,7 +101,9 @@ class Sweep:
         cmd = [sys.executable, "-m", "sweep", "trace=mooncake_conversation", f"trace.max_requests={MAX_REQUESTS}",
                f"policy=[{','.join(policies)}]", "capacity=paper4", f"cost=[{','.join(COST_MODELS)}]",
                "cluster=ray", f"cluster.address={s.ray_address}",
-               "tracking=server", f"tracking.uri={s.tracking_uri}", f"tracking.experiment={experiment}"]
+               "tracking=server", f"tracking.uri={s.tracking_uri}", f"tracking.experiment={experiment}",
+               # a journal per experiment: each test's sweep must simulate, not reuse another's results
+               f"tracking.journal={s.root / ('journal-' + experiment + '.jsonl')}"]
         with open(self.log, "wb") as f:
             self.proc = subprocess.Popen(cmd, cwd=s.root, env=s.sweep_env(), stdin=subprocess.DEVNULL,
                                          stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
@@ -189,6 +191,10 @@ def test_sweep_on_cluster_matches_local_replay(stack, expected):
     code = sweep.wait()
     assert code == 0, sweep.output()
     check_experiment(stack, "stack-plain", expected)
+    again = Sweep(stack, "stack-plain")  # resume from the server's store: nothing to do
+    assert again.wait() == 0, again.output()
+    assert "nothing to simulate" in again.output() and "joining Ray cluster" not in again.output()
+    check_experiment(stack, "stack-plain", expected)  # still one run per curve
 
 
 def test_sweep_survives_mlflow_server_restart(stack, expected):
@@ -207,6 +213,8 @@ def test_sweep_survives_mlflow_server_restart(stack, expected):
     finally:
         sweep.kill()
     assert code == 0, sweep.output()
+    out = sweep.output(400)
+    assert out.count("is not taking results") == 1 and "MLflow is back" in out, out
     check_experiment(stack, "stack-mlflow-restart", expected)
 
 
