@@ -133,13 +133,17 @@ def current_tau(st) -> float:
 
 # ------------------------------------------------------------------ indexed max-heap
 @njit
+def _heap(F):
+    """Where the heap lives: offsets of its slots (in I), positions (in I) and keys (in F),
+    and the index of its size in I."""
+    return int(F[B_HEAP]), int(F[B_POS]), int(F[B_KEY]), int(F[B_META]) + M_SIZE
+
+
+@njit
 def _set_key(st, b, k, new):
     I = st.I
     F = st.F
-    hb = int(F[B_HEAP])
-    pb = int(F[B_POS])
-    kb = int(F[B_KEY])
-    sz = int(F[B_META]) + M_SIZE
+    hb, pb, kb, sz = _heap(F)
     n = I[sz]
     if new:
         F[kb + b] = k
@@ -147,21 +151,6 @@ def _set_key(st, b, k, new):
         push_at(I, hb, I, pb, F, kb, n, b)
     else:
         rekey_at(I, hb, I, pb, F, kb, n, b, k)
-
-
-@njit
-def _remove_top(st):
-    I = st.I
-    F = st.F
-    hb = int(F[B_HEAP])
-    pb = int(F[B_POS])
-    sz = int(F[B_META]) + M_SIZE
-    top = I[hb]
-    n = I[sz]
-    I[sz] = n - 1
-    remove_at(I, hb, I, pb, F, int(F[B_KEY]), n, top)
-    I[pb + top] = -1
-    return top
 
 
 # -------------------------------------------------------------------------- fitting
@@ -178,13 +167,11 @@ def _refit(st):
     if abs(tau - old) <= F[cfg + C_TOL] * old:
         return
     F[sb + S_TAU] = tau
-    hb = int(F[B_HEAP])
-    pb = int(F[B_POS])
-    kb = int(F[B_KEY])
+    hb, pb, kb, sz = _heap(F)
     lb = int(F[B_LOGC])
     db = int(F[B_BDEP])
     tb = int(F[B_BTIME])
-    n = I[int(F[B_META]) + M_SIZE]
+    n = I[sz]
     for i in range(n):
         b = I[hb + i]
         if F[kb + b] != NEG_INF:  # a parked pinned block keeps its "keep" key
@@ -233,18 +220,19 @@ def on_insert(st, b, j, r, d):
 def evict(st, j, r, pin):
     I = st.I
     F = st.F
-    hb = int(F[B_HEAP])
-    kb = int(F[B_KEY])
-    sz = int(F[B_META]) + M_SIZE
+    hb, pb, kb, sz = _heap(F)
     while I[sz] > 0:
         top = I[hb]
         if pin[top] != r:
-            return _remove_top(st)
+            n = I[sz]
+            I[sz] = n - 1
+            remove_at(I, hb, I, pb, F, kb, n, top)
+            I[pb + top] = -1
+            return top
         if F[kb + top] == NEG_INF:
             return -1  # every resident block is pinned
         _set_key(st, top, NEG_INF, False)
     return -1
-
 
 
 register_hooks(AsymCacheState, on_hit, on_insert, evict)
