@@ -76,3 +76,7 @@ njit = numba.njit(cache=True, nogil=True)
 # increments and decrements) on each array of the state -- measured 40x slower for a
 # 14-array state in block mode. Same options as njit otherwise.
 hook_njit = numba.njit(cache=True, nogil=True, _nrt=False)
+
+# A small helper shared by two hot loops: inlined at numba IR level into each caller, so
+# no array crosses a call (no reference counting) and the loops run as if written out.
+inline_njit = numba.njit(cache=True, nogil=True, inline="always")

@@ -41,8 +41,8 @@ Parameters (defaults): tau 0.0 (fit online), clock "wall", fit "median",
 refit_every 100, min_samples 16, retau_tol 0.05, count_miss_reuses True.
 
 Data structures: an indexed binary max-heap on -(log Cost + t_last/tau) (ties: smaller
-block id first, like heap.py), written here over the two flat arrays of the state (see
-workload_aware for why a policy state should be two arrays).
+block id first; structures/heap.py's `*_at` functions over regions of the two flat
+arrays of the state: see workload_aware for why a policy state should be two arrays).
 
 Request mode: a pinned block (of the request being served) that reaches the top of the
 heap is re-keyed to +inf "keep" so it is not met again during this request's evictions;
@@ -55,6 +55,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
+from ..structures.heap import push_at, rekey_at, remove_at, sift_down_at
 from ..structures.packed import header_layout
 from ..structures.reuse_fit import FITS, H_BINS, hist_rate, hist_record, refit_due, request_times
 from .api import PolicySpec, register_hooks
@@ -132,87 +133,24 @@ def current_tau(st) -> float:
 
 # ------------------------------------------------------------------ indexed max-heap
 @njit
-def _above(F, kb, a, b):
-    ka = F[kb + a]
-    kc = F[kb + b]
-    return ka > kc or (ka == kc and a < b)
-
-
-@njit
-def _up(I, F, hb, pb, kb, i):
-    b = I[hb + i]
-    while i > 0:
-        p = (i - 1) >> 1
-        q = I[hb + p]
-        if _above(F, kb, b, q):
-            I[hb + i] = q
-            I[pb + q] = i
-            i = p
-        else:
-            break
-    I[hb + i] = b
-    I[pb + b] = i
-
-
-@njit
-def _down(I, F, hb, pb, kb, n, i):
-    b = I[hb + i]
-    while True:
-        c = 2 * i + 1
-        if c >= n:
-            break
-        if c + 1 < n and _above(F, kb, I[hb + c + 1], I[hb + c]):
-            c += 1
-        q = I[hb + c]
-        if _above(F, kb, q, b):
-            I[hb + i] = q
-            I[pb + q] = i
-            i = c
-        else:
-            break
-    I[hb + i] = b
-    I[pb + b] = i
+def _heap(F):
+    """Where the heap lives: offsets of its slots (in I), positions (in I) and keys (in F),
+    and the index of its size in I."""
+    return int(F[B_HEAP]), int(F[B_POS]), int(F[B_KEY]), int(F[B_META]) + M_SIZE
 
 
 @njit
 def _set_key(st, b, k, new):
     I = st.I
     F = st.F
-    hb = int(F[B_HEAP])
-    pb = int(F[B_POS])
-    kb = int(F[B_KEY])
-    sz = int(F[B_META]) + M_SIZE
-    old = F[kb + b]
-    F[kb + b] = k
+    hb, pb, kb, sz = _heap(F)
+    n = I[sz]
     if new:
-        n = I[sz]
-        I[hb + n] = b
+        F[kb + b] = k
         I[sz] = n + 1
-        _up(I, F, hb, pb, kb, n)
-    elif k > old:
-        _up(I, F, hb, pb, kb, I[pb + b])
+        push_at(I, hb, I, pb, F, kb, n, b)
     else:
-        _down(I, F, hb, pb, kb, I[sz], I[pb + b])
-
-
-@njit
-def _remove_top(st):
-    I = st.I
-    F = st.F
-    hb = int(F[B_HEAP])
-    pb = int(F[B_POS])
-    kb = int(F[B_KEY])
-    sz = int(F[B_META]) + M_SIZE
-    top = I[hb]
-    n = I[sz] - 1
-    I[sz] = n
-    I[pb + top] = -1
-    if n > 0:
-        last = I[hb + n]
-        I[hb] = last
-        I[pb + last] = 0
-        _down(I, F, hb, pb, kb, n, 0)
-    return top
+        rekey_at(I, hb, I, pb, F, kb, n, b, k)
 
 
 # -------------------------------------------------------------------------- fitting
@@ -229,19 +167,17 @@ def _refit(st):
     if abs(tau - old) <= F[cfg + C_TOL] * old:
         return
     F[sb + S_TAU] = tau
-    hb = int(F[B_HEAP])
-    pb = int(F[B_POS])
-    kb = int(F[B_KEY])
+    hb, pb, kb, sz = _heap(F)
     lb = int(F[B_LOGC])
     db = int(F[B_BDEP])
     tb = int(F[B_BTIME])
-    n = I[int(F[B_META]) + M_SIZE]
+    n = I[sz]
     for i in range(n):
         b = I[hb + i]
         if F[kb + b] != NEG_INF:  # a parked pinned block keeps its "keep" key
             F[kb + b] = -(F[lb + I[db + b]] + F[tb + b] / tau)
     for i in range(n // 2 - 1, -1, -1):
-        _down(I, F, hb, pb, kb, n, i)
+        sift_down_at(I, hb, I, pb, F, kb, n, i)
 
 
 # ---------------------------------------------------------------------------- hooks
@@ -284,18 +220,19 @@ def on_insert(st, b, j, r, d):
 def evict(st, j, r, pin):
     I = st.I
     F = st.F
-    hb = int(F[B_HEAP])
-    kb = int(F[B_KEY])
-    sz = int(F[B_META]) + M_SIZE
+    hb, pb, kb, sz = _heap(F)
     while I[sz] > 0:
         top = I[hb]
         if pin[top] != r:
-            return _remove_top(st)
+            n = I[sz]
+            I[sz] = n - 1
+            remove_at(I, hb, I, pb, F, kb, n, top)
+            I[pb + top] = -1
+            return top
         if F[kb + top] == NEG_INF:
             return -1  # every resident block is pinned
         _set_key(st, top, NEG_INF, False)
     return -1
-
 
 
 register_hooks(AsymCacheState, on_hit, on_insert, evict)

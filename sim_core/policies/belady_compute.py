@@ -51,6 +51,7 @@ import numpy as np
 
 from ..future import NEVER, next_use
 from ..jit import njit
+from ..structures.heap import push_at, rekey_at, remove_at
 from ..structures.kinetic import advance, clear_leaf, leaf_is, leaf_used, new_tree, set_leaf, top, top_id
 from ..result import Mode
 from .api import PolicySpec, register_hooks
@@ -147,56 +148,7 @@ def make_state(ctx) -> BeladyComputeState:
 
 # ---------------------------------------------------------------- heaps in I
 # Heap r holds block ids in I[base_r : base_r + size_r]; pos[b] is b's index in it.
-# Max-heap on key, ties to the smaller id.
-
-@njit
-def _sift_up(I, base, i):
-    ok = I[_O_KEY]
-    op = I[_O_POS]
-    b = I[base + i]
-    kb = I[ok + b]
-    while i > 0:
-        p = (i - 1) >> 1
-        q = I[base + p]
-        kq = I[ok + q]
-        if kb > kq or (kb == kq and b < q):
-            I[base + i] = q
-            I[op + q] = i
-            i = p
-        else:
-            break
-    I[base + i] = b
-    I[op + b] = i
-
-
-@njit
-def _sift_down(I, base, n, i):
-    ok = I[_O_KEY]
-    op = I[_O_POS]
-    b = I[base + i]
-    kb = I[ok + b]
-    while True:
-        c = 2 * i + 1
-        if c >= n:
-            break
-        x = I[base + c]
-        kx = I[ok + x]
-        if c + 1 < n:
-            y = I[base + c + 1]
-            ky = I[ok + y]
-            if ky > kx or (ky == kx and y < x):
-                c += 1
-                x = y
-                kx = ky
-        if kx > kb or (kx == kb and x < b):
-            I[base + i] = x
-            I[op + x] = i
-            i = c
-        else:
-            break
-    I[base + i] = b
-    I[op + b] = i
-
+# Max-heap on key, ties to the smaller id (structures/heap.py over regions of I).
 
 @njit
 def _hpush(I, r, b):
@@ -204,37 +156,20 @@ def _hpush(I, r, b):
     n = I[I[_O_SZ] + r]
     if base + n >= I[I[_O_BASE] + r + 1]:
         raise RuntimeError("belady_compute: heap region overflow")
-    I[base + n] = b
     I[I[_O_SZ] + r] = n + 1
-    _sift_up(I, base, n)
+    push_at(I, base, I, I[_O_POS], I, I[_O_KEY], n, b)
 
 
 @njit
 def _hremove(I, r, b):
-    base = I[I[_O_BASE] + r]
-    i = I[I[_O_POS] + b]
-    n = I[I[_O_SZ] + r] - 1
-    I[I[_O_SZ] + r] = n
-    if i == n:
-        return
-    last = I[base + n]
-    I[base + i] = last
-    I[I[_O_POS] + last] = i
-    _sift_up(I, base, i)
-    _sift_down(I, base, n, I[I[_O_POS] + last])
+    n = I[I[_O_SZ] + r]
+    I[I[_O_SZ] + r] = n - 1
+    remove_at(I, I[I[_O_BASE] + r], I, I[_O_POS], I, I[_O_KEY], n, b)
 
 
 @njit
 def _hrekey(I, r, b, k):
-    ok = I[_O_KEY]
-    old = I[ok + b]
-    I[ok + b] = k
-    base = I[I[_O_BASE] + r]
-    i = I[I[_O_POS] + b]
-    if k > old:
-        _sift_up(I, base, i)
-    else:
-        _sift_down(I, base, I[I[_O_SZ] + r], i)
+    rekey_at(I, I[I[_O_BASE] + r], I, I[_O_POS], I, I[_O_KEY], I[I[_O_SZ] + r], b, k)
 
 
 @njit

@@ -45,7 +45,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
-from ..structures.fifoq import evict_reinserting, queue_sizes
+from ..structures.fifoq import evict_queues, queue_sizes
 from ..structures.mlist import new_links, push_head, tail, unlink
 from .api import PolicySpec, register_hooks
 
@@ -98,39 +98,6 @@ def _to_ghost(lk, v):
 
 
 @njit
-def _evict_small(lk, pin, r, cur):
-    U = lk.shape[1] - N_SENT - N_META
-    s = U + S
-    thr = lk[META, THR]
-    # r's pinned blocks with a low count stay put while r evicts: resume after them
-    v = lk[L, cur[1]] if r >= 0 and cur[0] == r else lk[L, s]
-    while v != s:
-        pv = lk[L, v]
-        if lk[FREQ, v] >= thr:  # reused in S: promote to M
-            unlink(lk, L, v)
-            lk[META, N_S + S] -= 1
-            push_head(lk, L, U + M, v)
-            lk[META, N_S + M] += 1
-            lk[WHERE, v] = IN_M
-            lk[FREQ, v] = 0
-        elif pin[v] != r:  # quick demotion: evict, remember the id in G
-            unlink(lk, L, v)
-            lk[META, N_S + S] -= 1
-            _to_ghost(lk, v)
-            return v
-        else:
-            cur[0] = r
-            cur[1] = v
-        v = pv
-    return -1
-
-
-@njit
-def _evict_main(lk, pin, r):
-    return evict_reinserting(lk, L, lk.shape[1] - N_SENT - N_META + M, FREQ, WHERE, META, N_S + M, pin, r)
-
-
-@njit
 def on_hit(st, b, j, r, d):
     if st.lk[FREQ, b] < FREQ_MAX:
         st.lk[FREQ, b] += 1
@@ -166,14 +133,11 @@ def evict(st, j, r, pin):
             lk[META, N_S + G] -= 1
             lk[WHERE, x] = HIT_G
     lk[META, HAS_EVICTED] = 1
-    if lk[META, N_S + M] > lk[META, M_CAP] or lk[META, N_S + S] == 0:
-        v = _evict_main(lk, pin, r)
-        if v < 0:
-            v = _evict_small(lk, pin, r, st.cur)
-    else:
-        v = _evict_small(lk, pin, r, st.cur)
-        if v < 0:  # S emptied into M (or only pinned blocks left): evict from M
-            v = _evict_main(lk, pin, r)
+    U = lk.shape[1] - N_SENT - N_META
+    v, small = evict_queues(lk, L, U + S, U + M, FREQ, WHERE, META, N_S + S, N_S + M, IN_M,
+                            lk[META, M_CAP], lk[META, THR], pin, r, st.cur)
+    if small and v >= 0:  # quick demotion: remember the id in G
+        _to_ghost(lk, v)
     return v
 
 

@@ -53,7 +53,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
-from ..structures.fifoq import evict_reinserting, queue_sizes
+from ..structures.fifoq import evict_queues, queue_sizes
 from ..structures.mlist import new_links, push_head, tail, unlink
 from .api import PolicySpec, register_hooks
 
@@ -171,36 +171,6 @@ def _to_main(lk, v):
 
 
 @njit
-def _evict_small(lk, pin, r, cur):
-    s = lk.shape[1] - N_SENT - N_META + S
-    thr = lk[META, THR]
-    # r's pinned blocks with a low count stay put while r evicts: resume after them
-    v = lk[L, cur[1]] if r >= 0 and cur[0] == r else lk[L, s]
-    while v != s:
-        pv = lk[L, v]
-        if lk[FREQ, v] >= thr:
-            unlink(lk, L, v)
-            lk[META, N_S] -= 1
-            _to_main(lk, v)
-        elif pin[v] != r:
-            unlink(lk, L, v)
-            lk[META, N_S] -= 1
-            lk[WHERE, v] = NONE
-            _g_put(lk, v, lk[FREQ, v] if lk[META, ARTIFACT] else lk[GHOST, v])
-            return v
-        else:
-            cur[0] = r
-            cur[1] = v
-        v = pv
-    return -1
-
-
-@njit
-def _evict_main(lk, pin, r):
-    return evict_reinserting(lk, L, lk.shape[1] - N_SENT - N_META + M, FREQ, WHERE, META, N_M, pin, r)
-
-
-@njit
 def on_hit(st, b, j, r, d):
     lk = st.lk
     if lk[WHERE, b] == IN_S:
@@ -247,14 +217,12 @@ def evict(st, j, r, pin):
         if lk[WHERE, x] == NONE and lk[IN_G, x]:
             _ghost_lookup(lk, x)
     lk[META, HAS_EVICTED] = 1
-    if lk[META, N_M] > lk[META, M_CAP] or lk[META, N_S] == 0:
-        v = _evict_main(lk, pin, r)
-        if v < 0:
-            v = _evict_small(lk, pin, r, st.cur)
-    else:
-        v = _evict_small(lk, pin, r, st.cur)
-        if v < 0:
-            v = _evict_main(lk, pin, r)
+    U = lk.shape[1] - N_SENT - N_META
+    v, small = evict_queues(lk, L, U + S, U + M, FREQ, WHERE, META, N_S, N_M, IN_M,
+                            lk[META, M_CAP], lk[META, THR], pin, r, st.cur)
+    if small and v >= 0:  # quick demotion: remember the id (and its count) in G
+        lk[WHERE, v] = NONE
+        _g_put(lk, v, lk[FREQ, v] if lk[META, ARTIFACT] else lk[GHOST, v])
     return v
 
 

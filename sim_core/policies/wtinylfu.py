@@ -292,7 +292,9 @@ def _record(st, b):
 
 # ------------------------------------------------------------------ hooks
 @njit
-def _main_hit_lcs(st, b):
+def _main_hit(st, b, lcs):
+    """A hit in the main cache: b to the protected list's head; protected overflow goes
+    to probation and, in libCacheSim mode (lcs), probation overflow to the zombies."""
     if st.where[b] == IN_PROT:
         _move(st, b, PROT, IN_PROT, N_PROT, N_PROT)
     else:
@@ -301,15 +303,10 @@ def _main_hit_lcs(st, b):
         while st.cnt[N_PROT] > st.cnt[MAX1]:
             t = st.prev[U + PROT]
             _move(st, t, PROB, IN_PROB, N_PROT, N_PROB)
-            while st.cnt[N_PROB] > st.cnt[MAX0]:
+            while lcs and st.cnt[N_PROB] > st.cnt[MAX0]:
                 # libCacheSim evicts the probation LRU block inside this hit
                 z = st.prev[U + PROB]
                 _move(st, z, ZOMB, IN_ZOMB, N_PROB, N_ZOMB)
-    _increment(st, b)
-    st.cnt[ADDS] += 1
-    if st.cnt[ADDS] >= st.cnt[AGE_EVERY]:
-        st.cnt[ADDS] = 0
-        _halve(st)
 
 
 @njit
@@ -326,16 +323,14 @@ def on_hit(st, b, j, r, d):
         _increment(st, b)
         st.cnt[ZHITS] += 1
     elif st.cnt[LCS]:
-        _main_hit_lcs(st, b)
+        _main_hit(st, b, True)
+        _increment(st, b)
+        st.cnt[ADDS] += 1
+        if st.cnt[ADDS] >= st.cnt[AGE_EVERY]:
+            st.cnt[ADDS] = 0
+            _halve(st)
     else:
-        if w == IN_PROT:
-            _move(st, b, PROT, IN_PROT, N_PROT, N_PROT)
-        else:
-            _move(st, b, PROT, IN_PROT, N_PROB, N_PROT)
-            U = st.where.shape[0]
-            while st.cnt[N_PROT] > st.cnt[MAX1]:
-                t = st.prev[U + PROT]
-                _move(st, t, PROB, IN_PROB, N_PROT, N_PROB)
+        _main_hit(st, b, False)
         _record(st, b)
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..jit import njit
+from ..jit import inline_njit, njit
 
 NO_EVENT = np.iinfo(np.int64).max
 _H = 8  # header words in kt
@@ -171,11 +171,30 @@ def _match(ca, na, ia, cb, nb, ib, T, tmax, inv):
     return 0, _first_overtake(cb, nb, ib, ca, na, ia, T, tmax, inv)
 
 
+@inline_njit
+def _node(kt, kc, k, t, tmax, inv, mb, nb, ib):
+    """Recompute node k (winner and certificate) from its children at clock t; returns
+    them. Inlined at numba IR level (inline="always"), so no array crosses a call per
+    tree level."""
+    a = kt[_H + 2 * k]
+    b = kt[_H + 2 * k + 1]
+    m = min(kt[mb + 2 * k], kt[mb + 2 * k + 1])
+    if a < 0 or b < 0:
+        w = b if a < 0 else a
+    else:
+        side, own = _match(kc[a], kt[nb + a], kt[ib + a], kc[b], kt[nb + b], kt[ib + b], t, tmax, inv)
+        w = b if side == 1 else a
+        if own < m:
+            m = own
+    kt[_H + k] = w
+    kt[mb + k] = m
+    return w, m
+
+
 @njit
 def _fix_path(kt, kc, s):
     """Recompute the ancestors of leaf s at the clock; stop once a node is unchanged
-    and not won by s. (The node update is written out here and in `advance` rather
-    than shared, so no array crosses a call per tree level.)"""
+    and not won by s."""
     P = kt[0]
     T = kt[1]
     inv = kt[2] != 0
@@ -187,18 +206,7 @@ def _fix_path(kt, kc, s):
     while k >= 1:
         w0 = kt[_H + k]
         m0 = kt[mb + k]
-        a = kt[_H + 2 * k]
-        b = kt[_H + 2 * k + 1]
-        m = min(kt[mb + 2 * k], kt[mb + 2 * k + 1])
-        if a < 0 or b < 0:
-            w = b if a < 0 else a
-        else:
-            side, own = _match(kc[a], kt[nb + a], kt[ib + a], kc[b], kt[nb + b], kt[ib + b], T, tmax, inv)
-            w = b if side == 1 else a
-            if own < m:
-                m = own
-        kt[_H + k] = w
-        kt[mb + k] = m
+        w, m = _node(kt, kc, k, T, tmax, inv, mb, nb, ib)
         if w == w0 and m == m0 and w0 != s:
             return
         k >>= 1
@@ -267,19 +275,7 @@ def advance(kt, kc, t):
         sp -= 1
         k = kt[sb + sp]
         if k < 0:  # children done: recompute node -k
-            k = -k
-            a = kt[_H + 2 * k]
-            b = kt[_H + 2 * k + 1]
-            m = min(kt[mb + 2 * k], kt[mb + 2 * k + 1])
-            if a < 0 or b < 0:
-                w = b if a < 0 else a
-            else:
-                side, own = _match(kc[a], kt[nb + a], kt[ib + a], kc[b], kt[nb + b], kt[ib + b], t, tmax, inv)
-                w = b if side == 1 else a
-                if own < m:
-                    m = own
-            kt[_H + k] = w
-            kt[mb + k] = m
+            _node(kt, kc, -k, t, tmax, inv, mb, nb, ib)
             continue
         if k >= P or kt[mb + k] > t:
             continue
