@@ -40,7 +40,7 @@ def setup_logging(level: str = "INFO") -> None:
         h.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(message)s", "%H:%M:%S"))
         root.addHandler(h)
     root.setLevel(logging.WARNING)  # third-party INFO chatter (Ray, MLflow, numba) stays quiet
-    from .tracking import quiet_mlflow
+    from .store import quiet_mlflow
 
     quiet_mlflow()
     log.setLevel(str(level).upper())
@@ -55,7 +55,7 @@ def run(cfg) -> int:
     from . import study
     from .pool import SweepFailed
     from .runner import RayCluster
-    from .tracking import TrackingUnavailable, sqlite_path, ui_command
+    from .store import TrackingUnavailable, sqlite_path, ui_command
 
     setup_logging(cfg.sweep.get("log_level", "INFO"))
     hc = HydraConfig.get()
@@ -63,6 +63,7 @@ def run(cfg) -> int:
         st = study.configure(cfg, list(hc.overrides.task), hc.runtime.choices.get("trace", "trace"),
                              hc.runtime.choices.get("policy", "all"))
         study.load(st)
+        signals.check()
     except (ConfigError, TrackingUnavailable, ValueError, OSError) as e:
         log.error("%s", e)
         return EXIT_CONFIG
@@ -80,6 +81,7 @@ def run(cfg) -> int:
             print("\n" + study.summary_text(st) + "\n")  # everything is in the store already
             return 0
         study.start_runs(st)
+        signals.check()
         if study.todo(st):
             with RayCluster(cfg.cluster) as cluster:
                 study.make_jobs(st, cluster.n_actors)
@@ -90,6 +92,7 @@ def run(cfg) -> int:
         else:
             status, code = "FINISHED", 0
     except KeyboardInterrupt as e:
+        signals.handled()
         e = signals.as_interrupted(e)
         status, code, wait = "KILLED", e.exit_code, DELIVERY_WAIT_KILLED_S
         log.warning("%s: finished curves are kept, partial ones and the sweep run are marked KILLED", e)
@@ -129,6 +132,7 @@ def main() -> None:
         try:
             code = run(cfg)
         except KeyboardInterrupt as e:  # before any run existed
+            signals.handled()
             e = signals.as_interrupted(e)
             log.warning("%s: stopped before anything was recorded", e)
             code = e.exit_code

@@ -64,8 +64,11 @@ class ShardPool:
                     pending[a.run.remote(job)] = (a, job)
                     n += 1
 
+        from . import signals
+
         top_up()
         while pending or (queue and warming):
+            signals.check()
             ready, _ = ray.wait(list(pending) + list(warming), num_returns=1, timeout=1.0)
             if not ready:
                 if on_idle:

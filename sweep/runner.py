@@ -8,6 +8,7 @@ Scheduling lives in sweep.pool; this module owns Ray's lifecycle.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -56,6 +57,25 @@ def _quiet_ray_env() -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(_REPO_ROOT), pp) if p)
 
 
+@contextlib.contextmanager
+def _keep_our_sigterm_handler():
+    """ray.init() installs SIGTERM handlers that sys.exit() from inside its start-up (and
+    one run swallowed it: the sweep went on). While Ray starts, its installer is a no-op,
+    so a SIGTERM raises our Interrupted and the sweep stops the same way at every phase.
+    (A private Ray function: if it is gone, signals.install() after init still wins.)"""
+    import ray._private.utils as ray_utils
+
+    original = getattr(ray_utils, "set_sigterm_handler", None)
+    if original is None:
+        yield
+        return
+    ray_utils.set_sigterm_handler = lambda handler: None
+    try:
+        yield
+    finally:
+        ray_utils.set_sigterm_handler = original
+
+
 class RayCluster:
     """Context manager: starts a private Ray instance (or joins `cluster.address`) and
     always shuts it down, also when a signal interrupts start-up."""
@@ -73,25 +93,33 @@ class RayCluster:
         address = c.get("address")
         common = dict(logging_level=logging.ERROR, log_to_driver=bool(c.get("log_to_driver", False)))
         try:
-            if address:
-                log.info("joining Ray cluster at %s", address)
-                ray.init(address=str(address), **common)
-            else:
-                num_cpus = int(c.get("num_cpus") or os.cpu_count() or 1)
-                kw = dict(num_cpus=num_cpus, include_dashboard=False, **common)
-                if c.get("object_store_memory"):
-                    kw["object_store_memory"] = int(c.object_store_memory)
-                log.info("starting a local Ray instance with %d CPU(s)", num_cpus)
-                ray.init(**kw)
+            with _keep_our_sigterm_handler():
+                self._init(ray, address, c, common)
         except BaseException:
             self.shutdown()
             raise
-        signals.install()  # ray.init() replaced our SIGTERM handler with its own
-        if signals.stopping():
-            raise signals.Interrupted(signals.stopping())
+        signals.install()  # in case ray.init() replaced our handlers after all
+        try:
+            signals.check()  # a signal whose exception Ray's start-up swallowed
+        except signals.Interrupted:
+            self.shutdown()
+            raise
         cpus = int(ray.cluster_resources().get("CPU", 1))
         self.n_actors = int(c.get("actors") or max(1, cpus))
         return self
+
+    @staticmethod
+    def _init(ray, address, c, common) -> None:
+        if address:
+            log.info("joining Ray cluster at %s", address)
+            ray.init(address=str(address), **common)
+            return
+        num_cpus = int(c.get("num_cpus") or os.cpu_count() or 1)
+        kw = dict(num_cpus=num_cpus, include_dashboard=False, **common)
+        if c.get("object_store_memory"):
+            kw["object_store_memory"] = int(c.object_store_memory)
+        log.info("starting a local Ray instance with %d CPU(s)", num_cpus)
+        ray.init(**kw)
 
     def __exit__(self, *exc) -> None:
         self.shutdown()

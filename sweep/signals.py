@@ -11,7 +11,7 @@ import signal
 
 log = logging.getLogger("sweep")
 
-_state = {"stopping": None}
+_state = {"stopping": None, "handled": False}
 
 
 class Interrupted(KeyboardInterrupt):
@@ -35,6 +35,20 @@ def _handler(signum, frame):
     raise Interrupted(signum)
 
 
+def check() -> None:
+    """Raise Interrupted if a signal came and its exception never reached the sweep:
+    Python drops exceptions raised in a finalizer or weakref callback ("Exception
+    ignored in ..."), which is where a signal handler may happen to run. Called at
+    phase boundaries and once a second while jobs run."""
+    if _state["stopping"] is not None and not _state["handled"]:
+        raise Interrupted(_state["stopping"])
+
+
+def handled() -> None:
+    """The sweep has caught the interruption and is cleaning up."""
+    _state["handled"] = True
+
+
 def as_interrupted(e: KeyboardInterrupt) -> Interrupted:
     """Ray's C++ calls turn our exception into a plain KeyboardInterrupt: recover which
     signal it was (a real Ctrl-C without our handler counts as SIGINT)."""
@@ -54,4 +68,4 @@ def stopping() -> int | None:
 
 
 def reset() -> None:
-    _state["stopping"] = None
+    _state["stopping"], _state["handled"] = None, False

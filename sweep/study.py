@@ -58,7 +58,7 @@ def configure(cfg, overrides: list[str], trace_choice: str, policy_choice: str) 
     from . import traces
     from .journal import Journal
     from .spec import resolve
-    from .tracking import check_reachable, default_uri
+    from .store import check_reachable, default_uri
 
     st = Study(cfg=cfg, overrides=overrides, trace_choice=trace_choice)
     st.spec = resolve(cfg, policy_choice)

@@ -20,7 +20,8 @@ log = logging.getLogger("sweep")
 def sync(journal_path: str, uri: str | None = None) -> tuple[int, int]:
     """Returns (points delivered, runs finished)."""
     from .journal import Journal
-    from .tracking import Curve, Tracker, quiet_mlflow
+    from .store import quiet_mlflow
+    from .tracking import Curve, Tracker
     from .plan import Capacity
 
     quiet_mlflow()
