@@ -116,6 +116,7 @@ def simulate(
     sample_rate: float | None = None,
     sample_seed: int = 0,
     sample_by: str | None = None,
+    sample_force: bool = False,
 ) -> list[Result]:
     """Replay `trace` under `policy` at each capacity (in blocks); one `Result` per
     capacity, in the order given.
@@ -155,6 +156,8 @@ def simulate(
     run = dict(spec=spec, mode=mode, hits=hits, cost_models=cost_models, model=model, params=params, seed=seed,
                one_pass=one_pass)
     rate = check_rate(sample_rate)
+    if not spec.sample_ok and not sample_force:
+        rate = 1.0
     if rate == 1.0:
         out = _exact(trace, caps, **run)
         return [out[c] for c in caps]

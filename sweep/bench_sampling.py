@@ -47,16 +47,21 @@ def _trace(scale: float, seed: int):
     return synth.generate("freeinference", scale=scale, seed=seed)
 
 
-def measure(policy: str, scale: float, seed: int, rates: list[float], by: str | None) -> list[dict]:
+def measure(policy: str, scale: float, seed: int, rates: list[float], by: str | None,
+            exact_rows: list[dict] | None = None) -> list[dict]:
     """Rows (policy, rate, capacity, exact and sampled values, seconds) for one policy;
-    one row with "error" when it failed."""
+    one row with "error" when it failed. `exact_rows` (an earlier run's rows of this
+    policy on the same trace) spare the exact replays."""
     try:
-        return _measure(policy, scale, seed, rates, by)
+        return _measure(policy, scale, seed, rates, by, exact_rows)
     except Exception as e:  # noqa: BLE001 - one policy's failure must not lose the others
         return [{"policy": policy, "error": f"{type(e).__name__}: {e}"}]
 
 
-def _measure(policy: str, scale: float, seed: int, rates: list[float], by: str | None) -> list[dict]:
+def _measure(policy: str, scale: float, seed: int, rates: list[float], by: str | None,
+             exact_rows: list[dict] | None) -> list[dict]:
+    from types import SimpleNamespace
+
     from sim_core import QWEN3_CODER_30B, get_policy, simulate
     from sim_core import sample as smp
 
@@ -66,12 +71,20 @@ def _measure(policy: str, scale: float, seed: int, rates: list[float], by: str |
     spec = get_policy(policy)
     by = by or spec.sample_by
     simulate(t.subset(200), policy, [64], cost_models=list(COSTS))  # compile outside the timings
-    t0 = time.perf_counter()
-    exact = simulate(t, policy, caps, cost_models=list(COSTS))
-    t_exact = time.perf_counter() - t0
+    if exact_rows:
+        first = {r["capacity_blocks"]: r for r in exact_rows if r["rate"] == exact_rows[0]["rate"]}
+        exact = [SimpleNamespace(capacity_blocks=c, hit_ratio=first[c]["hit_ratio_exact"],
+                                 compute_savings={m: first[c][f"savings_{m}_exact"] for m in COSTS}) for c in caps]
+        t_exact = exact_rows[0]["exact_s"]
+    else:
+        t0 = time.perf_counter()
+        exact = simulate(t, policy, caps, cost_models=list(COSTS))
+        t_exact = time.perf_counter() - t0
     rows = []
     for r in rates:
-        smp.sample_of(t, r, 0, by)  # the sample is built once per trace: not part of a replay's time
+        # samples are built once per trace and shared by every job of a sweep: not part of
+        # a replay's time (this builds the raised-rate samples too)
+        smp.capacity_rates(t, caps, r, 0, by, "request")
         t0 = time.perf_counter()
         got = simulate(t, policy, caps, cost_models=list(COSTS), sample_rate=r, sample_by=by)
         t_s = time.perf_counter() - t0
@@ -133,6 +146,8 @@ def main(argv=None) -> int:
                                                              "(default: sim_core.sample.MIN_SAMPLED_BLOCKS)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--out", default="bench_results")
+    ap.add_argument("--reuse-exact", default=None, help="an earlier run's .jsonl on the same trace: its exact "
+                                                        "results spare the exact replays")
     args = ap.parse_args(argv)
     from sim_core import REGISTRY
     from sim_core.sample import MIN_SAMPLED_BLOCKS
@@ -152,8 +167,14 @@ def main(argv=None) -> int:
     todo = [p for p in pols if p not in done or any("error" in r for r in done[p])]
     # longest first, so the last worker is not left with the slowest policy
     todo.sort(key=lambda p: -REGISTRY[p].weight * (len(COSTS) if REGISTRY[p].cost_aware else 1))
+    earlier: dict = {}
+    if args.reuse_exact:
+        for line in Path(args.reuse_exact).read_text().splitlines():
+            r = json.loads(line)
+            if "error" not in r:
+                earlier.setdefault(r["policy"], []).append(r)
     with ProcessPoolExecutor(max_workers=args.jobs) as ex:
-        futs = {ex.submit(measure, p, args.scale, args.seed, rates, args.by): p for p in todo}
+        futs = {ex.submit(measure, p, args.scale, args.seed, rates, args.by, earlier.get(p)): p for p in todo}
         for fut in as_completed(futs):
             got = fut.result()
             done[futs[fut]] = got

@@ -109,15 +109,15 @@ def make_plan(policies: Sequence, cost_models: Sequence[str], capacities: Sequen
               max_capacities_per_job: int | None = None, max_request_blocks: int = 0,
               saturation_blocks: int | None = None,
               todo: Mapping[tuple[str, tuple[str, ...]], Sequence[int]] | None = None,
-              replay_scale: Callable[[int], float] | None = None) -> list[Job]:
+              replay_scale: Callable[[str, int], float] | None = None) -> list[Job]:
     """Jobs ordered largest first. `policies` are spec.PolicyChoice (name, params, weight,
     cost_aware, one_pass); `accesses` is the trace's block-access count. Capacities are
     batched into replays by sim_core.replay_units (the simulator's own rules): one-pass
     curves from `max_request_blocks` up (0 in block mode), and every capacity at or above
     `saturation_blocks` in one replay. `todo[(policy, cost-model group)]` limits a curve
     to those capacity indices (resume); a group with nothing to do gets no job.
-    `replay_scale(blocks)` is the cost of replaying at that capacity relative to the
-    whole trace (sampled replay: the rate, 1 where a capacity runs exactly)."""
+    `replay_scale(policy, blocks)` is the cost of replaying at that capacity relative to
+    the whole trace (sampled replay: the rate, 1 where a capacity or policy runs exactly)."""
     from sim_core import replay_units
 
     if not policies or not cost_models or not capacities:
@@ -135,11 +135,11 @@ def make_plan(policies: Sequence, cost_models: Sequence[str], capacities: Sequen
     if not groups:
         return []
 
-    def scale(u) -> float:
-        return max(replay_scale(b) for b in u.capacities) if replay_scale else 1.0
+    def scale(p, u) -> float:
+        return max(replay_scale(p.name, b) for b in u.capacities) if replay_scale else 1.0
 
     def cost(p, units) -> float:
-        return float(p.weight) * accesses * sum(u.cost * scale(u) for u in units)
+        return float(p.weight) * accesses * sum(u.cost * scale(p, u) for u in units)
 
     per_job = sum(cost(p, us) for p, _, us in groups) / max(1, int(workers) * max(1, int(shards_per_worker)))
     raw = []
@@ -153,7 +153,7 @@ def make_plan(policies: Sequence, cost_models: Sequence[str], capacities: Sequen
             k = min(k, len(units))
         for s, shard in enumerate(_split(units, k)):
             idx = tuple(sorted(index[b] for u in shard for b in u.capacities))
-            raw.append((p, g, s, k, idx, cost(p, shard), sum(scale(u) for u in shard)))
+            raw.append((p, g, s, k, idx, cost(p, shard), sum(scale(p, u) for u in shard)))
     raw.sort(key=lambda r: (-r[5], r[0].name, r[1], r[2]))
     return [Job(id=i, policy=p.name, params=tuple(sorted(p.params.items())), cost_models=g,
                 cap_indices=idx, capacities=tuple(capacities[j].blocks for j in idx),

@@ -114,8 +114,8 @@ def _curves(st: Study) -> list:
     blocks = tuple(c.blocks for c in st.caps)
 
     def sample(p) -> tuple:
-        if sp.sample_rate is None:
-            return ()
+        if sp.sample_rate is None or not get_policy(p.name).sample_ok:
+            return ()  # replayed exactly: the same key as an exact sweep's
         return (sp.sample_rate, sp.sample_seed, get_policy(p.name).sample_by)
 
     return [Curve(p.name, m, CurveIdentity.make(trace=tdig, policy=p.name, params=p.params, mode=sp.mode,
@@ -155,7 +155,11 @@ def _sampled_scale(st: Study):
         log.info("sampling at r=%g: %d of %d capacities would hold too few sampled blocks and run at a higher "
                  "rate (%s)", sp.sample_rate, len(raised), len(st.caps),
                  ", ".join(f"{c} blocks: r={rates[c]:g}" for c in raised[:6]) + (" ..." if len(raised) > 6 else ""))
-    return lambda blocks: rates.get(blocks, 1.0)
+    exact = [p.name for p in sp.policies if not get_policy(p.name).sample_ok]
+    if exact:
+        log.info("sampling at r=%g: %s stay exact (their sampled error misses the target; see README "
+                 "\"Sampled replay\")", sp.sample_rate, ", ".join(exact))
+    return lambda policy, blocks: rates.get(blocks, 1.0) if policy not in exact else 1.0
 
 
 def resolve_known(st: Study) -> None:
@@ -348,8 +352,7 @@ def _shipped(st: Study):
 
     if st.spec.sample_rate is None or st.replay_scale is None:
         return st.trace
-    todo_caps = {st.caps[i].blocks for j in st.jobs for i in j.cap_indices}
-    if all(st.replay_scale(b) < 1.0 for b in todo_caps):
+    if all(st.replay_scale(j.policy, st.caps[i].blocks) < 1.0 for j in st.jobs for i in j.cap_indices):
         return SampleSet.of(st.trace)
     return st.trace
 

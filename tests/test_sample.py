@@ -126,3 +126,14 @@ def test_actors_can_replay_from_the_samples_alone(big):
         [(w.hit_ratio, w.compute_savings, w.sample_rate, w.accesses) for w in want]
     with pytest.raises(AttributeError, match="needs the trace itself"):
         simulate(shipped, "s3fifo", 3, cost_models=["uniform"], sample_rate=0.1)
+
+
+def test_a_policy_that_misses_the_error_target_stays_exact_unless_forced(big):
+    from sim_core import get_policy
+
+    assert not get_policy("lfu").sample_ok and get_policy("lru").sample_ok
+    caps = [3000, 6000]
+    exact = simulate(big, "lfu", caps)
+    assert simulate(big, "lfu", caps, sample_rate=0.2) == exact  # replayed exactly: equal, holes included
+    forced = simulate(big, "lfu", caps, sample_rate=0.2, sample_force=True)
+    assert [f.sample_rate for f in forced] == [0.2, 0.2]

@@ -104,6 +104,9 @@ class PolicySpec:
     family: str = "recency"
     # sampled replay (sim_core.sample) keys the sample by "block" or whole "session"
     sample_by: str = "block"
+    # False: its sampled error misses the target (README, "Sampled replay"), so a sampled
+    # simulate replays it exactly unless asked to sample it anyway (sample_force)
+    sample_ok: bool = True
     # learned policies: replay pauses every `train_every` requests and calls
     # train(state, ctx, next_request) in Python, which may rewrite the state's arrays
     train_every: int = 0
