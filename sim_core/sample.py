@@ -67,7 +67,17 @@ def sample(trace: Trace, rate: float, seed: int = 0, by: str = "block") -> Trace
     return Trace(offsets, blocks, trace.arrival_s[kept_req], trace.session[kept_req],
                  trace.input_tokens[kept_req], trace.output_tokens[kept_req], block_tokens=trace.block_tokens,
                  name=trace.name, source=trace.source, dropped_requests=trace.dropped_requests, meta=meta,
-                 depth=trace.depths()[keep])
+                 depth=_kept_depths(trace, keep))
+
+
+def _kept_depths(trace: Trace, keep: np.ndarray) -> np.ndarray:
+    """Depth of each kept access in its full request, without a per-access depth array
+    for the whole trace (5 GB at full scale)."""
+    idx = np.flatnonzero(keep)
+    if trace.depth is not None:
+        return trace.depth[idx]
+    req = np.searchsorted(trace.req_offsets, idx, side="right") - 1
+    return (idx - trace.req_offsets[req]).astype(np.int32)
 
 
 # A scaled cache below this many blocks is too coarse to stand for the full one: such a

@@ -86,7 +86,7 @@ def _measure(policy: str, scale: float, seed: int, rates: list[float], by: str |
         # a replay's time (this builds the raised-rate samples too)
         smp.capacity_rates(t, caps, r, 0, by, "request")
         t0 = time.perf_counter()
-        got = simulate(t, policy, caps, cost_models=list(COSTS), sample_rate=r, sample_by=by)
+        got = simulate(t, policy, caps, cost_models=list(COSTS), sample_rate=r, sample_by=by, sample_force=True)
         t_s = time.perf_counter() - t0
         for e, g in zip(exact, got):
             row = {"policy": policy, "sample_by": by, "rate": r, "capacity_blocks": e.capacity_blocks,
