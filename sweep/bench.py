@@ -291,6 +291,9 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=3, help="timed repetitions, median reported (default 3)")
     ap.add_argument("--skip", default="", help="comma list of sections to skip: speed,engine,jit,ray")
     ap.add_argument("--full-scale", action="store_true", help="also measure a full-scale (327.5K requests) trace")
+    ap.add_argument("--sampling", action="store_true",
+                    help="also print sampled replay's error table (python -m sweep.bench_sampling: 1/10-scale "
+                         "trace, every policy, r = 0.1, 0.01, 0.001; about an hour of CPU)")
     ap.add_argument("--out", default="bench_results", help="output directory (default bench_results/)")
     ap.add_argument("--mlflow", default=None, help="tracking URI to log the results to (optional)")
     args = ap.parse_args(argv)
@@ -323,6 +326,10 @@ def main(argv=None) -> int:
         if args.full_scale:
             scale = full_scale_figures(Path(d), to_blocks("24GiB", QWEN3_CODER_30B, 16))
             print("full scale:", scale)
+        if args.sampling:
+            from .bench_sampling import main as sampling_main
+
+            sampling_main(["--out", args.out])
     table = write_outputs(Path(args.out), rows, figures, jit, scale, ray)
     print(table)
     if args.mlflow:
