@@ -57,27 +57,21 @@ def sample(trace: Trace, rate: float, seed: int = 0, by: str = "block") -> Trace
         # requests without a session are their own unit (key: -1 - request index)
         sess = np.where(trace.session >= 0, trace.session, -1 - np.arange(trace.n_requests))
         keep = np.repeat(keep_mask(sess.astype(np.int64) + (1 << 62), rate, seed), lengths)
-    per_req = np.add.reduceat(keep.astype(np.int64), trace.req_offsets[:-1]) if len(keep) else np.zeros(0, np.int64)
-    per_req = np.where(lengths > 0, per_req, 0)  # reduceat repeats a value at empty requests
+    # per-request counts and depths from the kept accesses only: no per-access int64
+    # array over the whole trace (5 GB at full scale)
+    idx = np.flatnonzero(keep)
+    req = np.searchsorted(trace.req_offsets, idx, side="right") - 1
+    per_req = np.bincount(req, minlength=trace.n_requests)
     kept_req = per_req > 0
     offsets = np.concatenate([[0], np.cumsum(per_req[kept_req])]).astype(np.int64)
-    blocks, _ = remap_dense(trace.blocks[keep])
+    blocks, _ = remap_dense(trace.blocks[idx])
+    depth = trace.depth[idx] if trace.depth is not None else (idx - trace.req_offsets[req]).astype(np.int32)
     meta = dict(trace.meta, sample_rate=rate, sample_seed=int(seed), sample_by=by,
                 sampled_from_accesses=trace.n_accesses)
     return Trace(offsets, blocks, trace.arrival_s[kept_req], trace.session[kept_req],
                  trace.input_tokens[kept_req], trace.output_tokens[kept_req], block_tokens=trace.block_tokens,
                  name=trace.name, source=trace.source, dropped_requests=trace.dropped_requests, meta=meta,
-                 depth=_kept_depths(trace, keep))
-
-
-def _kept_depths(trace: Trace, keep: np.ndarray) -> np.ndarray:
-    """Depth of each kept access in its full request, without a per-access depth array
-    for the whole trace (5 GB at full scale)."""
-    idx = np.flatnonzero(keep)
-    if trace.depth is not None:
-        return trace.depth[idx]
-    req = np.searchsorted(trace.req_offsets, idx, side="right") - 1
-    return (idx - trace.req_offsets[req]).astype(np.int32)
+                 depth=depth)
 
 
 # A scaled cache below this many blocks is too coarse to stand for the full one: such a

@@ -236,7 +236,7 @@ def test_partial_node_evicts_from_the_node_start():
     assert pn1.evictions == 2 and pn1.hits == 1 + 2
 
 
-def test_partial_node_leaves_far_fewer_holes(capsys):
+def test_partial_node_leaves_far_fewer_holes():
     # Long multi-turn sessions at a tight capacity (about a seventh of the footprint).
     t = long_sessions()
     cap = 3000
@@ -246,12 +246,8 @@ def test_partial_node_leaves_far_fewer_holes(capsys):
     ratio = rc.holes_per_request_mean / pn.holes_per_request_mean
     # every request has at least one hole (its new turn), so compare the holes beyond it too
     extra = (rc.holes_per_request_mean - 1) / max(pn.holes_per_request_mean - 1, 1e-9)
-    with capsys.disabled():
-        print(f"\nholes/request RC {rc.holes_per_request_mean:.2f} PN {pn.holes_per_request_mean:.2f} "
-              f"(x{ratio:.1f}, beyond the first hole x{extra:.1f}); savings RC "
-              f"{rc.compute_savings['qwen3_coder_30b']:.4f} PN {pn.compute_savings['qwen3_coder_30b']:.4f} "
-              f"LRU {lru.compute_savings['qwen3_coder_30b']:.4f}")
-    assert ratio > 2.5 and extra > 8
+    # (the measured figures go in the assertion messages, not on the console)
+    assert ratio > 2.5 and extra > 8, (rc.holes_per_request_mean, pn.holes_per_request_mean, ratio, extra)
     assert pn.hole_length_mean > 2.5 * rc.hole_length_mean
     assert abs(rc.compute_savings["qwen3_coder_30b"] - pn.compute_savings["qwen3_coder_30b"]) < 0.02
     assert pn.recomputed_blocks <= 1.02 * rc.recomputed_blocks
