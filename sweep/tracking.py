@@ -115,7 +115,11 @@ class Tracker:
         exp = self.client.get_experiment_by_name(name)
         if exp is None:
             try:
-                return self.client.create_experiment(name, artifact_location=artifact_location)
+                # MLflow 3's UI opens an untagged experiment in GenAI mode (traces,
+                # "evaluation runs"); these are model-development runs with metrics
+                return self.client.create_experiment(
+                    name, artifact_location=artifact_location,
+                    tags={"mlflow.experimentKind": "custom_model_development"})
             except MlflowException:  # created by a concurrent sweep since we looked
                 exp = self.client.get_experiment_by_name(name)
                 if exp is None:

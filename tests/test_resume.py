@@ -420,3 +420,12 @@ def test_two_sweeps_started_together_in_an_empty_directory(tmp_path):
     for m in marks:
         assert _reap(m) == []
     assert len(_curves(_runs(tmp_path, "mooncake_conversation"))) == 4
+
+
+def test_a_new_experiment_is_a_model_development_one(tmp_path):
+    """MLflow 3's UI shows untagged experiments in GenAI mode (traces, evaluation runs)."""
+    from sweep.tracking import Tracker
+
+    tr = Tracker(f"sqlite:///{tmp_path}/mlflow.db", "t")
+    exp = tr.client.get_experiment(tr.experiment_id)
+    assert exp.tags.get("mlflow.experimentKind") == "custom_model_development"

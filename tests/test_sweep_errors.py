@@ -50,3 +50,5 @@ def test_help_describes_the_tool_and_groups(tmp_path):
     for w in ("prefix-cache", "== Configuration groups ==", "policy: all", "capacity: custom",
               "trace: chutes", "cluster: local, ray", "tracking: local, server", "sim.mode"):
         assert w in proc.stdout, w
+    # the summary comes before the long config dump
+    assert proc.stdout.index("python -m sweep.sync") < proc.stdout.index("== Config ==")
