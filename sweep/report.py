@@ -19,27 +19,32 @@ def pick_points(n: int, k: int) -> list[int]:
 
 def summary_table(curves: Mapping[str, Mapping[str, Sequence[dict]]], capacities: Sequence[Capacity],
                   points: int = 4, policy_order: Sequence[str] = (), cost_order: Sequence[str] = (),
-                  sample_rate: float | None = None) -> str:
-    """Compute savings per (policy, cost model) at a few capacities and the mean over all
-    capacities of the curve; within a cost model, best mean first. Under sampled replay,
-    a value that was replayed exactly (below the sampling floor) is marked with *."""
+                  sample_rate: float | None = None, saturation_blocks: int | None = None) -> str:
+    """Compute savings per policy at a few capacities and the mean over all capacities of
+    the curve, one section per cost model, best mean first. Capacities that hold the
+    whole trace (>= `saturation_blocks`) give every policy the same value: they share
+    one column. Under sampled replay, a value replayed exactly is marked with *."""
     if not curves:
         return "no results"
-    idx = pick_points(len(capacities), points)
-    heads = [human_gib(capacities[i].gib) for i in idx]
+    n_unsat = sum(1 for c in capacities if saturation_blocks is None or c.blocks < saturation_blocks)
+    saturated = n_unsat < len(capacities)
+    idx = pick_points(n_unsat, points - 1 if saturated and n_unsat else points) + ([n_unsat] if saturated else [])
+    heads = [human_gib(capacities[i].gib) + ("+" if saturated and i == n_unsat else "") for i in idx]
     pw = max([len("policy")] + [len(p) for per in curves.values() for p in per])
-    cw = max([len("cost model")] + [len(m) for m in curves])
     col = max([8] + [len(h) for h in heads])
-    title = "compute-savings ratio (cost model uniform = block hit ratio)"
+    title = "compute-savings ratio"
     if sample_rate is not None:
         title += f"; sampled replay at r={sample_rate:g} (miniature simulation), * = replayed exactly"
-    lines = [title,
-             f"{'policy':<{pw}}  {'cost model':<{cw}}  " + "  ".join(f"{h:>{col}}" for h in heads)
-             + f"  {'mean':>{col}}"]
-    lines.append("-" * len(lines[-1]))
+    if saturated:
+        title += (f"; {heads[-1]} = every capacity from {heads[-1][:-1]} up ({len(capacities) - n_unsat} of "
+                  f"{len(capacities)}) holds the whole trace")
+    header = f"{'policy':<{pw}}  " + "  ".join(f"{h:>{col}}" for h in heads) + f"  {'mean':>{col}}"
+    lines = [title]
     order = {p: i for i, p in enumerate(policy_order)}
     corder = {m: i for i, m in enumerate(cost_order)}
     for m in sorted(curves, key=lambda m: (corder.get(m, len(corder)), m)):
+        lines += ["", f"cost model {m}" + (" (= block hit ratio)" if m == "uniform" else ""), header,
+                  "-" * len(header)]
         rows = []
         for p, rs in curves[m].items():
             by_idx = {r["capacity_index"]: r["compute_savings"] for r in rs}
@@ -49,6 +54,6 @@ def summary_table(curves: Mapping[str, Mapping[str, Sequence[dict]]], capacities
                      if i in by_idx else f"{'-':>{col}}" for i in idx]
             partial = "" if len(by_idx) == len(capacities) else f"  ({len(by_idx)}/{len(capacities)} capacities)"
             rows.append((-mean, order.get(p, len(order)), p,
-                         f"{p:<{pw}}  {m:<{cw}}  " + "  ".join(cells) + f"  {mean:>{col}.4f}" + partial))
+                         f"{p:<{pw}}  " + "  ".join(cells) + f"  {mean:>{col}.4f}" + partial))
         lines += [r[-1] for r in sorted(rows)]
     return "\n".join(lines)

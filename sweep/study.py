@@ -379,12 +379,15 @@ def finish(st: Study, status: str, wait_s: float) -> str:
 
 
 def summary_text(st: Study) -> str:
+    from sim_core import saturation_capacity
+
     from .report import summary_table
     from .tracking import curves_by_model
 
     return summary_table(curves_by_model(st.caps, st.curves), st.caps,
                          int(st.cfg.sweep.get("summary_points") or 4),
-                         [p.name for p in st.spec.policies], st.spec.cost_models, st.spec.sample_rate)
+                         [p.name for p in st.spec.policies], st.spec.cost_models, st.spec.sample_rate,
+                         saturation_capacity(st.trace))
 
 
 # ---------------------------------------------------------------------- helpers

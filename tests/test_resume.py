@@ -93,7 +93,7 @@ def _curves(runs) -> Counter:
 
 def _table(stdout: str) -> str:
     """The final compute-savings table of a sweep's output."""
-    return stdout[stdout.index("compute-savings ratio"):].split("\n\n")[0]
+    return stdout[stdout.index("compute-savings ratio"):].split("\nMLflow experiment")[0].strip()
 
 
 def _journal_points(cwd: Path) -> int:

@@ -115,8 +115,15 @@ def test_summary_table_points_and_order():
                           "b": [{"capacity_index": 0, "compute_savings": 0.5},
                                 {"capacity_index": 1, "compute_savings": 0.7}]}}
     text = summary_table(curves, cs, 4).splitlines()
-    assert text[3].startswith("b ") and text[3].rstrip().endswith("0.6000")
-    assert text[4].startswith("a ") and text[4].rstrip().endswith("0.2000")
+    assert text[2] == "cost model uniform (= block hit ratio)"
+    assert text[5].startswith("b ") and text[5].rstrip().endswith("0.6000")
+    assert text[6].startswith("a ") and text[6].rstrip().endswith("0.2000")
+    # capacities that hold the whole trace share one column, marked "+"
+    cs3 = caps(3)
+    sat = {"uniform": {"a": [{"capacity_index": i, "compute_savings": v} for i, v in enumerate((0.1, 0.9, 0.9))]}}
+    text = summary_table(sat, cs3, 4, saturation_blocks=200).splitlines()
+    assert text[3].split() == ["policy", "102.4MiB", "204.8MiB+", "mean"]  # 300 blocks: no column of its own
+    assert "2 of 3" in text[0] and text[5].split() == ["a", "0.1000", "0.9000", "0.6333"]
 
 
 # --------------------------------------------------------------------- config
