@@ -1,10 +1,20 @@
-"""Spatially hashed samples of a trace, for miniature simulation.
+"""Spatial samples of a trace, for miniature simulation.
 
 Miniature simulation (Waldspurger et al., ATC'17) replays a hash-sampled subset of the
 keys through a cache scaled down by the same rate; SHARDS (FAST'15) showed that hashing
 keys, not sampling accesses, keeps every reuse of a kept key, so reuse distances scale
-with the rate. Here a key is a block (`by="block"`), or a whole session
-(`by="session"`) for policies whose decisions span a session's blocks.
+with the rate. Here the keys are blocks, chosen one of three ways (`by`):
+  - "depth" (most policies): a block is kept when its depth plus a hash of its prefix
+    tree's root is a multiple of m = 1/rate. It is still a function of the block id
+    (the depth and root of its first appearance), so every access of a kept block is
+    kept; but each request keeps exactly floor or ceil of len/m of its blocks, spread
+    evenly over its depths, where a hashed sample's share varies from request to
+    request. Requests and caches then scale alike (a request that fits the real cache
+    fits the scaled one), which is what the residency constraint needs.
+  - "block": block ids hashed (SHARDS' sampling).
+  - "session": whole sessions hashed.
+Which one each policy uses, and the floor below which a scaled cache is too coarse,
+come from the error table in the README ("Sampled replay").
 
 What a sample keeps:
   - the kept blocks of each request, in order (the residency constraint then applies to
@@ -12,16 +22,17 @@ What a sample keeps:
   - each access's depth in the full request (`Trace.depth`), so a kept block is charged
     the compute cost of its true depth;
   - dense block ids 0..U'-1 (per-block state shrinks with the rate).
-The hash of a block is its dense id mixed with the seed (splitmix64), so a sample is a
-deterministic function of (trace, rate, seed, by).
+Hashes are splitmix64 of dense ids keyed by the seed, so a sample is a deterministic
+function of (trace, rate, seed, by).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from .jit import njit
 from .trace import Trace, remap_dense
 
-SAMPLE_BY = ("block", "session")
+SAMPLE_BY = ("depth", "block", "session")
 
 _U = np.uint64
 
@@ -41,6 +52,37 @@ def keep_mask(keys: np.ndarray, rate: float, seed: int) -> np.ndarray:
     return u < rate
 
 
+@njit
+def _first_depth_root(req_offsets, blocks, depth, n_unique):
+    """Per block id: its depth and its request's first block where it first appears."""
+    d0 = np.full(n_unique, -1, np.int64)
+    root = np.zeros(n_unique, np.int64)
+    for r in range(len(req_offsets) - 1):
+        a, b = req_offsets[r], req_offsets[r + 1]
+        for i in range(a, b):
+            x = blocks[i]
+            if d0[x] < 0:
+                d0[x] = depth[i] if len(depth) else i - a
+                root[x] = blocks[a]
+    return d0, root
+
+
+def stride(rate: float) -> int:
+    """Depth-stratified sampling keeps one depth in `stride(rate)`."""
+    return max(1, int(round(1.0 / rate)))
+
+
+def depth_keep(trace: Trace, rate: float, seed: int) -> np.ndarray:
+    """bool[n_unique]: a block is kept when (its depth + a hash of its prefix's first block)
+    is a multiple of m = 1/rate. Every request then keeps floor or ceil of len/m of its
+    blocks, evenly spread over depths, and a cache of C blocks scales to ceil(C/m): a
+    request that fits the real cache fits the scaled one."""
+    m = stride(rate)
+    d0, root = _first_depth_root(trace.req_offsets, trace.blocks, trace.engine_depth(), trace.n_unique)
+    off = (_mix(root, seed) % _U(m)).astype(np.int64)
+    return (d0 + off) % m == 0
+
+
 def sample(trace: Trace, rate: float, seed: int = 0, by: str = "block") -> Trace:
     """The sample of `trace` at `rate` (0 < rate <= 1); rate 1 returns the trace itself."""
     if not 0 < rate <= 1:
@@ -50,7 +92,9 @@ def sample(trace: Trace, rate: float, seed: int = 0, by: str = "block") -> Trace
     if rate == 1:
         return trace
     lengths = trace.request_lengths
-    if by == "block":
+    if by == "depth":
+        keep = depth_keep(trace, rate, seed)[trace.blocks]
+    elif by == "block":
         # hash each distinct id once (47.8M at full scale), not each of the 664M accesses
         keep = keep_mask(np.arange(trace.n_unique, dtype=np.int64), rate, seed)[trace.blocks]
     else:
@@ -75,9 +119,10 @@ def sample(trace: Trace, rate: float, seed: int = 0, by: str = "block") -> Trace
 
 
 # A scaled cache below this many blocks is too coarse to stand for the full one: such a
-# capacity is sampled at a higher rate (see the error table in the README for how this
-# floor was measured).
-MIN_SAMPLED_BLOCKS = 256
+# capacity is sampled at a higher rate. Per sampling unit, from the error table (README,
+# "Sampled replay"): a depth sample keeps every request's share exact, so it holds to
+# smaller caches.
+MIN_SAMPLED_BLOCKS = {"depth": 128, "block": 256, "session": 256}
 
 
 def sample_of(trace: Trace, rate: float, seed: int = 0, by: str = "block") -> Trace:
@@ -93,22 +138,31 @@ def sample_of(trace: Trace, rate: float, seed: int = 0, by: str = "block") -> Tr
 
 def capacity_rates(trace: Trace, capacities, rate: float, seed: int, by: str, mode) -> dict[int, float]:
     """The rate each capacity is sampled at: `rate`, doubled until the scaled cache holds
-    at least MIN_SAMPLED_BLOCKS blocks and (request mode) the sample's largest request,
-    since the residency constraint would otherwise turn requests that fit the real cache
-    into oversized ones. 1.0 means an exact replay."""
+    at least MIN_SAMPLED_BLOCKS[by] blocks and (request mode, hashed units) the sample's
+    largest request, since the residency constraint would otherwise turn requests that
+    fit the real cache into oversized ones (a depth sample scales requests and caches
+    alike: see depth_keep). 1.0 means an exact replay."""
     from .result import Mode
 
     out = {}
     for c in dict.fromkeys(int(c) for c in capacities):
         r = float(rate)
         while r < 1.0:
-            small = sample_of(trace, r, seed, by)
-            need = max(MIN_SAMPLED_BLOCKS, small.max_request_blocks if Mode(mode) is Mode.REQUEST else 1)
-            if round(c * r) >= need:
+            need = MIN_SAMPLED_BLOCKS[by]
+            if Mode(mode) is Mode.REQUEST and by != "depth":  # depth: fits by construction
+                need = max(need, sample_of(trace, r, seed, by).max_request_blocks)
+            if scaled_capacity(c, r, by) >= need:
                 break
             r = min(1.0, r * 2)
         out[c] = r
     return out
+
+
+def scaled_capacity(capacity: int, rate: float, by: str) -> int:
+    """The miniature cache that stands for `capacity` blocks at `rate`."""
+    if by == "depth":
+        return -(-int(capacity) // stride(rate))
+    return max(1, round(int(capacity) * rate))
 
 
 class SampleSet:

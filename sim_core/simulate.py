@@ -164,7 +164,7 @@ def simulate(
     if hits is Hits.PREFIX:
         raise ValueError("hits=prefix is not defined on a sample (a request's first miss is among the "
                          "blocks a sample drops); run it exactly (sample_rate=None)")
-    from .sample import capacity_rates, sample_of
+    from .sample import capacity_rates, sample_of, scaled_capacity
 
     by = sample_by or spec.sample_by
     rates = capacity_rates(trace, caps, rate, sample_seed, by, mode)
@@ -174,7 +174,7 @@ def simulate(
         if r == 1.0:
             out.update(_exact(trace, group, **run))
             continue
-        scaled = {c: max(1, round(c * r)) for c in group}
+        scaled = {c: scaled_capacity(c, r, by) for c in group}
         got = _exact(sample_of(trace, r, sample_seed, by), sorted(set(scaled.values())), **run)
         for c in group:
             out[c] = sampled(got[scaled[c]], r, c, trace.n_accesses)

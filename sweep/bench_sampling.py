@@ -65,7 +65,7 @@ def _measure(policy: str, scale: float, seed: int, rates: list[float], by: str |
     from sim_core import QWEN3_CODER_30B, get_policy, simulate
     from sim_core import sample as smp
 
-    smp.MIN_SAMPLED_BLOCKS = 1  # measure every capacity sampled: the floor is chosen from this
+    smp.MIN_SAMPLED_BLOCKS = dict.fromkeys(smp.MIN_SAMPLED_BLOCKS, 1)  # every capacity sampled: the floor is chosen from this
     t = _trace(scale, seed)
     caps = capacities(QWEN3_CODER_30B, t.block_tokens)
     spec = get_policy(policy)
@@ -90,7 +90,7 @@ def _measure(policy: str, scale: float, seed: int, rates: list[float], by: str |
         t_s = time.perf_counter() - t0
         for e, g in zip(exact, got):
             row = {"policy": policy, "sample_by": by, "rate": r, "capacity_blocks": e.capacity_blocks,
-                   "scaled_blocks": max(1, round(e.capacity_blocks * r)), "sampled": g.sample_rate < 1,
+                   "scaled_blocks": smp.scaled_capacity(e.capacity_blocks, r, by), "sampled": g.sample_rate < 1,
                    "exact_s": t_exact, "sampled_s": t_s,
                    "hit_ratio_exact": e.hit_ratio, "hit_ratio_sampled": g.hit_ratio}
             for m in COSTS:
@@ -100,14 +100,17 @@ def _measure(policy: str, scale: float, seed: int, rates: list[float], by: str |
     return rows
 
 
-def summarize(rows: list[dict], floor: int = 0) -> list[dict]:
+def summarize(rows: list[dict], floor: int | None = None) -> list[dict]:
     """Per (policy, sample_by, rate): MAE and max |error| in points over the capacities
-    whose scaled size is at least `floor` (the others would run exactly)."""
+    whose scaled size is at least `floor` (default: the sampling unit's floor; the others
+    would run at a raised rate)."""
+    from sim_core.sample import MIN_SAMPLED_BLOCKS
+
     out = []
     keys = sorted({(r["policy"], r["sample_by"], r["rate"]) for r in rows}, key=lambda k: (k[0], k[1], -k[2]))
     for p, by, rate in keys:
         rs = [r for r in rows if (r["policy"], r["sample_by"], r["rate"]) == (p, by, rate)]
-        kept = [r for r in rs if r["scaled_blocks"] >= floor]
+        kept = [r for r in rs if r["scaled_blocks"] >= (MIN_SAMPLED_BLOCKS[by] if floor is None else floor)]
         s = {"policy": p, "sample_by": by, "rate": rate, "capacities": len(kept),
              "speedup": rs[0]["exact_s"] / max(rs[0]["sampled_s"], 1e-9)}
         for name, a, b in [("hit_ratio", "hit_ratio_exact", "hit_ratio_sampled")] + \
@@ -141,7 +144,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rates", default="0.1,0.01,0.001")
     ap.add_argument("--policies", default="all", help="comma list, or all (policy=all's set)")
-    ap.add_argument("--by", default=None, choices=[None, "block", "session"], help="override each policy's own")
+    ap.add_argument("--by", default=None, choices=[None, "block", "session", "depth"], help="override each policy's own")
     ap.add_argument("--floor", type=int, default=None, help="summarise only scaled caches >= this many blocks "
                                                              "(default: sim_core.sample.MIN_SAMPLED_BLOCKS)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
@@ -150,8 +153,6 @@ def main(argv=None) -> int:
                                                         "results spare the exact replays")
     args = ap.parse_args(argv)
     from sim_core import REGISTRY
-    from sim_core.sample import MIN_SAMPLED_BLOCKS
-
     pols = [p for p, s in REGISTRY.items() if not getattr(s, "slow", False) and p not in ("lrb", "threelcache")] \
         if args.policies == "all" else args.policies.split(",")
     rates = [float(x) for x in args.rates.split(",")]
@@ -188,9 +189,8 @@ def main(argv=None) -> int:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    floor = MIN_SAMPLED_BLOCKS if args.floor is None else args.floor
-    summ = summarize(rows, floor)
-    (out / f"{tag}.json").write_text(json.dumps({"rows": rows, "summary": summ, "floor": floor}, indent=1))
+    summ = summarize(rows, args.floor)
+    (out / f"{tag}.json").write_text(json.dumps({"rows": rows, "summary": summ, "floor": args.floor}, indent=1))
     md = markdown(summ)
     (out / f"{tag}.md").write_text(md + "\n")
     print(md)

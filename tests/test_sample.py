@@ -25,7 +25,7 @@ def test_rate_one_is_the_exact_replay(big):
 
 
 def test_a_sample_keeps_every_access_of_a_kept_block_in_order_with_its_true_depth(big):
-    s = sample(big, 0.3, seed=1)
+    s = sample(big, 0.3, seed=1, by="block")
     keep = keep_mask(big.blocks.astype(np.int64), 0.3, 1)
     kept_ids = np.unique(big.blocks[keep])
     # every access of a kept block survives (hashing keys, not accesses)
@@ -49,7 +49,7 @@ def test_a_sample_keeps_every_access_of_a_kept_block_in_order_with_its_true_dept
 
 
 def test_sampling_is_deterministic_for_a_seed(big):
-    a, b, c = sample(big, 0.2, seed=7), sample(big, 0.2, seed=7), sample(big, 0.2, seed=8)
+    a, b, c = (sample(big, 0.2, seed=s, by=by) for s, by in ((7, "block"), (7, "block"), (8, "block")))
     assert np.array_equal(a.blocks, b.blocks) and np.array_equal(a.depth, b.depth)
     assert not (a.n_accesses == c.n_accesses and np.array_equal(a.blocks, c.blocks))
     r1 = simulate(big, "s3fifo", [3000, 6000], sample_rate=0.2, sample_seed=7)
@@ -73,7 +73,7 @@ def test_session_sampling_keeps_whole_sessions(big):
 
 def test_capacities_below_the_floor_are_sampled_at_a_higher_rate_and_say_so(big):
     def floor(r):
-        return max(MIN_SAMPLED_BLOCKS, sample_of(big, r).max_request_blocks)
+        return max(MIN_SAMPLED_BLOCKS["block"], sample_of(big, r, by="block").max_request_blocks)
 
     hi = int(floor(0.1) / 0.1) + 50  # scales to just above the floor at r = 0.1
     lo = int(floor(0.1) / 0.1) - 50  # just below: needs r = 0.2
@@ -81,10 +81,10 @@ def test_capacities_below_the_floor_are_sampled_at_a_higher_rate_and_say_so(big)
     rates = capacity_rates(big, [tiny, lo, hi], 0.1, 0, "block", "request")
     assert rates[hi] == 0.1 and rates[tiny] == 1.0
     assert rates[lo] == 0.2 and round(lo * 0.2) >= floor(0.2)
-    got = simulate(big, "lru", [tiny, lo, hi], sample_rate=0.1)
+    got = simulate(big, "lru", [tiny, lo, hi], sample_rate=0.1, sample_by="block")
     assert [g.sample_rate for g in got] == [1.0, 0.2, 0.1]
     assert got[0] == simulate(big, "lru", tiny)[0]
-    assert got[2].hit_ratio == simulate(sample_of(big, 0.1), "lru", round(hi * 0.1))[0].hit_ratio
+    assert got[2].hit_ratio == simulate(sample_of(big, 0.1, by="block"), "lru", round(hi * 0.1))[0].hit_ratio
     assert all(math.isnan(getattr(got[2], k)) for k in ("holes_total", "holes_per_request_mean", "hole_length_mean"))
     assert got[2].accesses == big.n_accesses and got[2].capacity_blocks == hi
 
@@ -101,7 +101,7 @@ def test_a_sample_charges_the_true_depth():
     # [0..7], its first half, [0..7] again, in an unbounded cache: the kept blocks' costs
     # must be their depths in the full requests, not their positions in the sample
     t = Trace.from_requests([list(range(8)), list(range(4)), list(range(8))])
-    s = sample(t, 0.5, seed=11)
+    s = sample(t, 0.5, seed=11, by="block")
     kept = np.arange(8)[keep_mask(np.arange(8, dtype=np.int64), 0.5, 11)]
     assert 1 < len(kept) < 8 and kept.min() > 0  # a sample whose positions differ from depths
     assert list(s.depth[: len(kept)]) == list(kept)
@@ -131,9 +131,67 @@ def test_actors_can_replay_from_the_samples_alone(big):
 def test_a_policy_that_misses_the_error_target_stays_exact_unless_forced(big):
     from sim_core import get_policy
 
-    assert not get_policy("lfu").sample_ok and get_policy("lru").sample_ok
+    assert not get_policy("wtinylfu").sample_ok and get_policy("lru").sample_ok
     caps = [3000, 6000]
-    exact = simulate(big, "lfu", caps)
-    assert simulate(big, "lfu", caps, sample_rate=0.2) == exact  # replayed exactly: equal, holes included
-    forced = simulate(big, "lfu", caps, sample_rate=0.2, sample_force=True)
+    exact = simulate(big, "wtinylfu", caps)
+    assert simulate(big, "wtinylfu", caps, sample_rate=0.2) == exact  # replayed exactly: equal, holes included
+    forced = simulate(big, "wtinylfu", caps, sample_rate=0.2, sample_force=True)
     assert [f.sample_rate for f in forced] == [0.2, 0.2]
+
+
+def test_a_depth_sample_keeps_every_mth_depth_of_each_prefix_tree(big):
+    """by="depth": block b is kept iff (depth(b) + h(root(b))) % m == 0, so each request
+    keeps floor or ceil of len/m blocks, and a request that fits a cache of C blocks
+    fits the scaled cache of ceil(C/m): requests and caches scale alike."""
+    from sim_core.sample import depth_keep, scaled_capacity, stride
+
+    rate, seed = 0.2, 4
+    m = stride(rate)
+    assert m == 5
+    keep = depth_keep(big, rate, seed)
+    # brute force: a block's depth and root where it first appears, then the rule
+    first = {}
+    depths = big.depths()
+    for r in range(big.n_requests):
+        lo, hi = big.req_offsets[r], big.req_offsets[r + 1]
+        for i in range(lo, hi):
+            first.setdefault(int(big.blocks[i]), (int(depths[i]), int(big.blocks[lo])))
+    offs = {}
+    for b, (d, root) in first.items():
+        offs.setdefault(root, (d + 0) % m if keep[b] else None)
+    for b, (d, root) in first.items():
+        # within one prefix tree, the kept depths are one residue class mod m
+        same = [(dd % m) for bb, (dd, rr) in first.items() if rr == root and keep[bb]]
+        assert len(set(same)) <= 1
+        if same:
+            assert keep[b] == (d % m == same[0])
+    s = sample(big, rate, seed=seed, by="depth")
+    lengths, kept_len = big.request_lengths, []
+    r_s = 0
+    for r in range(big.n_requests):
+        k = int(keep[big.blocks[big.req_offsets[r]:big.req_offsets[r + 1]]].sum())
+        assert lengths[r] // m <= k <= -(-lengths[r] // m)
+        if k:
+            assert s.request_lengths[r_s] == k
+            r_s += 1
+    assert r_s == s.n_requests
+    # a request fits the real cache => its sample fits the scaled cache
+    for cap in (7, 40, int(lengths.max())):
+        fits = lengths <= cap
+        per_req = [int(keep[big.blocks[big.req_offsets[r]:big.req_offsets[r + 1]]].sum()) for r in range(big.n_requests)]
+        assert all(k <= scaled_capacity(cap, rate, "depth") for k, f in zip(per_req, fits) if f)
+    assert abs(s.n_unique / big.n_unique - 1 / m) < 0.05
+
+
+def test_depth_sampling_is_the_default_and_close_to_exact(big):
+    from sim_core import get_policy
+
+    assert get_policy("lru").sample_by == "depth" and get_policy("partial_node").sample_by == "block"
+    caps = [2000, 4000, 9000]
+    exact = simulate(big, "lru", caps)
+    got = simulate(big, "lru", caps, sample_rate=0.1, sample_seed=3)
+    assert [g.sample_rate for g in got] == [0.1] * 3
+    for g, e in zip(got, exact):
+        assert g.hit_ratio == simulate(sample_of(big, 0.1, 3, "depth"), "lru",
+                                       -(-g.capacity_blocks // 10))[0].hit_ratio
+        assert abs(g.hit_ratio - e.hit_ratio) < 0.05

@@ -102,8 +102,10 @@ class PolicySpec:
     cost_aware: bool = False  # savings differ per cost model: one pass per model
     offline: bool = False  # looks at the future (oracle)
     family: str = "recency"
-    # sampled replay (sim_core.sample) keys the sample by "block" or whole "session"
-    sample_by: str = "block"
+    # sampled replay (sim_core.sample): which unit the sample keeps ("depth": every m-th
+    # depth of each prefix tree; "block": hashed block ids; "session"), chosen per policy
+    # from the measured error (README, "Sampled replay")
+    sample_by: str = "depth"
     # False: its sampled error misses the target (README, "Sampled replay"), so a sampled
     # simulate replays it exactly unless asked to sample it anyway (sample_force)
     sample_ok: bool = True

@@ -236,6 +236,5 @@ SPEC = [
         "Session-level RandomCompute (paper 5.3) - the session of RandomCompute's "
         "victim loses all its resident blocks at once.",
         defaults={"samples": 64, "clock": "access"}, cost_aware=True, family="session",
-        sample_ok=False,  # sampled: 1.7 points max error under the linear cost at r=0.01 (README)
         weight=2.0, speed_reference="Hyperbolic"),
 ]
