@@ -48,6 +48,15 @@ def setup_logging(level: str = "INFO") -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
+def _policy_choice(hc) -> str:
+    """What the user picked in the policy group: Hydra lists a list override such as
+    policy=[lru,lhd] under no choice, so read it from the overrides."""
+    for o in hc.overrides.task:
+        if o.startswith("policy="):
+            return o.split("=", 1)[1]
+    return str(hc.runtime.choices.get("policy", "all"))
+
+
 def run(cfg) -> int:
     """The sweep. Returns the process exit status."""
     from hydra.core.hydra_config import HydraConfig
@@ -61,7 +70,7 @@ def run(cfg) -> int:
     hc = HydraConfig.get()
     try:
         st = study.configure(cfg, list(hc.overrides.task), hc.runtime.choices.get("trace", "trace"),
-                             hc.runtime.choices.get("policy", "all"))
+                             _policy_choice(hc))
         study.load(st)
         signals.check()
     except (ConfigError, TrackingUnavailable, ValueError, OSError) as e:

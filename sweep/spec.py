@@ -42,6 +42,8 @@ class SweepSpec:
     sample_rate: float | None = None  # None: exact replay
     sample_seed: int = 0
     notes: list[str] = field(default_factory=list)
+    sample_auto: bool = False  # sim.sample_rate=auto: the rate follows the trace's size (set at load)
+    selected_all: bool = False  # policy=all (a policy that cannot be sampled is skipped under sampling)
 
 
 def _plain(node) -> Any:
@@ -233,11 +235,13 @@ def resolve(cfg: DictConfig, policy_choice: str = "all") -> SweepSpec:
         raise ConfigError(f"unknown sim.mode {mode!r}; valid: {', '.join(MODES)}")
     if hits not in HITS:
         raise ConfigError(f"unknown sim.hits {hits!r}; valid: {', '.join(HITS)}")
-    rate = check_number(cfg.sim.get("sample_rate"), "sim.sample_rate", allow_none=True,
-                        none_means="exact replay")
+    raw_rate = cfg.sim.get("sample_rate")
+    auto = isinstance(raw_rate, str) and raw_rate.strip().lower() == "auto"
+    rate = None if auto else check_number(raw_rate, "sim.sample_rate", allow_none=True,
+                                          none_means="exact replay; or auto")
     if rate is not None and rate > 1:
-        raise ConfigError(f"sim.sample_rate must be in (0, 1] or null (exact replay), got {rate}")
-    if rate is not None and hits == "prefix" and rate < 1:
+        raise ConfigError(f"sim.sample_rate must be in (0, 1], null (exact replay) or auto, got {rate}")
+    if rate is not None and rate < 1 and hits == "prefix":
         raise ConfigError("sim.hits=prefix is not defined on a sample (a request's first miss may be a block "
                           "the sample drops): use sim.hits=block or sim.sample_rate=null")
     sample_seed = check_int(cfg.sim.get("sample_seed", 0), "sim.sample_seed", 0, SEED_MAX)
@@ -249,4 +253,5 @@ def resolve(cfg: DictConfig, policy_choice: str = "all") -> SweepSpec:
     return SweepSpec(policies=policies, cost_models=costs, capacity_sizes=sizes,
                      capacity_name=str(cfg.capacity.get("name", "custom")), model=model,
                      mode=Mode(mode), hits=Hits(hits), seed=seed,
-                     sample_rate=None if rate is None or rate == 1 else rate, sample_seed=sample_seed, notes=notes)
+                     sample_rate=None if rate is None or rate == 1 else rate, sample_seed=sample_seed, notes=notes,
+                     sample_auto=auto, selected_all=str(policy_choice) == "all")

@@ -92,6 +92,7 @@ def load(st: Study) -> None:
              t.name, t.source, t.n_requests, t.n_accesses, t.n_unique, t.block_tokens)
     for note in st.cap_notes:
         log.info("capacity dedup: %s", note)
+    _resolve_sampling(st)
     for w in oversized_warnings(st.caps, t.request_lengths):
         log.warning("%s", w)
     sat = saturation_capacity(t)
@@ -99,6 +100,37 @@ def load(st: Study) -> None:
     if n_sat > 1:
         log.info("%d of %d capacities hold the whole trace (>= %d blocks): no policy evicts there, "
                  "so each curve replays them once", n_sat, len(st.caps), sat)
+
+
+def _resolve_sampling(st: Study) -> None:
+    """sim.sample_rate=auto picks the rate from the trace's size; under sampling,
+    policy=all skips the policies that cannot be sampled (they would replay the whole
+    trace exactly; named explicitly, they do)."""
+    from dataclasses import replace
+
+    from sim_core import Hits, get_policy
+    from sim_core.sample import AUTO_KEEP_ACCESSES, auto_rate
+
+    sp = st.spec
+    if sp.sample_auto:
+        rate = auto_rate(st.trace.n_accesses)
+        if rate is not None and sp.hits is Hits.PREFIX:
+            raise ConfigError(f"sim.sample_rate=auto would sample this trace ({st.trace.n_accesses} block accesses) "
+                              "but sim.hits=prefix is not defined on a sample: set sim.sample_rate=null to replay "
+                              "it exactly")
+        log.info("sim.sample_rate=auto: %s", "exact replay (the trace is small)" if rate is None else
+                 f"sampled replay at r={rate:g} (about {AUTO_KEEP_ACCESSES / 1e6:g}M of "
+                 f"{st.trace.n_accesses / 1e6:.0f}M block accesses; sim.sample_rate=null replays exactly)")
+        st.spec = sp = replace(sp, sample_rate=rate)
+    if sp.sample_rate is not None and sp.selected_all:
+        exact = [p.name for p in sp.policies if not get_policy(p.name).sample_ok]
+        if exact:
+            log.info("policy=all under sampled replay skips %s (its sampled error misses the target and an "
+                     "exact replay of this trace is slow; name it in policy=[...] to run it exactly)",
+                     ", ".join(exact))
+            st.spec = replace(sp, policies=[p for p in sp.policies if p.name not in exact])
+            if not st.spec.policies:
+                raise ConfigError("no policy left to run under sampled replay")
 
 
 # ---------------------------------------------------------------------- plan
@@ -266,7 +298,7 @@ def start_runs(st: Study) -> None:
                                   "cost_aware": p.cost_aware, "offline": p.offline,
                                   **{f"params.{k}": v for k, v in p.params.items()}},
                               {"trace_source": st.trace.source,
-                               "sampled": "false" if st.spec.sample_rate is None else f"r={st.spec.sample_rate:g}"})
+                               "sampled": f"r={c.identity.sample[0]:g}" if c.identity.sample else "false"})
     st.delivery = Delivery(st.tracker, st.journal, st.uri)
     for c in st.curves:  # known results the run lacks (journal, another capacity list)
         missing = {i: r for i, r in c.rows.items() if i not in c.stored}

@@ -186,8 +186,8 @@ def test_a_depth_sample_keeps_every_mth_depth_of_each_prefix_tree(big):
 def test_depth_sampling_is_the_default_and_close_to_exact(big):
     from sim_core import get_policy
 
-    assert get_policy("lru").sample_by == "depth" and get_policy("partial_node").sample_by == "block"
-    caps = [2000, 4000, 9000]
+    assert get_policy("lru").sample_by == "depth" and get_policy("partial_node").sample_by == "depth"
+    caps = [3000, 5000, 9000]  # scaled: >= 256 blocks, the floor
     exact = simulate(big, "lru", caps)
     got = simulate(big, "lru", caps, sample_rate=0.1, sample_seed=3)
     assert [g.sample_rate for g in got] == [0.1] * 3

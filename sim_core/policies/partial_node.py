@@ -166,5 +166,4 @@ SPEC = PolicySpec(
     "radix-tree node; a contiguous chunk is evicted from the node's beginning.",
     defaults={"samples": 64, "clock": "access", "chunk_blocks": 32}, cost_aware=True,
     family="compute_aware",
-    sample_by="block",  # by depth: 3.2 points off at 164 scaled blocks (chunks span depths)
     weight=2.5, speed_reference="Hyperbolic")
