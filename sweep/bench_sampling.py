@@ -152,7 +152,7 @@ def main(argv=None) -> int:
     from sim_core import REGISTRY
     from sim_core.sample import MIN_SAMPLED_BLOCKS
 
-    pols = [p for p, s in REGISTRY.items() if not getattr(s, "slow", False) and p not in ("lrb", "threelcache")] \
+    pols = [p for p, s in REGISTRY.items() if not s.slow and s.in_all and p not in ("lrb", "threelcache")] \
         if args.policies == "all" else args.policies.split(",")
     rates = [float(x) for x in args.rates.split(",")]
     out = Path(args.out)
