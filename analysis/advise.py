@@ -349,13 +349,18 @@ def main(argv: list[str]) -> int:
     except (ConfigError, TrackingUnavailable, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return config.EXIT_CONFIG
+    from sweep.plan import oversized_warnings
+
     for n in notes:
         log.info("%s", n)
+    for w in oversized_warnings(caps, trace.request_lengths) if str(sim.mode) == "request" else []:
+        log.warning("%s", w)
     primary = primary_cost_model(costs, model.name)
     results = run_policies(trace, [c.blocks for c in caps], cost_models=costs, model=model, sim=sim)
     report = build(trace, caps, results, costs, primary, notes, sim)
     experiment = config.experiment_of(inv, trace)
     out = config.out_dir(inv, experiment)
+    record.clear_figures(out)
     drawn = draw(report, out) if inv.cfg.analysis.get("figures", True) else {}
     record.write(out, report, markdown(report, drawn, out))
     print("\n".join(f"{i}. {r['topic'].replace('_', ' ')}: {r['verdict']}. {r['action']}\n   {r['because']}"

@@ -293,6 +293,7 @@ def main(argv: list[str]) -> int:
     report, data = measure(trace, model)
     experiment = config.experiment_of(inv, trace)
     out = config.out_dir(inv, experiment)
+    record.clear_figures(out)
     drawn = draw(report, data, out) if inv.cfg.analysis.get("figures", True) else {}
     record.write(out, report, markdown(report, drawn, out))
     for note in report["notes"]:

@@ -49,6 +49,13 @@ def numbers(d: Mapping, prefix: str = "") -> dict[str, float]:
     return out
 
 
+def clear_figures(out: Path) -> None:
+    """Remove the PNGs of an earlier run into the same directory, so a run never shows
+    (or logs to MLflow) a figure it did not draw."""
+    for png in (out / FIGURES).glob("*.png"):
+        png.unlink()
+
+
 def write(out: Path, report: Mapping, markdown: str) -> list[Path]:
     """report.md and report.json into `out` (figures are written there by their maker)."""
     out.mkdir(parents=True, exist_ok=True)
