@@ -52,10 +52,11 @@ def _pcts(x: np.ndarray, qs=(50, 90, 99)) -> dict[str, float]:
 
 
 def _section(title: str, paper: str, values: dict | None = None, *, tables: dict | None = None,
-             skipped: str | None = None, note: str | None = None) -> dict:
-    status = "skipped" if skipped else ("partial" if note else "measured")
+             skipped: str | None = None, partial: str | None = None, note: str | None = None) -> dict:
+    """status "skipped" (why: `skipped`), "partial" (what is missing: `partial`) or "measured"."""
+    status = "skipped" if skipped else "partial" if partial else "measured"
     return {"title": title, "paper": paper, "status": status, "values": values or {}, "tables": tables or {},
-            "note": skipped or note}
+            "note": skipped or partial or note}
 
 
 def measure(trace, model) -> tuple[dict, dict]:
@@ -82,7 +83,7 @@ def measure(trace, model) -> tuple[dict, dict]:
             **({"session_duration_s": {"median": stats["session_duration_median_s"],
                                        "p90": stats["session_duration_p90_s"],
                                        "p99": stats["session_duration_p99_s"]}} if sessions else {})},
-        note=None if sessions else "session durations skipped: the trace has no session ids")
+        partial=None if sessions else "session durations skipped: the trace has no session ids")
 
     gaps = session_times(trace)[0] if sessions else np.zeros(0)
     data["gaps"] = gaps
@@ -92,7 +93,7 @@ def measure(trace, model) -> tuple[dict, dict]:
             **({"session_gap_s": _pcts(gaps),
                 "session_gap_share_under_22min": float((gaps < GAP_WINDOW_S).mean()) if len(gaps) else math.nan}
                if sessions else {})},
-        note=None if sessions else "intra-session gaps skipped: the trace has no session ids")
+        partial=None if sessions else "intra-session gaps skipped: the trace has no session ids")
 
     profile = frequency_profile(reuse)
     further = further_reuse(acc)
@@ -114,7 +115,7 @@ def measure(trace, model) -> tuple[dict, dict]:
                                               **_pcts(itok[multi_req])}
     data.update(multi_req=multi_req, itok=itok)
     sec["request_lengths"] = _section("Request lengths", "4.4, Fig. 9", lengths,
-                                      note=None if sessions else "the multi-turn subset is skipped: the trace has "
+                                      partial=None if sessions else "the multi-turn subset is skipped: the trace has "
                                                                  "no session ids")
 
     if sessions:

@@ -154,7 +154,7 @@ def test_characterize_a_trace_known_by_construction():
 
     rep, _ = measure(hand_trace(), QWEN3_CODER_30B)
     s = {k: v["values"] for k, v in rep["sections"].items()}
-    assert all(v["status"] != "skipped" for v in rep["sections"].values()) and rep["notes"] == []
+    assert all(v["status"] == "measured" for v in rep["sections"].values()) and rep["notes"] == []
     life = s["lifetimes"]
     assert life["one_hit_block_share"] == 0.5 and life["one_hit_access_share"] == 4 / 16
     assert life["reused_lifetime_s"]["median"] == 30 and life["reused_lifetime_s"]["max"] == 30
