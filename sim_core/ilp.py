@@ -38,13 +38,26 @@ integral: by default we solve the LP, check that x is integral, and fall back to
 MIP solver if it is not (integral=True forces the MIP). Costs are scaled by their
 maximum before solving.
 
-Size limit: traces with more than `max_intervals` non-trivial reuse intervals (default
-200,000, a few seconds to a minute of HiGHS) are refused with a ValueError; raise it
-knowingly. `time_limit_s` bounds HiGHS' run; on a time-out the best solution found is
-reported with its status and gap.
+Size limit: traces with more than `max_intervals` non-trivial reuse intervals are refused
+with a ValueError; raise it knowingly. The default, 1,000,000, comes from timing `solve`
+on this project's 2-core machine (HiGHS 1.16, request mode, the worst of the capacities
+24 GiB-96 GiB; FreeInference-like synthetic trace cut to its first R requests):
 
-This is not a replay policy (it has no eviction hooks and needs the whole trace); the
-sweep calls `solve` directly for the `ilp` oracle row.
+    intervals   R      uniform   linear / qwen3_coder_30b   peak RSS
+      563,142   500     1.5 s        10 s
+      960,909   800     2.5 s        18 s                    1.1 GB
+    1,319,748  1000     3.3 s        29 s
+    2,488,049  1500     8.2 s        92 s
+
+so at the limit one capacity under one cost model takes about 20 s (the FLOPs and linear
+cost models are ~7x slower than uniform). The whole Mooncake conversation trace (12,031
+requests, 93,680 intervals) takes under 1.1 s per capacity. `time_limit_s` bounds HiGHS'
+run; on a time-out the best solution found is reported with its status and gap.
+
+This is not a replay policy (it has no eviction hooks and needs the whole trace): the
+registered policy `ilp` (sim_core/policies/ilp.py) calls `results`, which `simulate` and
+the sweep use like any policy's replay; `check` refuses a trace above the limit before
+any work.
 """
 from __future__ import annotations
 
@@ -57,7 +70,7 @@ from .jit import njit
 from .result import Mode
 
 MODES = tuple(m.value for m in Mode)
-DEFAULT_MAX_INTERVALS = 200_000
+DEFAULT_MAX_INTERVALS = 1_000_000
 
 
 @njit
@@ -283,3 +296,104 @@ def solve(trace, capacity: int, cost_model: str = "uniform", mode: str = "reques
                 bound_compute_savings=(max(bound, obj) + const_gain) * scale / total,
                 hit_ratio=hits / N, hits=hits, status=status, gap=max(gap, 0.0),
                 runtime_s=time.perf_counter() - t0)
+
+
+# ---------------------------------------------------------------- as a policy
+def _distinct_counts(trace, capacities, mode: str) -> dict[int, int]:
+    """capacity -> the number of reuse intervals the model has there. In request mode it
+    depends only on which requests are too large to cache, so capacities from the largest
+    request up share one count; in block mode it does not depend on the capacity."""
+    ones = np.ones(max(trace.max_request_blocks, 1))
+    biggest = max(trace.max_request_blocks, 1)
+    keys = {c: (min(int(c), biggest) if mode == Mode.REQUEST else 1) for c in capacities}
+    counted = {k: len(reuse_intervals(trace, k, ones, mode)[0]) for k in set(keys.values())}
+    return {c: counted[k] for c, k in keys.items()}
+
+
+def requests_within(trace, capacity: int, mode: str, limit: int) -> int:
+    """The largest n such that the first n requests have at most `limit` reuse intervals
+    at `capacity` (trace.max_requests=n then fits under the limit)."""
+    ones = np.ones(max(trace.max_request_blocks, 1))
+    b = reuse_intervals(trace, capacity, ones, mode)[1]
+    if len(b) <= limit:
+        return trace.n_requests
+    cut = int(b[limit])  # the first time point whose intervals would pass the limit
+    if mode == Mode.BLOCK:  # time points are accesses: keep the requests before its request
+        return int(np.searchsorted(trace.req_offsets, cut, side="right") - 1)
+    lengths = trace.request_lengths
+    timed = np.flatnonzero((lengths > 0) & (lengths <= capacity))  # request of each time point
+    return int(timed[cut])
+
+
+def check(trace, capacities, *, mode: str = "request", hits: str = "block", params=None) -> None:
+    """Refuse, before any work, what `results` cannot do: prefix hits, or a trace with more
+    reuse intervals than `max_intervals` at any of `capacities` (the message names the
+    limit, the trace's size and the number of requests that would fit)."""
+    params = dict(params or {})
+    if str(hits) != "block":
+        raise ValueError("policy ilp models block hits only (every resident block is reused); "
+                         "run it with sim.hits=block")
+    mode = str(mode)
+    limit = int(params.get("max_intervals", DEFAULT_MAX_INTERVALS))
+    counts = _distinct_counts(trace, capacities, mode)
+    over = {c: n for c, n in counts.items() if n > limit}
+    if not over:
+        return
+    worst = max(over, key=lambda c: (over[c], -c))
+    fit = min(requests_within(trace, c, mode, limit) for c in over)
+    raise ValueError(
+        f"policy ilp: trace {trace.name!r} is too large for the exact optimum: {over[worst]:,} reuse "
+        f"intervals ({mode} mode, capacity {worst:,} blocks; {trace.n_requests:,} requests, "
+        f"{trace.n_accesses:,} block accesses), above the limit of {limit:,} intervals "
+        f"(about 20 s of HiGHS per capacity and cost model at the limit; see sim_core/ilp.py). "
+        f"The first {fit:,} requests fit: trace.max_requests={fit}; or raise "
+        f"policy.ilp.params.max_intervals knowingly")
+
+
+def results(trace, capacities, *, cost_models=("uniform",), mode: str = "request", hits: str = "block",
+            model=None, params=None) -> list:
+    """One sim_core.Result per capacity: the optimum under each cost model (`solve`).
+
+    hits, hit_ratio (and what follows from them) are those of the first cost model's
+    optimal solution, as for a cost-aware replay. The solution is realised by a cache
+    that evicts only when it must, and then a block whose interval is not kept (with
+    every cost positive, an optimal solution keeps every interval it can, so such a cache
+    hits exactly the solution's intervals): it inserts every missed block of a request
+    that fits, so evictions = max(0, inserted - capacity) and max_resident_blocks =
+    min(capacity, inserted). Holes are not modelled (NaN, like a sample's). A solve that
+    stops before optimality (time_limit_s) raises: an oracle curve must be the optimum.
+    """
+    from .result import Result, optional_fields
+    from .simulate import saturation_capacity
+
+    params = {"max_intervals": DEFAULT_MAX_INTERVALS, "time_limit_s": 600.0, **dict(params or {})}
+    check(trace, capacities, mode=mode, hits=hits, params=params)
+    sat = saturation_capacity(trace)
+    lengths = trace.request_lengths
+    N = trace.n_accesses
+    solved: dict[int, dict] = {}
+    out = []
+    for cap in capacities:
+        cap = int(cap)
+        at = min(cap, sat)  # from saturation up nothing is ever evicted: one solve serves all
+        if at not in solved:
+            solved[at] = {m: solve(trace, at, m, mode, model=model, time_limit_s=float(params["time_limit_s"]),
+                                   max_intervals=int(params["max_intervals"])) for m in cost_models}
+            for m, sol in solved[at].items():
+                if sol["status"] != "Optimal":
+                    raise RuntimeError(f"ilp at {at} blocks, cost model {m}: HiGHS stopped with status "
+                                       f"{sol['status']!r} (gap {sol['gap']:.3g}) within time_limit_s="
+                                       f"{params['time_limit_s']}; raise policy.ilp.params.time_limit_s")
+        sols = solved[at]
+        n_hits = int(sols[cost_models[0]]["hits"])
+        big = lengths > cap if mode == Mode.REQUEST else np.zeros(len(lengths), bool)
+        oversized_blocks = int(lengths[big].sum())
+        inserted = N - n_hits - oversized_blocks
+        nan = float("nan")
+        out.append(Result(
+            capacity_blocks=cap, accesses=N, hits=n_hits, hit_ratio=n_hits / N,
+            compute_savings={m: float(s["compute_savings"]) for m, s in sols.items()},
+            recomputed_blocks=N - n_hits, **{k: nan for k in optional_fields()},
+            evictions=max(0, inserted - cap), oversized_requests=int(big.sum()),
+            oversized_blocks=oversized_blocks, max_resident_blocks=min(cap, inserted)))
+    return out

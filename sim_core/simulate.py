@@ -153,9 +153,13 @@ def simulate(
     cost_models = list(cost_models)
     if not cost_models:
         raise ValueError("no cost models given")
+    rate = check_rate(sample_rate)
+    if spec.solve is not None:  # an oracle computed by a solver (sim_core.ilp): exact, never sampled
+        if rate < 1.0 and sample_force:
+            raise ValueError(f"policy {spec.name!r} is solved exactly over the whole trace; it cannot be sampled")
+        return spec.solve(trace, caps, cost_models=cost_models, mode=mode, hits=hits, model=model, params=params)
     run = dict(spec=spec, mode=mode, hits=hits, cost_models=cost_models, model=model, params=params, seed=seed,
                one_pass=one_pass)
-    rate = check_rate(sample_rate)
     if not spec.sample_ok and not sample_force:
         rate = 1.0
     if rate == 1.0:

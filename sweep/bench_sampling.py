@@ -153,7 +153,7 @@ def main(argv=None) -> int:
                                                         "results spare the exact replays")
     args = ap.parse_args(argv)
     from sim_core import REGISTRY
-    pols = [p for p, s in REGISTRY.items() if not getattr(s, "slow", False) and p not in ("lrb", "threelcache")] \
+    pols = [p for p, s in REGISTRY.items() if not s.slow and s.in_all and p not in ("lrb", "threelcache")] \
         if args.policies == "all" else args.policies.split(",")
     rates = [float(x) for x in args.rates.split(",")]
     out = Path(args.out)

@@ -4,8 +4,9 @@
 $KVSWEEP_CONF_DIR, `<package>/../conf` (a checkout or an editable install), `./conf`.
 
 Generated configs (Hydra ConfigStore, group `policy` and `cost`):
-  policy=all   a config generated from the PolicySpec of every registered policy; a yaml
-               in conf/policy overrides its params and weight (or adds a variant);
+  policy=all   a config generated from the PolicySpec of every registered policy (except
+               those with in_all=False: ilp); a yaml in conf/policy overrides its params
+               and weight (or adds a variant);
   policy=<p>   for a registered policy without a yaml;
   cost=all     every yaml in conf/cost.
 """
@@ -193,7 +194,9 @@ def register_generated(conf_dir: Path | None = None) -> Generated:
             node = policy_node_from_spec(spec)
             gen.policies[name] = node
             cs.store(group="policy", name=name, node=node, package=f"policy.{name}")
-    cs.store(group="policy", name=ALL, node=dict(gen.policies), package="policy")
+    # policy=all: every policy but those kept to explicit selection (the ILP's size limit)
+    cs.store(group="policy", name=ALL, node={k: v for k, v in gen.policies.items() if registry[v["name"]].in_all},
+             package="policy")
     for stem in _yaml_options(conf_dir, "cost"):
         _check_package(conf_dir / "cost" / f"{stem}.yaml", f"cost.{stem}")
         gen.costs[stem] = _load_yaml(conf_dir / "cost" / f"{stem}.yaml")

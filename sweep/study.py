@@ -100,6 +100,23 @@ def load(st: Study) -> None:
     if n_sat > 1:
         log.info("%d of %d capacities hold the whole trace (>= %d blocks): no policy evicts there, "
                  "so each curve replays them once", n_sat, len(st.caps), sat)
+    check_policies(st)
+
+
+def check_policies(st: Study) -> None:
+    """A policy's own pre-flight check on this trace (the ILP's size limit), before any
+    work: a refusal is bad input (exit status 2), not a failed job."""
+    from sim_core import get_policy
+
+    for p in st.spec.policies:
+        spec = get_policy(p.name)
+        if spec.check is None:
+            continue
+        try:
+            spec.check(st.trace, [c.blocks for c in st.caps], mode=str(st.spec.mode), hits=str(st.spec.hits),
+                       params=p.params)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
 
 
 def _resolve_sampling(st: Study) -> None:

@@ -127,6 +127,15 @@ class PolicySpec:
     # data-structure work per access; the hit ratios differ)
     speed_reference: str | None = None
     speed_target: float = 2  # speed-up over libCacheSim that sweep.bench requires
+    # an offline optimum computed by a solver over the whole trace instead of replayed
+    # (sim_core.ilp): solve(trace, capacities, *, cost_models, mode, hits, model, params)
+    # -> one Result per capacity. make_state and the hooks are then never used.
+    solve: Callable[..., list] | None = None
+    # checked before any simulation: check(trace, capacities, *, mode, hits, params)
+    # raises ValueError when the policy cannot run there (the ILP's size limit)
+    check: Callable[..., None] | None = None
+    # policy=all selects it; False keeps it to explicit selection (policy=[lru,ilp])
+    in_all: bool = True
 
 
 @overload(p_evict_more, inline="always")

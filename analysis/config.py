@@ -1,0 +1,149 @@
+"""What `python -m analysis characterize|advise` share with each other and with the sweep.
+
+The config is conf/analysis.yaml, composed with Hydra's compose API from the sweep's own
+groups (trace, capacity, cost, model, tracking), so `trace=...` and every trace option
+mean what they mean in `python -m sweep`. The trace is loaded by sweep.traces, the model
+and cost models are checked by sweep.spec, capacities are converted by sweep.plan, and
+the tracking URI and its reachability come from sweep.store.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from sweep.config import ConfigError, check_bool, check_int, check_number, find_conf_dir, precheck_overrides, \
+    register_generated
+
+log = logging.getLogger("analysis")
+
+EXIT_CONFIG = 2
+CONFIG_NAME = "analysis"
+
+
+@dataclass
+class Invocation:
+    """One command line: the composed config and what it was composed from."""
+
+    command: str
+    cfg: DictConfig
+    overrides: list[str]
+    trace_choice: str
+    notes: list[str] = field(default_factory=list)
+
+
+def compose(command: str, argv: list[str]) -> Invocation:
+    """The config for `argv` (Hydra overrides); ConfigError on anything invalid."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    conf_dir = find_conf_dir()
+    precheck_overrides(argv, conf_dir)  # unknown trace=/cost=/... options, with the valid ones
+    register_generated(conf_dir)  # cost=all
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3", job_name=command):
+            cfg = hydra_compose(CONFIG_NAME, overrides=list(argv), return_hydra_config=True)
+    except Exception as e:  # noqa: BLE001 - Hydra/OmegaConf errors are bad overrides
+        raise ConfigError(f"{type(e).__name__}: {e}".splitlines()[0]) from None
+    finally:
+        GlobalHydra.instance().clear()
+    choice = str(cfg.hydra.runtime.choices.get("trace", "trace"))
+    with open_dict(cfg):
+        del cfg["hydra"]
+    inv = Invocation(command=command, cfg=cfg, overrides=list(argv), trace_choice=choice)
+    _check(inv)
+    return inv
+
+
+def _check(inv: Invocation) -> None:
+    from sweep.traces import check_trace_config
+
+    cfg = inv.cfg
+    check_trace_config(cfg.trace, inv.trace_choice)
+    if OmegaConf.is_missing(cfg.tracking, "uri"):
+        raise ConfigError("tracking=server needs tracking.uri=http://host:5000")
+    a = cfg.analysis
+    check_bool(a.get("figures", True), "analysis.figures")
+    check_bool(cfg.tracking.get("offline", False), "tracking.offline")
+    s = cfg.sim
+    check_int(s.get("seed", 0), "sim.seed", 0)
+    check_int(s.get("sample_seed", 0), "sim.sample_seed", 0)
+    rate = check_number(s.get("sample_rate"), "sim.sample_rate", allow_none=True, none_means="exact replay")
+    if rate is not None and rate > 1:
+        raise ConfigError(f"sim.sample_rate must be in (0, 1] or null (exact replay), got {rate}")
+
+
+def help_text(command: str, summary: str, examples: list[str]) -> str:
+    """--help: what the command does, examples, the groups, and the default config."""
+    from sweep.config import group_options
+
+    conf_dir = find_conf_dir()
+    groups = "\n".join(f"  {g:<9} {', '.join(group_options(g, conf_dir))}"
+                       for g in ("trace", "capacity", "cost", "model", "tracking"))
+    try:
+        default = OmegaConf.to_yaml(compose(command, []).cfg, resolve=False)
+    except ConfigError as e:
+        default = f"(cannot compose the default config: {e})\n"
+    return (f"python -m analysis {command} [group=option ...] [key=value ...]\n\n{summary.strip()}\n\n"
+            "Examples:\n" + "".join(f"  python -m analysis {command} {e}\n" for e in examples) +
+            "\nOverrides are Hydra's, as in `python -m sweep` (see its --help for every trace option).\n"
+            f"Groups (group=option):\n{groups}\n\n== Default config (conf/{CONFIG_NAME}.yaml) ==\n{default}")
+
+
+def setup_logging(cfg: DictConfig) -> None:
+    from sweep.cli import setup_logging as sweep_logging
+
+    level = str(cfg.analysis.get("log_level", "INFO")).upper()
+    sweep_logging(level)  # the trace loader logs as "sweep"
+    log.setLevel(level)
+
+
+def load_trace(inv: Invocation):
+    from sweep.traces import load
+
+    t = load(inv.cfg.trace, inv.trace_choice)
+    log.info("trace %s (%s): %d requests, %d block accesses, %d unique %d-token blocks", t.name, t.source,
+             t.n_requests, t.n_accesses, t.n_unique, t.block_tokens)
+    return t
+
+
+def model_of(inv: Invocation):
+    from sweep.spec import resolve_model
+
+    return resolve_model(inv.cfg)
+
+
+def cost_models_of(inv: Invocation, model) -> list[str]:
+    from sweep.spec import resolve_costs
+
+    return resolve_costs(inv.cfg, model)
+
+
+def experiment_of(inv: Invocation, trace) -> str:
+    """The sweep's experiment for this trace: the analysis runs sit next to its sweeps."""
+    from sweep.traces import experiment_name
+
+    return experiment_name(trace, inv.cfg.tracking.get("experiment"))
+
+
+def out_dir(inv: Invocation, experiment: str) -> Path:
+    out = inv.cfg.analysis.get("out")
+    path = Path(str(out)).expanduser() if out else Path("kvsweep-analysis") / experiment / inv.command
+    return path.resolve()
+
+
+def tracking_uri(inv: Invocation) -> str | None:
+    """The MLflow store (None: tracking.offline=true). A server that does not answer
+    raises sweep.store.TrackingUnavailable within seconds, before any work."""
+    from sweep.store import check_reachable, default_uri
+
+    tc = inv.cfg.tracking
+    if tc.get("offline", False):
+        return None
+    uri = str(tc.uri) if tc.get("uri") else default_uri()
+    check_reachable(uri)
+    return uri
