@@ -338,13 +338,20 @@ def main(argv: list[str]) -> int:
         inv = config.compose("advise", argv)
         config.setup_logging(inv.cfg)
         sim = inv.cfg.sim
-        if sim.get("sample_rate") is not None and str(sim.hits) == "prefix":
+        auto = str(sim.get("sample_rate")).strip().lower() == "auto"
+        if sim.get("sample_rate") is not None and not auto and str(sim.hits) == "prefix":
             raise ConfigError("sim.hits=prefix is not defined on a sample: use sim.hits=block or "
                               "sim.sample_rate=null")
         uri = config.tracking_uri(inv)
         model = config.model_of(inv)
         costs = config.cost_models_of(inv, model)
         trace = config.load_trace(inv)
+        if auto:  # as the sweep: sampled when the trace is large (sim_core.sample.auto_rate)
+            from sim_core.sample import auto_rate
+
+            sim.sample_rate = None if str(sim.hits) == "prefix" else auto_rate(trace.n_accesses)
+            log.info("sim.sample_rate=auto: %s", "exact replay" if sim.sample_rate is None
+                     else f"sampled replay at r={sim.sample_rate:g}")
         caps, notes = choose_capacities(inv, trace, model)
     except (ConfigError, TrackingUnavailable, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)

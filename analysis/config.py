@@ -72,9 +72,11 @@ def _check(inv: Invocation) -> None:
     s = cfg.sim
     check_int(s.get("seed", 0), "sim.seed", 0)
     check_int(s.get("sample_seed", 0), "sim.sample_seed", 0)
-    rate = check_number(s.get("sample_rate"), "sim.sample_rate", allow_none=True, none_means="exact replay")
-    if rate is not None and rate > 1:
-        raise ConfigError(f"sim.sample_rate must be in (0, 1] or null (exact replay), got {rate}")
+    if str(s.get("sample_rate")).strip().lower() != "auto":
+        rate = check_number(s.get("sample_rate"), "sim.sample_rate", allow_none=True,
+                            none_means="exact replay; or auto")
+        if rate is not None and rate > 1:
+            raise ConfigError(f"sim.sample_rate must be in (0, 1], null (exact replay) or auto, got {rate}")
 
 
 def help_text(command: str, summary: str, examples: list[str]) -> str:

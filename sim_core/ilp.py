@@ -335,6 +335,11 @@ def check(trace, capacities, *, mode: str = "request", hits: str = "block", para
                          "run it with sim.hits=block")
     mode = str(mode)
     limit = int(params.get("max_intervals", DEFAULT_MAX_INTERVALS))
+    if trace.n_accesses > 50 * limit:  # counting intervals would take minutes and GBs: refuse on size alone
+        raise ValueError(
+            f"policy ilp: trace {trace.name!r} is far too large for the exact optimum ({trace.n_requests:,} "
+            f"requests, {trace.n_accesses:,} block accesses, against a limit of {limit:,} reuse intervals); "
+            f"replay a prefix of it (trace.max_requests=N) or a smaller trace")
     counts = _distinct_counts(trace, capacities, mode)
     over = {c: n for c, n in counts.items() if n > limit}
     if not over:

@@ -124,10 +124,11 @@ def test_ilp_above_the_limit_is_refused_before_any_work(tmp_path):
     a message naming the limit and the trace's size, and nothing run or recorded."""
     from sim_core import synth
 
-    proc = _run(["-m", "sweep", "trace=freeinference", "policy=[lru,ilp]", "capacity=paper4"], tmp_path)
+    proc = _run(["-m", "sweep", "trace=freeinference", "trace.scale=null", "policy=[lru,ilp]", "capacity=paper4"],
+                tmp_path)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "limit of 1,000,000 intervals" in proc.stderr
-    t = synth.generate("freeinference", seed=0)  # what trace=freeinference replays
+    t = synth.generate("freeinference", seed=0)  # what trace=freeinference trace.scale=null replays
     assert f"{t.n_requests:,} requests" in proc.stderr and f"{t.n_accesses:,} block accesses" in proc.stderr
     assert "trace.max_requests=" in proc.stderr
     assert "starting a local Ray" not in proc.stderr
