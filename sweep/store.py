@@ -42,6 +42,7 @@ def quiet_mlflow() -> None:
     os.environ.setdefault("MLFLOW_ENABLE_ASYNC_LOGGING", "false")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 
 def check_reachable(uri: str, timeout: float = 4.0, tries: int = 2) -> None:
