@@ -7,8 +7,9 @@ One PNG per cost model (the parent run's `plots/curves_<cost model>.png`, embedd
   flat and equal (on the default trace that is the upper 60% of the log range);
 - the value panel(s) on top, the difference to LRU in points beneath (differences of a
   point or two are invisible on a 0-1 axis);
-- one column: under `uniform` compute savings equal the hit ratio; otherwise hit ratio
-  and compute savings side by side;
+- under `uniform` compute savings equal the hit ratio: one pair of panels; otherwise
+  compute savings, then hit ratio, stacked (the figure stays narrow enough to read where
+  MLflow's artifact viewer scales it down);
 - families share a colour, members differ by line style and marker, oracles are black
   and dashed (analysis.families); the legend sits outside the axes, grouped by family;
 - x ticks at the paper's headline sizes (24, 48, 96 GiB, 1 TiB), the HBM and memory
@@ -47,7 +48,7 @@ def size_label(gib: float) -> str:
 
 
 def panel_keys(cost_model: str) -> tuple[str, ...]:
-    return ("compute_savings",) if cost_model == "uniform" else ("hit_ratio", "compute_savings")
+    return ("compute_savings",) if cost_model == "uniform" else ("compute_savings", "hit_ratio")
 
 
 def plot_cost_model(curves: Mapping[str, Sequence[Mapping]], path: str | Path, *, title: str, cost_model: str,
@@ -70,27 +71,28 @@ def plot_cost_model(curves: Mapping[str, Sequence[Mapping]], path: str | Path, *
         sat_rows = [r for r in zoom[names[0]] if float(r["capacity_blocks"]) >= saturation_blocks]
         sat_row = sat_rows[0] if sat_rows else None
 
-    with matplotlib.rc_context({"font.size": 13, "axes.titlesize": 14, "axes.labelsize": 13,
-                                "xtick.labelsize": 12, "ytick.labelsize": 12, "legend.fontsize": 12}):
-        ncols = len(keys)
-        fig = Figure(figsize=(7.5 * ncols + 4.2, 10.0), layout="constrained")
+    # Narrow and tall: MLflow's artifact viewer scales an image to its pane (about 600 px
+    # beside the run's file tree), so panels are stacked rather than side by side.
+    with matplotlib.rc_context({"font.size": 15, "axes.titlesize": 16, "axes.labelsize": 15,
+                                "xtick.labelsize": 14, "ytick.labelsize": 14, "legend.fontsize": 14}):
+        fig = Figure(figsize=(11.0, max(10.5, 8.5 * len(keys) + 0.5)), layout="constrained")
         FigureCanvasAgg(fig)
-        grid = fig.add_gridspec(2, ncols, height_ratios=[3, 2])
-        for col, key in enumerate(keys):
-            top = fig.add_subplot(grid[0, col])
-            bottom = fig.add_subplot(grid[1, col], sharex=top)
+        grid = fig.add_gridspec(2 * len(keys), 1, height_ratios=[3, 2] * len(keys))
+        for row, key in enumerate(keys):
+            top = fig.add_subplot(grid[2 * row, 0])
+            bottom = fig.add_subplot(grid[2 * row + 1, 0], sharex=top)
             for p in names:
                 rs = zoom[p]
                 s = style[p]
                 xs = [float(r["capacity_gib"]) for r in rs]
-                every = max(1, len(xs) // 8)
+                every = max(1, len(xs) // 8)  # markers tell members apart; on every point they clutter
                 z = 3 if p == reference else 2  # the baseline stays visible under a curve equal to it
                 top.plot(xs, [float(r[key]) for r in rs], color=s.colour, linestyle=s.linestyle, marker=s.marker,
-                         markevery=every, markersize=6, linewidth=s.linewidth, zorder=z)
+                         markevery=every, markersize=7, linewidth=s.linewidth, zorder=z)
                 if ref is not None and p != reference:
                     d = diff_points(rs, ref, key)
                     bottom.plot([x for x, _ in d], [y for _, y in d], color=s.colour, linestyle=s.linestyle,
-                                marker=s.marker, markevery=every, markersize=6, linewidth=s.linewidth)
+                                marker=s.marker, markevery=every, markersize=7, linewidth=s.linewidth)
             if ref is not None:
                 bottom.axhline(0.0, color=style[reference].colour, linewidth=2.4, zorder=3)
                 bottom.set_ylabel(f"minus {reference.upper()} (points)")
@@ -99,7 +101,9 @@ def plot_cost_model(curves: Mapping[str, Sequence[Mapping]], path: str | Path, *
                             transform=bottom.transAxes, ha="center", va="center")
                 bottom.set_yticks([])
             top.set_ylabel(LABELS[key] + (" (= hit ratio)" if cost_model == "uniform" else ""))
-            top.set_title(LABELS[key] if ncols > 1 else f"{LABELS[key]} = block hit ratio")
+            sub = LABELS[key] if cost_model != "uniform" else f"{LABELS[key]} = block hit ratio"
+            # the figure's title sits on the first axes: a suptitle would run under the legend
+            top.set_title(f"{title}\n{sub}" if row == 0 else sub, loc="left")
             bottom.set_xlabel("cache capacity (log scale)")
             for ax in (top, bottom):
                 ax.set_xscale("log")
@@ -111,7 +115,7 @@ def plot_cost_model(curves: Mapping[str, Sequence[Mapping]], path: str | Path, *
             if sat_row is not None:
                 top.annotate("whole trace fits", (float(sat_row["capacity_gib"]), 0.03),
                              xycoords=("data", "axes fraction"), rotation=90, ha="right", va="bottom",
-                             fontsize=11, color="#444444")
+                             fontsize=13, color="#444444")
             ticks = _ticks(all_gib)
             bottom.xaxis.set_major_locator(FixedLocator(ticks))
             bottom.xaxis.set_minor_locator(NullLocator())
@@ -124,7 +128,7 @@ def plot_cost_model(curves: Mapping[str, Sequence[Mapping]], path: str | Path, *
         handles, labels = [], []
         if shown:
             handles.append(Line2D([], [], linestyle="none"))
-            labels.append("SHADED")
+            labels.append("REGIMES (shaded)")
             for reg in shown:
                 handles.append(Patch(color=_REGIME_SHADE[reg.name], alpha=0.2))
                 labels.append(f"{reg.title} {size_label(reg.lo_gib)}-{size_label(reg.hi_gib)}")
@@ -135,14 +139,13 @@ def plot_cost_model(curves: Mapping[str, Sequence[Mapping]], path: str | Path, *
                 handles.append(Line2D([], [], linestyle="none"))
                 labels.append(("oracle (offline)" if info.offline else info.family.replace("_", " ")).upper())
             s = style[info.name]
-            handles.append(Line2D([], [], color=s.colour, linestyle=s.linestyle, marker=s.marker, markersize=6,
+            handles.append(Line2D([], [], color=s.colour, linestyle=s.linestyle, marker=s.marker, markersize=7,
                                   linewidth=s.linewidth))
             labels.append(info.name)
         legend = fig.legend(handles, labels, loc="outside right upper", frameon=False, handlelength=3.2)
         for text, handle in zip(legend.get_texts(), handles):
             if isinstance(handle, Line2D) and handle.get_linestyle() == "None":  # a heading
                 text.set_fontweight("bold")
-        fig.suptitle(title, fontsize=16)
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=100)

@@ -148,7 +148,7 @@ def test_holes_are_not_available_under_sampling(tmp_path):
     assert re.findall(r'data-policy="([^"]+)"', table) == ["lru", "random_compute"]
 
 
-def test_uniform_draws_one_column(tmp_path):
+def test_uniform_draws_one_pair_of_panels(tmp_path):
     from matplotlib.image import imread
 
     from analysis.report import write_report
@@ -156,7 +156,7 @@ def test_uniform_draws_one_column(tmp_path):
     write_report(_table(cost_models=("uniform", "linear")), tmp_path)
     h_u, w_u = imread(tmp_path / "plots" / "curves_uniform.png").shape[:2]
     h_l, w_l = imread(tmp_path / "plots" / "curves_linear.png").shape[:2]
-    assert h_u == h_l and w_u < 0.7 * w_l
+    assert w_u == w_l and h_u < 0.65 * h_l  # linear: compute savings and hit ratio; uniform: one of them
 
 
 def test_dispatcher_lists_and_refuses(capsys):
@@ -233,6 +233,8 @@ def swept(tmp_path_factory):
          f"capacity.sizes={SIZES}", "cluster.num_cpus=2", f"tracking.uri={uri}"],
         cwd=d, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == 0, proc.stderr[-4000:]
+    assert re.search(r"then open http://127\.0\.0\.1:5000/#/experiments/\d+\?workflowType=machine_learning",
+                     proc.stdout)
     c = MlflowClient(uri)
     exp = c.get_experiment_by_name("regimes")
     runs = c.search_runs([exp.experiment_id])
