@@ -352,7 +352,7 @@ class Tracker:
         if error:
             self.client.set_tag(c.run_id, "error", error[:5000])
         complete = len(c.stored) == len(self.capacities)
-        rows = [row_dict(self.capacities, i, c.rows[i], c.cost_model) for i in sorted(c.rows)]
+        rows = self._rows(c)
         secs, cpu, n_jobs = c.replay_time()
         now = int(time.time() * 1000)
         if complete:
