@@ -11,6 +11,7 @@ import sys
 COMMANDS = {
     "characterize": "analysis.characterize",  # the paper's section 4 measurements of a trace
     "advise": "analysis.advise",  # section 5.4 as a procedure: which eviction design, with the numbers
+    "report": "analysis.report",  # report.html and PNGs of a sweep, from the tracking store
 }
 
 

@@ -64,7 +64,7 @@ def run(cfg) -> int:
     from . import study
     from .pool import SweepFailed
     from .runner import RayCluster
-    from .store import TrackingUnavailable, sqlite_path, ui_command
+    from .store import TrackingUnavailable, experiment_url, sqlite_path, ui_command
 
     setup_logging(cfg.sweep.get("log_level", "INFO"))
     hc = HydraConfig.get()
@@ -120,6 +120,8 @@ def run(cfg) -> int:
         db = sqlite_path(st.uri)
         print(f"MLflow experiment {st.experiment!r}, sweep run {st.tracker.parent_id} ({status})")
         print("View the results:  " + ui_command(st.uri if db is None else "sqlite:///" + str(db.resolve())))
+        print(f"  then open {experiment_url(st.uri, st.tracker.experiment_id)}  (report: the sweep run's "
+              f"Artifacts, report.html)")
     return code
 
 

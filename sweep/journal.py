@@ -3,7 +3,8 @@
 One JSON object per line:
   {"kind": "points", "time": ..., "uri": ..., "experiment": ..., "points": [
       {"key": <point key>, "run_id": <child run or null offline>, "step": <capacity index>,
-       "cost_model": ..., "result": <sim_core.Result as a dict>}, ...]}
+       "cost_model": ..., "result": <sim_core.Result as a dict>,
+       "job": {"start": <epoch s>, "secs": <wall s>, "cpu": <CPU s>}}, ...]}
   {"kind": "delivered", "time": ..., "uri": ..., "done": [[run_id, step], ...]}
 
 A sweep reads it to reuse finished results (by point key, whatever store they were meant
@@ -28,12 +29,31 @@ log = logging.getLogger("sweep")
 
 
 @dataclass(frozen=True)
+class JobTime:
+    """When the job that computed a result ran, on its actor: it travels with the result
+    (journal, curve) so a curve run's duration is its jobs' time, however late it is
+    delivered. One job may serve several capacities and cost models."""
+
+    start: float  # epoch seconds
+    secs: float  # wall seconds
+    cpu: float  # CPU seconds
+
+    def to_dict(self) -> dict:
+        return {"start": self.start, "secs": self.secs, "cpu": self.cpu}
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> "JobTime | None":
+        return None if not d else cls(float(d["start"]), float(d["secs"]), float(d["cpu"]))
+
+
+@dataclass(frozen=True)
 class Point:
     key: str
     run_id: str | None
     step: int
     cost_model: str
     result: Result
+    job: JobTime | None = None
 
 
 class Journal:
@@ -55,7 +75,8 @@ class Journal:
     def add_points(self, uri: str | None, experiment: str, points: list[Point]) -> None:
         self._append({"kind": "points", "time": time.time(), "uri": uri, "experiment": experiment,
                       "points": [{"key": p.key, "run_id": p.run_id, "step": p.step,
-                                  "cost_model": p.cost_model, "result": p.result.to_dict()} for p in points]})
+                                  "cost_model": p.cost_model, "result": p.result.to_dict(),
+                                  **({"job": p.job.to_dict()} if p.job else {})} for p in points]})
 
     def mark_delivered(self, uri: str, done: list[tuple[str, int]]) -> None:
         self._append({"kind": "delivered", "time": time.time(), "uri": uri, "done": [list(d) for d in done]})
@@ -79,6 +100,18 @@ class Journal:
                     out[p["key"]] = Result.from_dict(p["result"])
         return out
 
+    def job_times(self) -> dict[str, JobTime]:
+        """point key -> the time of the job that computed it (results journaled before
+        times were recorded have none)."""
+        out = {}
+        for e in self.entries():
+            if e.get("kind") == "points":
+                for p in e["points"]:
+                    jt = JobTime.from_dict(p.get("job"))
+                    if jt is not None:
+                        out[p["key"]] = jt
+        return out
+
     def undelivered(self) -> dict[str, list[tuple[str, Point]]]:
         """uri -> [(experiment, point)] journaled for a run but never marked delivered."""
         pending: dict[tuple[str, str, int], tuple[str, Point]] = {}
@@ -88,7 +121,7 @@ class Journal:
                 for p in e["points"]:
                     if p.get("run_id"):
                         pt = Point(p["key"], p["run_id"], int(p["step"]), p["cost_model"],
-                                   Result.from_dict(p["result"]))
+                                   Result.from_dict(p["result"]), JobTime.from_dict(p.get("job")))
                         pending[(e["uri"], pt.run_id, pt.step)] = (e["experiment"], pt)
             elif e.get("kind") == "delivered":
                 done.update((e["uri"], r, int(s)) for r, s in e["done"])

@@ -24,11 +24,12 @@ class Outcome:
     secs: float = 0.0
     cpu: float = 0.0
     error: str | None = None
+    start: float = 0.0  # epoch seconds when the job began on its actor
 
 
 class ShardPool:
     """`make_actor()` returns a new actor handle whose `run.remote(job)` gives
-    (job id, results, wall s, CPU s). Each live actor has up to `inflight` jobs queued.
+    (job id, results, wall s, CPU s, start epoch s). Each live actor has up to `inflight` jobs queued.
     An actor that dies (crash, node lost, OOM kill) is replaced, at most once per
     original actor, and its jobs are retried once elsewhere."""
 
@@ -87,7 +88,7 @@ class ShardPool:
                 continue
             actor, job = pending.pop(ready[0])
             try:
-                _, recs, secs, cpu = ray.get(ready[0])
+                _, recs, secs, cpu, start = ray.get(ready[0])
             except ray.exceptions.RayError as e:
                 msg = (f"job {job.id} ({job.policy}, {','.join(job.cost_models)}, "
                        f"{len(job.capacities)} capacities) failed: {_short(e)}")
@@ -115,7 +116,7 @@ class ShardPool:
                 top_up()
                 continue
             top_up()
-            yield Outcome(job, recs, secs, cpu)
+            yield Outcome(job, recs, secs, cpu, start=start)
 
     def kill(self) -> None:
         import ray

@@ -37,14 +37,16 @@ class SimulatorShard:
     def info(self) -> dict:
         return {"pid": os.getpid(), "host": socket.gethostname()}
 
-    def run(self, job: Job) -> tuple[int, list, float, float]:
-        """(job id, one sim_core.Result per capacity, wall seconds, CPU seconds)."""
+    def run(self, job: Job) -> tuple[int, list, float, float, float]:
+        """(job id, one sim_core.Result per capacity, wall seconds, CPU seconds, start as
+        epoch seconds)."""
         from sim_core import simulate
 
+        started = time.time()
         t0, c0 = time.perf_counter(), time.process_time()
         recs = simulate(self.trace, job.policy, list(job.capacities), cost_models=list(job.cost_models),
                         params=dict(job.params), **self.sim_kwargs)
-        return job.id, recs, time.perf_counter() - t0, time.process_time() - c0
+        return job.id, recs, time.perf_counter() - t0, time.process_time() - c0, started
 
 
 def _quiet_ray_env() -> None:

@@ -32,6 +32,13 @@ def ui_command(uri: str) -> str:
     return f"open {uri} in a browser"
 
 
+def experiment_url(uri: str, experiment_id: str) -> str:
+    """The experiment's runs page. MLflow 3's UI opens in its GenAI mode (traces,
+    evaluations) unless told `workflowType=machine_learning`, the "Model training" switch."""
+    base = "http://127.0.0.1:5000" if sqlite_path(uri) is not None else uri.rstrip("/")
+    return f"{base}/#/experiments/{experiment_id}?workflowType=machine_learning"
+
+
 def quiet_mlflow() -> None:
     """Before importing mlflow: its own handler would print INFO (database migrations),
     and its HTTP client would retry a dead server for minutes (the sweep's delivery
@@ -42,6 +49,7 @@ def quiet_mlflow() -> None:
     os.environ.setdefault("MLFLOW_ENABLE_ASYNC_LOGGING", "false")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 
 def check_reachable(uri: str, timeout: float = 4.0, tries: int = 2) -> None:

@@ -38,6 +38,7 @@ class Study:
     caps: list = field(default_factory=list)
     cap_notes: list = field(default_factory=list)
     curves: list = field(default_factory=list)  # tracking.Curve
+    references: dict = field(default_factory=dict)  # cost model -> LRU tracking.Curve (*_vs_lru_* metrics)
     jobs: list = field(default_factory=list)
     tracker: Any = None
     delivery: Any = None
@@ -151,7 +152,7 @@ def _resolve_sampling(st: Study) -> None:
 
 
 # ---------------------------------------------------------------------- plan
-def _curves(st: Study) -> list:
+def _curves(st: Study, policies=None) -> list:
     from sim_core.digest import source_digest, trace_digest
 
     from .keys import CurveIdentity
@@ -170,7 +171,24 @@ def _curves(st: Study) -> list:
     return [Curve(p.name, m, CurveIdentity.make(trace=tdig, policy=p.name, params=p.params, mode=sp.mode,
                                                 hits=sp.hits, seed=sp.seed, cost_model=m, model=sp.model,
                                                 simulator=sdig, sample=sample(p)), blocks)
-            for p in sp.policies for m in sp.cost_models]
+            for p in (sp.policies if policies is None else policies) for m in sp.cost_models]
+
+
+def _reference_curves(st: Study) -> tuple[dict, list]:
+    """(cost model -> LRU curve, the curves to look up): LRU of the sweep, or else LRU
+    with its default parameters and the sweep's settings, never run but filled from
+    results already computed (journal, store)."""
+    from sim_core import get_policy
+
+    from .spec import PolicyChoice
+    from .tracking import REFERENCE
+
+    mine = [c for c in st.curves if c.policy == REFERENCE]
+    if mine:
+        return {c.cost_model: c for c in mine}, []
+    spec = get_policy(REFERENCE)
+    extra = _curves(st, [PolicyChoice(name=REFERENCE, params=dict(spec.defaults))])
+    return {c.cost_model: c for c in extra}, extra
 
 
 def _plan_kw(st: Study) -> dict:
@@ -216,10 +234,14 @@ def resolve_known(st: Study) -> None:
     sweep.resume=false nothing is reused, and the store's runs of the same curves are
     superseded (deleted when the new ones are opened): never two curves of one key."""
     st.curves = _curves(st)
+    st.references, extra = _reference_curves(st)
     resume = bool(st.cfg.sweep.get("resume", True))
-    known = st.journal.results() if resume else {}
+    journaled = st.journal.results()
+    times = st.journal.job_times()
+    known = dict(journaled) if resume else {}
+    stored = {}
     if st.tracker is not None:
-        stored = st.tracker.stored_points(st.curves)
+        stored = st.tracker.stored_points(st.curves + extra)
         if resume:
             known.update(stored)
         else:
@@ -230,6 +252,12 @@ def resolve_known(st: Study) -> None:
         for i, k in enumerate(c.point_keys):
             if k in known:
                 c.rows[i] = known[k]
+                if k in times:
+                    c.times[i] = times[k]
+    for c in extra:  # a comparison only: any result of the same key will do
+        for i, k in enumerate(c.point_keys):
+            if k in journaled or k in stored:
+                c.rows[i] = journaled.get(k) or stored[k]
 
 
 def todo(st: Study) -> dict:
@@ -307,14 +335,17 @@ def start_runs(st: Study) -> None:
                                            metrics=metrics, texts=texts, capacities=st.caps)
     log.info("MLflow: experiment %r, %s run %s (%s)", st.experiment, "resumed sweep" if resumed else "sweep",
              pid, st.uri)
+    from sim_core import get_policy
+
     pols = {p.name: p for p in st.spec.policies}
     for c in st.curves:
-        p = pols[c.policy]
+        p, ps = pols[c.policy], get_policy(c.policy)
         st.tracker.open_curve(c, {"trace": st.trace.name, "mode": str(st.spec.mode), "hits": str(st.spec.hits),
                                   "model": st.spec.model.name, "block_tokens": st.trace.block_tokens,
                                   "cost_aware": p.cost_aware, "offline": p.offline,
                                   **{f"params.{k}": v for k, v in p.params.items()}},
-                              {"trace_source": st.trace.source,
+                              {"trace_source": st.trace.source, "family": ps.family,
+                               "cost_aware": str(p.cost_aware).lower(), "offline": str(p.offline).lower(),
                                "sampled": f"r={c.identity.sample[0]:g}" if c.identity.sample else "false"})
     st.delivery = Delivery(st.tracker, st.journal, st.uri)
     for c in st.curves:  # known results the run lacks (journal, another capacity list)
@@ -344,6 +375,9 @@ def _parent_record(st: Study) -> tuple[dict, dict, dict, dict]:
                    "cost_models": st.spec.cost_models})
     params.update({f"trace_summary.{k}": v for k, v in summary.items() if not isinstance(v, (int, float))})
     metrics = {f"trace.{k}": v for k, v in summary.items() if isinstance(v, (int, float))}
+    from sim_core import saturation_capacity
+
+    metrics["saturation_blocks"] = saturation_capacity(st.trace)  # the report zooms below it
     texts = {"config.yaml": OmegaConf.to_yaml(resolved)}
     if summary_text:
         texts["trace_summary.txt"] = summary_text
@@ -354,7 +388,7 @@ def _parent_record(st: Study) -> tuple[dict, dict, dict, dict]:
 def run_jobs(st: Study, cluster) -> None:
     """Replay every planned job; each result goes to the journal, then to delivery."""
     from . import traces
-    from .journal import Point
+    from .journal import JobTime, Point
     from .progress import Progress
 
     sp = st.spec
@@ -379,11 +413,13 @@ def run_jobs(st: Study, cluster) -> None:
                         st.delivery.finish(by_curve[(job.policy, m)], "FAILED", error=out.error)
                 continue
             points = []
+            jt = JobTime(out.start, out.secs, out.cpu)
             for m in job.cost_models:
                 c = by_curve[(job.policy, m)]
                 for idx, res in zip(job.cap_indices, out.results):
                     c.rows[idx] = res
-                    points.append(Point(c.point_keys[idx], c.run_id, idx, m, res))
+                    c.times[idx] = jt
+                    points.append(Point(c.point_keys[idx], c.run_id, idx, m, res, jt))
             st.journal.add_points(st.uri, st.experiment, points)  # safe before MLflow hears of it
             if st.delivery:
                 for m in job.cost_models:
@@ -423,7 +459,13 @@ def finish(st: Study, status: str, wait_s: float) -> str:
         log.error("MLflow did not take %d result batch(es) in %.0fs: they are safe in %s; "
                   "`python -m sweep.sync` sends them (or re-run the same command)", left, wait_s, st.journal.path)
         status = "FAILED" if status == "FINISHED" else status
-    st.tracker.close_parent(status, st.curves, st.trace.name)
+    from sim_core import saturation_capacity
+
+    from .tracking import SweepFacts
+
+    st.tracker.close_parent(status, st.curves, SweepFacts(
+        trace_source=st.trace.source, saturation_blocks=saturation_capacity(st.trace),
+        sample_rate=st.spec.sample_rate, cost_models=st.spec.cost_models, references=st.references))
     return status
 
 

@@ -3,7 +3,8 @@
 A sweep writes every finished job to its journal (default ./kvsweep-journal.jsonl)
 before MLflow sees it. If the tracking server stayed away until the sweep ended, the
 points are still in the journal; this command logs them into their curve runs and ends
-each run whose every capacity has now arrived (FINISHED, with its means and curve.csv).
+each run whose every capacity has now arrived (FINISHED, with its summary metrics and
+curve.csv; the *_vs_lru_* differences and the report come from the end of a sweep).
 Results of an offline sweep (tracking.offline=true) belong to no run yet: re-run the
 same sweep command with a tracking store instead, which reuses them without simulating.
 """
@@ -47,6 +48,7 @@ def sync(journal_path: str, uri: str | None = None) -> tuple[int, int]:
             c = Curve.__new__(Curve)
             c.policy, c.cost_model = run.data.tags.get("policy"), run.data.tags.get("cost_model")
             c.run_id, c.status, c.done = run_id, "RESUMED", False
+            c.start_ms, c.times = run.info.start_time, {p.step: p.job for p in pts if p.job is not None}
             stored = tr._points_of(run_id)
             c.stored, c.rows = set(stored), dict(stored)
             new = {p.step: p.result for p in pts if p.step not in c.stored}

@@ -3,10 +3,13 @@
 experiment   one per trace (its name; synthetic traces get a "-synthetic" suffix)
 parent run   one per sweep (tag kvsweep.sweep_key): resolved config, trace summary, tags
              trace_source / git commit / package versions / driver host and pid; at the
-             end curves.csv (every curve) and one PNG per cost model (analysis.plots)
+             end curves.csv (every curve), report.html and one PNG per cost model
+             (analysis.report)
 child run    one per curve = (policy, cost model, capacity list), tag kvsweep.curve_key:
-             every sim_core.Result metric with step = capacity index, params with the
-             capacity list in blocks and GiB, curve.csv; FINISHED once every capacity is in.
+             every sim_core.Result metric as `curve/<field>` with step = capacity index,
+             params with the capacity list in blocks and GiB, curve.csv; FINISHED once
+             every capacity is in, with summary metrics (analysis.curves) a runs table
+             can sort by, and start/end times that span its jobs' replay time.
 
 Identity (sweep.keys): a re-run finds its parent by sweep key and its curves by curve
 key. A FINISHED curve is reused, never duplicated; a partial one (KILLED, FAILED, or
@@ -42,6 +45,11 @@ HEARTBEAT_S = 60
 
 T_KIND, T_SWEEP, T_CURVE, T_BASE = "kvsweep.kind", "kvsweep.sweep_key", "kvsweep.curve_key", "kvsweep.base_key"
 T_HOST, T_PID, T_BEAT = "kvsweep.driver_host", "kvsweep.driver_pid", "kvsweep.heartbeat"
+# Per-capacity metrics are curves (step = capacity index). MLflow's runs table shows a
+# metric's value at its largest step, which for every policy is the largest capacity
+# (usually saturated: a tie); the prefix says so, and groups them in the chart view.
+CURVE_PREFIX = "curve/"
+REFERENCE = "lru"  # the baseline of the *_vs_lru_* metrics
 
 
 def _chunks(items: list, n: int) -> Iterable[list]:
@@ -85,11 +93,33 @@ class Curve:
     rows: dict = field(default_factory=dict)  # capacity index -> Result
     done: bool = False
     supersede: str | None = None  # a run of the same key that this one replaces (resume=false)
+    times: dict = field(default_factory=dict)  # capacity index -> journal.JobTime of its job
+    start_ms: int | None = None  # the run's start time
 
     def __post_init__(self):
         self.key = self.identity.curve_key(self.capacities_blocks)
         self.base_key = self.identity.base_key
         self.point_keys = [self.identity.point_key(b) for b in self.capacities_blocks]
+
+    def replay_time(self) -> tuple[float, float, int]:
+        """(wall s, CPU s, jobs) of the jobs that computed this curve's known points, each
+        job once (a job serves several capacities, and every cost model of a cost-unaware
+        policy)."""
+        jobs = set(self.times.values())
+        return sum(j.secs for j in jobs), sum(j.cpu for j in jobs), len(jobs)
+
+
+@dataclass
+class SweepFacts:
+    """What the end of a sweep needs beyond its curves: the report's context and the
+    LRU curves the *_vs_lru_* metrics compare with (cost model -> curve; LRU of this
+    sweep, or one already computed with the same settings)."""
+
+    trace_source: str = "unknown"
+    saturation_blocks: int | None = None
+    sample_rate: float | None = None
+    cost_models: Sequence[str] = ()
+    references: dict = field(default_factory=dict)
 
 
 class Tracker:
@@ -106,6 +136,7 @@ class Tracker:
             self.experiment_id = self._experiment(experiment, artifact_location)
         self.experiment = experiment
         self.parent_id: str | None = None
+        self.parent_name: str | None = None
         self.capacities: list[Capacity] = []
         self._last_beat = 0.0
 
@@ -201,16 +232,17 @@ class Tracker:
                     c.run_id = r.info.run_id
                     c.status = "REUSED" if r.info.status == "FINISHED" else "RESUMED"
                     c.stored = {i for i, k in enumerate(c.point_keys) if k in have}
+                    c.start_ms = r.info.start_time
         return known
 
     def _points_of(self, run_id: str) -> dict[int, Result]:
         """step -> Result (compute_savings under the run's own cost model) from the run's
-        metric histories."""
+        metric histories (curve/<field>; a run recorded before that prefix: <field>)."""
         run = self.client.get_run(run_id)
         cm = run.data.tags.get("cost_model", "uniform")
-        hist = {}
-        for k in ("capacity_blocks", "accesses") + metric_fields():
-            hist[k] = {m.step: m.value for m in self.client.get_metric_history(run_id, k)}
+        keys = ("capacity_blocks", "accesses") + metric_fields()
+        prefix = CURVE_PREFIX if self.client.get_metric_history(run_id, CURVE_PREFIX + "capacity_blocks") else ""
+        hist = {k: {m.step: m.value for m in self.client.get_metric_history(run_id, prefix + k)} for k in keys}
         out = {}
         for step in hist["capacity_blocks"]:
             try:
@@ -235,14 +267,14 @@ class Tracker:
         prior = self._search(f"tags.`{T_SWEEP}` = '{sweep_key}' and tags.`{T_KIND}` = 'sweep'")
         if prior:
             prior.sort(key=lambda r: -r.info.start_time)
-            self.parent_id = prior[0].info.run_id
+            self.parent_id, self.parent_name = prior[0].info.run_id, prior[0].info.run_name
             self.client.update_run(self.parent_id, status="RUNNING")
             for k, v in {**driver, "kvsweep.resumed": "true"}.items():
                 self.client.set_tag(self.parent_id, k, v)
             return self.parent_id, True
         run = self.client.create_run(self.experiment_id, run_name=run_name,
                                      tags={**{k: str(v) for k, v in tags.items()}, **driver})
-        self.parent_id = run.info.run_id
+        self.parent_id, self.parent_name = run.info.run_id, run_name
         ps = [Param(k[:250], param_value(v)) for k, v in params.items()]
         for chunk in _chunks(ps, 100):
             self.client.log_batch(self.parent_id, params=chunk)
@@ -280,7 +312,7 @@ class Tracker:
             self.experiment_id, run_name=f"{c.policy} | {c.cost_model}",
             tags={"mlflow.parentRunId": self.parent_id, "policy": c.policy, "cost_model": c.cost_model,
                   T_KIND: "curve", T_CURVE: c.key, T_BASE: c.base_key, **{k: str(v) for k, v in tags.items()}})
-        c.run_id, c.status = run.info.run_id, "CREATED"
+        c.run_id, c.status, c.start_ms = run.info.run_id, "CREATED", run.info.start_time
         ps = {"policy": c.policy, "cost_model": c.cost_model, "n_capacities": len(caps),
               "capacities_blocks": [x.blocks for x in caps], "capacities_gib": [round(x.gib, 6) for x in caps],
               **params}
@@ -298,18 +330,21 @@ class Tracker:
             if res.capacity_blocks != cap.blocks:
                 raise RuntimeError(f"result for {cap.blocks} blocks came back as {res.capacity_blocks}")
             row = res.row(c.cost_model)
-            ms.append(Metric("capacity_gib", cap.gib, now, idx))
+            ms.append(Metric(CURVE_PREFIX + "capacity_gib", cap.gib, now, idx))
             for k in ("capacity_blocks", "accesses") + metric_fields():
                 if row[k] == row[k]:  # NaN = unavailable on a sample: not logged
-                    ms.append(Metric(k, float(row[k]), now, idx))
+                    ms.append(Metric(CURVE_PREFIX + k, float(row[k]), now, idx))
         for chunk in _chunks(ms, 1000):
             self.client.log_batch(c.run_id, metrics=chunk)
         c.stored.update(points)
 
     def finish_curve(self, c: Curve, status: str, error: str | None = None) -> None:
-        """End the curve's run: FINISHED with its summary and curve.csv when every
+        """End the curve's run: FINISHED with its summary metrics and curve.csv when every
         capacity is in; otherwise `status` (KILLED/FAILED), marked partial, and without
-        means (a mean over the capacities that happened to finish would mislead)."""
+        summaries (a mean over the capacities that happened to finish would mislead).
+        The run ends its jobs' replay time after it started, so MLflow's Duration is
+        that time (the jobs themselves may have run at any moment of the sweep)."""
+        from analysis.curves import summary
         from mlflow.entities import Metric
 
         if c.status == "REUSED" or c.run_id is None:
@@ -317,34 +352,74 @@ class Tracker:
         if error:
             self.client.set_tag(c.run_id, "error", error[:5000])
         complete = len(c.stored) == len(self.capacities)
-        rows = [row_dict(self.capacities, i, c.rows[i], c.cost_model) for i in sorted(c.rows)]
+        rows = self._rows(c)
+        secs, cpu, n_jobs = c.replay_time()
         now = int(time.time() * 1000)
         if complete:
-            self.client.log_batch(c.run_id, metrics=[
-                Metric("hit_ratio_mean", sum(r["hit_ratio"] for r in rows) / len(rows), now, 0),
-                Metric("compute_savings_mean", sum(r["compute_savings"] for r in rows) / len(rows), now, 0)])
+            ms = {k: v for k, v in summary(rows).items() if _finite(v)}
+            if n_jobs:
+                ms.update(replay_seconds=secs, replay_cpu_seconds=cpu)
+            self.client.log_batch(c.run_id, metrics=[Metric(k, float(v), now, 0) for k, v in ms.items()])
             status = "FINISHED"
             self.client.set_tag(c.run_id, "kvsweep.partial", "false")
         else:
             self.client.set_tag(c.run_id, "kvsweep.partial",
-                                f"{len(c.stored)} of {len(self.capacities)} capacities; no means logged")
+                                f"{len(c.stored)} of {len(self.capacities)} capacities; no summary metrics logged")
+        timed = sum(1 for i in c.rows if i in c.times)
+        self.client.set_tag(c.run_id, "kvsweep.replay",
+                            f"{secs:.2f} s wall, {cpu:.2f} s CPU in {n_jobs} job(s); "
+                            + (f"{timed} of {len(c.rows)} capacities timed (the others were reused without their "
+                               f"job's time)" if timed < len(c.rows) else "every capacity timed"))
         if rows:
             with tempfile.TemporaryDirectory() as d:
                 path = Path(d) / "curve.csv"
                 write_csv(path, rows, CSV_COLUMNS)
                 self.client.log_artifact(c.run_id, str(path))
-        self.client.set_terminated(c.run_id, status)
+        end = c.start_ms + round(secs * 1000) if n_jobs and c.start_ms is not None else None
+        self.client.set_terminated(c.run_id, status, end_time=end)
         c.done = True
 
+    def log_vs_reference(self, curves: Sequence[Curve], references: dict) -> int:
+        """`*_vs_lru_at_<size>` (points) on every FINISHED curve whose cost model has a
+        complete LRU curve; a curve finished by an earlier sweep gets those it lacks.
+        Returns the runs written to."""
+        from analysis.curves import vs_reference
+        from mlflow.entities import Metric
+
+        n_caps, done = len(self.capacities), 0
+        now = int(time.time() * 1000)
+        for c in curves:
+            ref = references.get(c.cost_model)
+            finished = c.status == "REUSED" or (c.done and len(c.stored) == n_caps)
+            if ref is None or len(ref.rows) < n_caps or len(c.rows) < n_caps or not finished or c.run_id is None:
+                continue
+            ms = vs_reference(self._rows(c), self._rows(ref), REFERENCE)
+            if c.status == "REUSED":
+                have = self.client.get_run(c.run_id).data.metrics
+                ms = {k: v for k, v in ms.items() if k not in have}
+            if ms:
+                self.client.log_batch(c.run_id, metrics=[Metric(k, float(v), now, 0) for k, v in ms.items()])
+                done += 1
+        return done
+
+    def _rows(self, c: Curve) -> list[dict]:
+        return [row_dict(self.capacities, i, c.rows[i], c.cost_model) for i in sorted(c.rows)]
+
     # ------------------------------------------------------------------ end
-    def close_parent(self, status: str, curves: Sequence[Curve], trace_name: str) -> None:
-        """Attach every curve and the plots to the parent, then mark it. Never raises."""
+    def close_parent(self, status: str, curves: Sequence[Curve], facts: SweepFacts | None = None) -> None:
+        """Compare finished curves with LRU, attach every curve and the report to the
+        parent, then mark it. Never raises."""
         if self.parent_id is None:
             return
+        facts = facts or SweepFacts()
         try:
-            self._parent_artifacts(curves, trace_name)
-        except Exception as e:  # noqa: BLE001 - plots must not lose the status update
-            log.warning("could not attach curves/plots to the parent run: %s", e)
+            self.log_vs_reference(curves, facts.references)
+        except Exception as e:  # noqa: BLE001 - comparisons must not lose the status update
+            log.warning("could not log the differences to LRU: %s", e)
+        try:
+            self._parent_artifacts(curves, facts)
+        except Exception as e:  # noqa: BLE001 - the report must not lose the status update
+            log.warning("could not attach curves/report to the parent run: %s", e)
         try:
             reused = [c.run_id for c in curves if c.status == "REUSED"]
             if reused:
@@ -353,11 +428,12 @@ class Tracker:
         except Exception as e:  # noqa: BLE001
             log.warning("could not mark the sweep run %s %s: %s", self.parent_id, status, e)
 
-    def _parent_artifacts(self, curves: Sequence[Curve], trace_name: str) -> None:
+    def _parent_artifacts(self, curves: Sequence[Curve], facts: SweepFacts) -> None:
         per_model = curves_by_model(self.capacities, curves)
         if not per_model:
             return
-        from analysis.plots import plot_curves
+        from analysis.report import log_report, write_report
+        from analysis.sweeps import SweepTable
 
         with tempfile.TemporaryDirectory() as d:
             rows = [{"policy": p, "cost_model": m, **r} for m, per in per_model.items()
@@ -365,10 +441,14 @@ class Tracker:
             path = Path(d) / "curves.csv"
             write_csv(path, rows, ("policy", "cost_model") + CSV_COLUMNS)
             self.client.log_artifact(self.parent_id, str(path))
-            for m, per_policy in sorted(per_model.items()):
-                png = Path(d) / f"curves_{m}.png"
-                plot_curves(per_policy, png, title=f"{trace_name} - cost model {m}")
-                self.client.log_artifact(self.parent_id, str(png), "plots")
+            order = [m for m in facts.cost_models if m in per_model] + sorted(set(per_model) - set(facts.cost_models))
+            table = SweepTable(experiment=self.experiment, run_id=self.parent_id,
+                               run_name=self.parent_name or self.parent_id, trace_source=facts.trace_source,
+                               n_capacities=len(self.capacities), curves=per_model, cost_models=order,
+                               saturation_blocks=facts.saturation_blocks, sample_rate=facts.sample_rate)
+            out = Path(d) / "report"
+            write_report(table, out)
+            log_report(self.client, self.parent_id, out)
 
 
 def row_dict(capacities: Sequence[Capacity], idx: int, res: Result, cost_model: str) -> dict:

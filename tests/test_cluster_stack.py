@@ -161,7 +161,7 @@ def check_experiment(s: st.Stack, experiment: str, expected: dict, policies=POLI
         assert st.tags(r)["mlflow.parentRunId"] == parent["run_id"]
         assert info["status"] == "FINISHED", f"{key}: {info['status']}"
         for metric in ("hit_ratio", "compute_savings"):
-            hist = rest.metric_history(info["run_id"], metric)
+            hist = rest.metric_history(info["run_id"], "curve/" + metric)
             steps = sorted(int(h.get("step", 0)) for h in hist)
             assert steps == list(range(n_caps)), f"{key} {metric}: steps {steps} (lost or duplicated points)"
             got = [v for _, v in sorted((int(h.get("step", 0)), float(h["value"])) for h in hist)]

@@ -210,7 +210,7 @@ def test_delivery_keeps_results_while_the_store_is_down_and_sends_them_after(tmp
     real = MlflowClient(uri)
     run = real.get_run(c.run_id)
     assert run.info.status == "FINISHED"
-    hist = sorted((m.step, m.value) for m in real.get_metric_history(c.run_id, "hit_ratio"))
+    hist = sorted((m.step, m.value) for m in real.get_metric_history(c.run_id, "curve/hit_ratio"))
     assert hist == [(0, 0.1), (1, 0.2), (2, pytest.approx(0.3))]
 
 
@@ -238,7 +238,7 @@ def test_sync_sends_journaled_points_and_finishes_their_run(tmp_path):
     assert sync_main(["--journal", str(jpath)]) == 0
     run = MlflowClient(uri).get_run(c.run_id)
     assert run.info.status == "FINISHED" and run.data.metrics["hit_ratio_mean"] == 0.625
-    assert len(MlflowClient(uri).get_metric_history(c.run_id, "hit_ratio")) == 2  # no duplicate step 0
+    assert len(MlflowClient(uri).get_metric_history(c.run_id, "curve/hit_ratio")) == 2  # no duplicate step 0
     assert not Journal(jpath).undelivered()
 
 
@@ -314,8 +314,8 @@ def test_sigterm_mid_sweep_then_resume(tmp_path):
         b = [r for r in _runs(fresh, "freeinference-synthetic")
              if r.data.tags.get("kvsweep.curve_key") == a.data.tags["kvsweep.curve_key"]][0]
         for k in ("hit_ratio", "compute_savings", "evictions", "holes_per_request_mean"):
-            ha = sorted((m.step, m.value) for m in c1.get_metric_history(a.info.run_id, k))
-            hb = sorted((m.step, m.value) for m in c2.get_metric_history(b.info.run_id, k))
+            ha = sorted((m.step, m.value) for m in c1.get_metric_history(a.info.run_id, "curve/" + k))
+            hb = sorted((m.step, m.value) for m in c2.get_metric_history(b.info.run_id, "curve/" + k))
             assert ha == hb and len(ha) == 9, k
 
 

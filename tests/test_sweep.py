@@ -266,16 +266,19 @@ def test_interrupted_sweep_keeps_finished_curves(tmp_path):
     d.finish(b, "KILLED")
     assert d.drain(30) == 0
     d.stop()
-    tr.close_parent("KILLED", [a, b], "t")
+    tr.close_parent("KILLED", [a, b])
     c = MlflowClient(uri)
     runs = {r.info.run_name: r for r in c.search_runs([tr.experiment_id])}
     assert runs["a | uniform"].info.status == "FINISHED"
     assert runs["b | uniform"].info.status == "KILLED"
     assert runs["p"].info.status == "KILLED"
-    assert [m.value for m in sorted(c.get_metric_history(runs["a | uniform"].info.run_id, "hit_ratio"),
+    assert [m.value for m in sorted(c.get_metric_history(runs["a | uniform"].info.run_id, "curve/hit_ratio"),
                                     key=lambda m: m.step)] == [0.25, 0.5]
     assert runs["a | uniform"].data.metrics["hit_ratio_mean"] == 0.375
     assert "hit_ratio_mean" not in runs["b | uniform"].data.metrics
+    assert runs["a | uniform"].data.metrics["compute_savings_auc"] == pytest.approx(0.375)  # (0.25 + 0.5) / 2
+    # a partial curve logs no summary at all (nor a duration it did not finish)
+    assert all(k.startswith("curve/") for k in runs["b | uniform"].data.metrics)
     assert runs["b | uniform"].data.tags["kvsweep.partial"].startswith("1 of 2 capacities")
     arts = {x.path for x in c.list_artifacts(runs["p"].info.run_id)}
     assert {"config.yaml", "curves.csv", "plots"} <= arts
@@ -372,7 +375,7 @@ def test_e2e_curves_in_mlflow_equal_simulate(e2e):
                               ("compute_savings", [r.compute_savings[m] for r in expected]),
                               ("holes_per_request_mean", [r.holes_per_request_mean for r in expected]),
                               ("oversized_requests", [r.oversized_requests for r in expected])):
-                hist = sorted(c.get_metric_history(run.info.run_id, key), key=lambda x: x.step)
+                hist = sorted(c.get_metric_history(run.info.run_id, "curve/" + key), key=lambda x: x.step)
                 assert [h.step for h in hist] == list(range(len(E2E_BLOCKS))), (p, m, key)
                 assert np.allclose([h.value for h in hist], want, rtol=0, atol=1e-12), (p, m, key)
             assert [r.oversized_requests for r in expected][:2] == [1, 1]
