@@ -306,16 +306,16 @@ def markdown(report: dict, figure_paths: dict[str, Path], out: Path) -> str:
 
 
 def draw(report: dict, out: Path) -> dict[str, Path]:
-    from .plots import plot_curves
+    from .plots import plot_cost_model
 
     drawn = {}
-    gib = [c["gib"] for c in report["capacities"]]
+    caps = report["capacities"]
     for m in report["cost_models"]:
-        curves = {p: [{"capacity_gib": g, "hit_ratio": h, "compute_savings": s}
-                      for g, h, s in zip(gib, res["hit_ratio"], res["compute_savings"][m])]
+        curves = {p: [{"capacity_gib": c["gib"], "capacity_blocks": c["blocks"], "hit_ratio": h, "compute_savings": s}
+                      for c, h, s in zip(caps, res["hit_ratio"], res["compute_savings"][m])]
                   for p, res in report["results"].items()}
-        drawn[m] = plot_curves(curves, out / record.FIGURES / f"curves_{m}.png",
-                               title=f"{report['trace']['name']} - cost model {m}")
+        drawn[m] = plot_cost_model(curves, out / record.FIGURES / f"curves_{m}.png",
+                                   title=f"{report['trace']['name']} - cost model {m}", cost_model=m)
     return drawn
 
 

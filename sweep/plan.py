@@ -45,6 +45,11 @@ class Job:
         return self.policy, self.cost_models
 
 
+def counted(n: int, singular: str, plural: str | None = None) -> str:
+    """'1 capacity', '65 capacities': counts in messages."""
+    return f"{n} {singular if n == 1 else plural or singular + 's'}"
+
+
 def human_gib(gib: float) -> str:
     """24GiB, 1.5TiB, 512MiB: short labels for tables and plots."""
     if gib >= 1000:
@@ -164,7 +169,7 @@ def make_plan(policies: Sequence, cost_models: Sequence[str], capacities: Sequen
 def format_plan(jobs: Sequence[Job], capacities: Sequence[Capacity]) -> str:
     pw = max([len("policy")] + [len(j.policy) for j in jobs])
     cw = max([len("cost models")] + [len(",".join(j.cost_models)) for j in jobs])
-    lines = [f"{len(jobs)} jobs over {len(capacities)} capacities "
+    lines = [f"{counted(len(jobs), 'job')} over {counted(len(capacities), 'capacity', 'capacities')} "
              f"({human_gib(capacities[0].gib)}..{human_gib(capacities[-1].gib)}, "
              f"{capacities[0].blocks}..{capacities[-1].blocks} blocks)",
              f"{'job':>4}  {'policy':<{pw}}  {'cost models':<{cw}}  {'shard':>7}  {'caps':>5}  {'est. cost':>10}"]

@@ -8,7 +8,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
-from .plan import Job
+from .plan import Job, counted
 
 log = logging.getLogger("sweep")
 
@@ -91,7 +91,7 @@ class ShardPool:
                 _, recs, secs, cpu, start = ray.get(ready[0])
             except ray.exceptions.RayError as e:
                 msg = (f"job {job.id} ({job.policy}, {','.join(job.cost_models)}, "
-                       f"{len(job.capacities)} capacities) failed: {_short(e)}")
+                       f"{counted(len(job.capacities), 'capacity', 'capacities')}) failed: {_short(e)}")
                 if isinstance(e, died):  # the worker is gone, maybe not the job's fault
                     if actor not in dead:
                         dead.add(actor)

@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Sequence
 
-from .plan import Job
+from .plan import Job, counted
 
 log = logging.getLogger("sweep")
 
@@ -36,10 +36,9 @@ class Progress:
         if not self.tty and not failed:
             rate = self.acc_done / max(time.perf_counter() - self.t0, 1e-9)
             eta = (self.acc_total - self.acc_done) / rate if rate else 0.0
-            n = len(job.capacities)
-            log.info("job %d/%d done: %s [%s] %d capacit%s in %.1fs (%.1fs CPU) | %.3g accesses/s, ETA %.0fs",
-                     self.n_done, self.n_jobs, job.policy, ",".join(job.cost_models), n,
-                     "y" if n == 1 else "ies", secs, cpu, rate, eta)
+            log.info("job %d/%d done: %s [%s] %s in %.1fs (%.1fs CPU) | %.3g accesses/s, ETA %.0fs",
+                     self.n_done, self.n_jobs, job.policy, ",".join(job.cost_models),
+                     counted(len(job.capacities), "capacity", "capacities"), secs, cpu, rate, eta)
 
     def refresh(self) -> None:
         self.bar.refresh()

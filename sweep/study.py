@@ -388,6 +388,7 @@ def _parent_record(st: Study) -> tuple[dict, dict, dict, dict]:
 def run_jobs(st: Study, cluster) -> None:
     """Replay every planned job; each result goes to the journal, then to delivery."""
     from . import traces
+    from .plan import counted
     from .journal import JobTime, Point
     from .progress import Progress
 
@@ -396,9 +397,9 @@ def run_jobs(st: Study, cluster) -> None:
     if sp.sample_rate is not None:
         sim_kwargs.update(sample_rate=sp.sample_rate, sample_seed=sp.sample_seed)
     pool = cluster.pool_for(traces.to_payload(_shipped(st)), sim_kwargs, len(st.jobs))
-    log.info("%d policies x %d cost models x %d capacities -> %d jobs on %d actor(s)",
-             len(sp.policies), len(sp.cost_models), len(st.caps), len(st.jobs), len(pool.actors) or
-             min(pool.n_actors, len(st.jobs)))
+    log.info("%s x %s x %s -> %s on %d actor(s)", counted(len(sp.policies), "policy", "policies"),
+             counted(len(sp.cost_models), "cost model"), counted(len(st.caps), "capacity", "capacities"),
+             counted(len(st.jobs), "job"), len(pool.actors) or min(pool.n_actors, len(st.jobs)))
     by_curve = {(c.policy, c.cost_model): c for c in st.curves}
     progress = Progress(st.jobs)
     try:

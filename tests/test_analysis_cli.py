@@ -54,7 +54,7 @@ def _curves(uri: str, experiment: str) -> dict:
     for r in runs:
         if r.data.tags.get("kvsweep.kind") != "curve":
             continue
-        hist = {k: [m.value for m in sorted(c.get_metric_history(r.info.run_id, k), key=lambda m: m.step)]
+        hist = {k: [m.value for m in sorted(c.get_metric_history(r.info.run_id, f"curve/{k}"), key=lambda m: m.step)]
                 for k in ("hits", "compute_savings", "evictions", "max_resident_blocks")}
         out[(r.data.tags["policy"], r.data.tags["cost_model"])] = (r, hist)
     return out

@@ -62,7 +62,7 @@ def test_a_sampled_sweep_records_the_miniature_simulation(sampled):
                         sample_rate=rate)
         assert [w.sample_rate for w in want] == ([0.25, 0.25] if rate else [1.0, 1.0])
         for m in ("uniform", "linear"):
-            hist = sorted(c.get_metric_history(kids[(pol, m)].info.run_id, "compute_savings"), key=lambda h: h.step)
+            hist = sorted(c.get_metric_history(kids[(pol, m)].info.run_id, "curve/compute_savings"), key=lambda h: h.step)
             assert np.allclose([h.value for h in hist], [w.compute_savings[m] for w in want], atol=1e-12), (pol, m)
 
 
