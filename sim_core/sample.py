@@ -67,6 +67,29 @@ def _first_depth_root(req_offsets, blocks, depth, n_unique):
     return d0, root
 
 
+@njit
+def _kept_accesses(req_offsets, blocks, keep_block, keep_request):
+    """(access indices, their requests) of the accesses kept by block and by request, in
+    trace order: two passes, no per-access temporary over the whole trace (664M at full
+    scale)."""
+    n = 0
+    for r in range(len(req_offsets) - 1):
+        if keep_request[r]:
+            for i in range(req_offsets[r], req_offsets[r + 1]):
+                n += keep_block[blocks[i]]
+    idx = np.empty(n, np.int64)
+    req = np.empty(n, np.int64)
+    k = 0
+    for r in range(len(req_offsets) - 1):
+        if keep_request[r]:
+            for i in range(req_offsets[r], req_offsets[r + 1]):
+                if keep_block[blocks[i]]:
+                    idx[k] = i
+                    req[k] = r
+                    k += 1
+    return idx, req
+
+
 def stride(rate: float) -> int:
     """Depth-stratified sampling keeps one depth in `stride(rate)`."""
     return max(1, int(round(1.0 / rate)))
@@ -94,20 +117,19 @@ def sample(trace: Trace, rate: float, seed: int = 0, by: str = "block") -> Trace
         raise ValueError(f"unknown sampling {by!r}; valid: {', '.join(SAMPLE_BY)}")
     if rate == 1:
         return trace
-    lengths = trace.request_lengths
     if by == "depth":
-        keep = depth_keep(trace, rate, seed)[trace.blocks]
+        idx, req = _kept_accesses(trace.req_offsets, trace.blocks, depth_keep(trace, rate, seed),
+                                  np.ones(trace.n_requests, np.bool_))
     elif by == "block":
         # hash each distinct id once (47.8M at full scale), not each of the 664M accesses
-        keep = keep_mask(np.arange(trace.n_unique, dtype=np.int64), rate, seed)[trace.blocks]
+        idx, req = _kept_accesses(trace.req_offsets, trace.blocks,
+                                  keep_mask(np.arange(trace.n_unique, dtype=np.int64), rate, seed),
+                                  np.ones(trace.n_requests, np.bool_))
     else:
         # requests without a session are their own unit (key: -1 - request index)
         sess = np.where(trace.session >= 0, trace.session, -1 - np.arange(trace.n_requests))
-        keep = np.repeat(keep_mask(sess.astype(np.int64) + (1 << 62), rate, seed), lengths)
-    # per-request counts and depths from the kept accesses only: no per-access int64
-    # array over the whole trace (5 GB at full scale)
-    idx = np.flatnonzero(keep)
-    req = np.searchsorted(trace.req_offsets, idx, side="right") - 1
+        idx, req = _kept_accesses(trace.req_offsets, trace.blocks, np.ones(trace.n_unique, np.bool_),
+                                  keep_mask(sess.astype(np.int64) + (1 << 62), rate, seed))
     per_req = np.bincount(req, minlength=trace.n_requests)
     kept_req = per_req > 0
     offsets = np.concatenate([[0], np.cumsum(per_req[kept_req])]).astype(np.int64)
@@ -138,9 +160,10 @@ def sample_of(trace: Trace, rate: float, seed: int = 0, by: str = "block") -> Tr
     return cache[key]
 
 
-def capacity_rates(trace: Trace, capacities, rate: float, seed: int, by: str, mode) -> dict[int, float]:
+def capacity_rates(trace: Trace, capacities, rate: float, seed: int, by: str, mode,
+                   floor: int | None = None) -> dict[int, float]:
     """The rate each capacity is sampled at: `rate`, doubled until the scaled cache holds
-    at least MIN_SAMPLED_BLOCKS[by] blocks and (request mode, hashed units) the sample's
+    at least `floor` blocks (default MIN_SAMPLED_BLOCKS[by]) and (request mode, hashed units) the sample's
     largest request, since the residency constraint would otherwise turn requests that
     fit the real cache into oversized ones (a depth sample scales requests and caches
     alike: see depth_keep). 1.0 means an exact replay."""
@@ -150,7 +173,7 @@ def capacity_rates(trace: Trace, capacities, rate: float, seed: int, by: str, mo
     for c in dict.fromkeys(int(c) for c in capacities):
         r = float(rate)
         while r < 1.0:
-            need = MIN_SAMPLED_BLOCKS[by]
+            need = MIN_SAMPLED_BLOCKS[by] if floor is None else int(floor)
             if Mode(mode) is Mode.REQUEST and by != "depth":  # depth: fits by construction
                 need = max(need, sample_of(trace, r, seed, by).max_request_blocks)
             if scaled_capacity(c, r, by) >= need:

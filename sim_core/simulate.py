@@ -117,6 +117,7 @@ def simulate(
     sample_seed: int = 0,
     sample_by: str | None = None,
     sample_force: bool = False,
+    sample_floor: int | None = None,
 ) -> list[Result]:
     """Replay `trace` under `policy` at each capacity (in blocks); one `Result` per
     capacity, in the order given.
@@ -132,7 +133,9 @@ def simulate(
     trace (by block, or by session: `sample_by`, default the policy's own) through caches
     scaled by r. A capacity whose scaled cache would fall below the sampling floor is
     sampled at a higher rate (`sim_core.sample.capacity_rates`); each Result says at
-    which (`sample_rate`, 1 = exact). Prefix hits are undefined on a sample and refused.
+    which (`sample_rate`, 1 = exact). The floor is the policy's (`PolicySpec.sample_floor`,
+    else the unit's); `sample_floor` overrides it. Prefix hits are undefined on a sample
+    and refused.
     """
     mode = _enum(Mode, "mode", mode)
     hits = _enum(Hits, "hits", hits)
@@ -171,7 +174,8 @@ def simulate(
     from .sample import capacity_rates, sample_of, scaled_capacity
 
     by = sample_by or spec.sample_by
-    rates = capacity_rates(trace, caps, rate, sample_seed, by, mode)
+    rates = capacity_rates(trace, caps, rate, sample_seed, by, mode,
+                           floor=spec.sample_floor if sample_floor is None else sample_floor)
     out: dict[int, Result] = {}
     for r in sorted(set(rates.values())):
         group = [c for c in caps if rates[c] == r]

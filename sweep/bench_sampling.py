@@ -65,7 +65,6 @@ def _measure(policy: str, scale: float, seed: int, rates: list[float], by: str |
     from sim_core import QWEN3_CODER_30B, get_policy, simulate
     from sim_core import sample as smp
 
-    smp.MIN_SAMPLED_BLOCKS = dict.fromkeys(smp.MIN_SAMPLED_BLOCKS, 1)  # every capacity sampled: the floor is chosen from this
     t = _trace(scale, seed)
     caps = capacities(QWEN3_CODER_30B, t.block_tokens)
     spec = get_policy(policy)
@@ -84,9 +83,10 @@ def _measure(policy: str, scale: float, seed: int, rates: list[float], by: str |
     for r in rates:
         # samples are built once per trace and shared by every job of a sweep: not part of
         # a replay's time (this builds the raised-rate samples too)
-        smp.capacity_rates(t, caps, r, 0, by, "request")
+        smp.capacity_rates(t, caps, r, 0, by, "request", floor=1)
         t0 = time.perf_counter()
-        got = simulate(t, policy, caps, cost_models=list(COSTS), sample_rate=r, sample_by=by, sample_force=True)
+        got = simulate(t, policy, caps, cost_models=list(COSTS), sample_rate=r, sample_by=by, sample_force=True,
+                       sample_floor=1)  # every capacity sampled: the floor is chosen from this
         t_s = time.perf_counter() - t0
         for e, g in zip(exact, got):
             row = {"policy": policy, "sample_by": by, "rate": r, "capacity_blocks": e.capacity_blocks,

@@ -44,6 +44,14 @@ class SweepSpec:
     notes: list[str] = field(default_factory=list)
     sample_auto: bool = False  # sim.sample_rate=auto: the rate follows the trace's size (set at load)
     selected_all: bool = False  # policy=all (a policy that cannot be sampled is skipped under sampling)
+    sample_force: bool = False  # sim.sample_force: sample also the policies with sample_ok=False
+
+    def sampled(self, policy: str) -> bool:
+        """Whether `policy` is replayed on a sample in this sweep."""
+        from sim_core import get_policy
+
+        spec = get_policy(policy)
+        return self.sample_rate is not None and spec.solve is None and (self.sample_force or spec.sample_ok)
 
 
 def _plain(node) -> Any:
@@ -254,4 +262,5 @@ def resolve(cfg: DictConfig, policy_choice: str = "all") -> SweepSpec:
                      capacity_name=str(cfg.capacity.get("name", "custom")), model=model,
                      mode=Mode(mode), hits=Hits(hits), seed=seed,
                      sample_rate=None if rate is None or rate == 1 else rate, sample_seed=sample_seed, notes=notes,
-                     sample_auto=auto, selected_all=str(policy_choice) == "all")
+                     sample_auto=auto, selected_all=str(policy_choice) == "all",
+                     sample_force=check_bool(cfg.sim.get("sample_force", False), "sim.sample_force"))

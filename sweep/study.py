@@ -45,6 +45,7 @@ class Study:
     status: str = "FAILED"
     n_failed: int = 0
     replay_scale: Any = None  # capacity blocks -> relative replay cost (sampling), set by planning
+    mirrors: list = field(default_factory=list)  # (target, source) curves: sweep.derived
 
     @property
     def experiment(self) -> str:
@@ -141,7 +142,7 @@ def _resolve_sampling(st: Study) -> None:
                  f"{st.trace.n_accesses / 1e6:.0f}M block accesses; sim.sample_rate=null replays exactly)")
         st.spec = sp = replace(sp, sample_rate=rate)
     if sp.sample_rate is not None and sp.selected_all:
-        exact = [p.name for p in sp.policies if not get_policy(p.name).sample_ok]
+        exact = [p.name for p in sp.policies if not sp.sampled(p.name)]
         if exact:
             log.info("policy=all under sampled replay skips %s (its sampled error misses the target and an "
                      "exact replay of this trace is slow; name it in policy=[...] to run it exactly)",
@@ -164,7 +165,7 @@ def _curves(st: Study, policies=None) -> list:
     blocks = tuple(c.blocks for c in st.caps)
 
     def sample(p) -> tuple:
-        if sp.sample_rate is None or not get_policy(p.name).sample_ok:
+        if not sp.sampled(p.name):
             return ()  # replayed exactly: the same key as an exact sweep's
         return (sp.sample_rate, sp.sample_seed, get_policy(p.name).sample_by)
 
@@ -206,27 +207,39 @@ def _plan_kw(st: Study) -> dict:
 
 def _sampled_scale(st: Study):
     """Relative cost of a capacity under sampling: the rate it runs at (raised where the
-    scaled cache would be below the sampling floor; sim_core.sample.capacity_rates)."""
+    scaled cache would be below the policy's sampling floor; sim_core.sample.capacity_rates)."""
     from sim_core import get_policy
     from sim_core.sample import capacity_rates
 
     sp = st.spec
-    by = {get_policy(p.name).sample_by for p in sp.policies}
-    rates: dict[int, float] = {}
-    for b in sorted(by):
-        for c, r in capacity_rates(st.trace, [c.blocks for c in st.caps], sp.sample_rate, sp.sample_seed, b,
-                                   sp.mode).items():
-            rates[c] = max(rates.get(c, 0.0), r)
-    raised = sorted(c for c, r in rates.items() if r > sp.sample_rate)
+    blocks = [c.blocks for c in st.caps]
+    per_rule: dict[tuple, dict[int, float]] = {}  # (unit, floor) -> capacity -> rate
+    rule = {}
+    for p in sp.policies:
+        spec = get_policy(p.name)
+        rule[p.name] = (spec.sample_by, spec.sample_floor)
+        if rule[p.name] not in per_rule:
+            per_rule[rule[p.name]] = capacity_rates(st.trace, blocks, sp.sample_rate, sp.sample_seed,
+                                                    spec.sample_by, sp.mode, floor=spec.sample_floor)
+    raised = {}
+    for p in sp.policies:
+        if sp.sampled(p.name):
+            for c, r in per_rule[rule[p.name]].items():
+                if r > sp.sample_rate:
+                    raised.setdefault((c, r), []).append(p.name)
     if raised:
-        log.info("sampling at r=%g: %d of %d capacities would hold too few sampled blocks and run at a higher "
-                 "rate (%s)", sp.sample_rate, len(raised), len(st.caps),
-                 ", ".join(f"{c} blocks: r={rates[c]:g}" for c in raised[:6]) + (" ..." if len(raised) > 6 else ""))
-    exact = [p.name for p in sp.policies if not get_policy(p.name).sample_ok]
+        from .plan import counted
+
+        every = len([p for p in sp.policies if sp.sampled(p.name)])
+        log.info("sampling at r=%g: %s would hold too few sampled blocks and run at a higher rate (%s)",
+                 sp.sample_rate, counted(len({c for c, _ in raised}), "capacity", "capacities"),
+                 "; ".join(f"{c} blocks: r={r:g}" + ("" if len(ps) == every else f" for {', '.join(ps)}")
+                           for (c, r), ps in sorted(raised.items())[:6]) + (" ..." if len(raised) > 6 else ""))
+    exact = [p.name for p in sp.policies if not sp.sampled(p.name)]
     if exact:
         log.info("sampling at r=%g: %s stay exact (their sampled error misses the target; see README "
                  "\"Sampled replay\")", sp.sample_rate, ", ".join(exact))
-    return lambda policy, blocks: rates.get(blocks, 1.0) if policy not in exact else 1.0
+    return lambda policy, blocks: 1.0 if policy in exact else per_rule[rule[policy]].get(blocks, 1.0)
 
 
 def resolve_known(st: Study) -> None:
@@ -258,13 +271,21 @@ def resolve_known(st: Study) -> None:
         for i, k in enumerate(c.point_keys):
             if k in journaled or k in stored:
                 c.rows[i] = journaled.get(k) or stored[k]
+    from . import derived
+
+    st.mirrors = derived.mirrors(st)
+    for target, src in st.mirrors:
+        derived.fill(target, src, range(len(st.caps)))
 
 
 def todo(st: Study) -> dict:
     """(policy, cost-model group) -> capacity indices still to simulate."""
     out: dict = {}
     pols = {p.name: p for p in st.spec.policies}
+    read_off = {id(t) for t, _ in st.mirrors}  # filled from their sources' replays
     for c in st.curves:
+        if id(c) in read_off:
+            continue
         group = (c.cost_model,) if pols[c.policy].cost_aware else tuple(st.spec.cost_models)
         out.setdefault((c.policy, group), set()).update(i for i in range(len(st.caps)) if i not in c.rows)
     return {k: v for k, v in out.items() if v}
@@ -387,7 +408,7 @@ def _parent_record(st: Study) -> tuple[dict, dict, dict, dict]:
 # ---------------------------------------------------------------------- run
 def run_jobs(st: Study, cluster) -> None:
     """Replay every planned job; each result goes to the journal, then to delivery."""
-    from . import traces
+    from . import derived, traces
     from .plan import counted
     from .journal import JobTime, Point
     from .progress import Progress
@@ -395,7 +416,7 @@ def run_jobs(st: Study, cluster) -> None:
     sp = st.spec
     sim_kwargs = {"mode": sp.mode, "hits": sp.hits, "model": sp.model, "seed": sp.seed}
     if sp.sample_rate is not None:
-        sim_kwargs.update(sample_rate=sp.sample_rate, sample_seed=sp.sample_seed)
+        sim_kwargs.update(sample_rate=sp.sample_rate, sample_seed=sp.sample_seed, sample_force=sp.sample_force)
     pool = cluster.pool_for(traces.to_payload(_shipped(st)), sim_kwargs, len(st.jobs))
     log.info("%s x %s x %s -> %s on %d actor(s)", counted(len(sp.policies), "policy", "policies"),
              counted(len(sp.cost_models), "cost model"), counted(len(st.caps), "capacity", "capacities"),
@@ -421,11 +442,19 @@ def run_jobs(st: Study, cluster) -> None:
                     c.rows[idx] = res
                     c.times[idx] = jt
                     points.append(Point(c.point_keys[idx], c.run_id, idx, m, res, jt))
+            took = {}
+            for target, src in st.mirrors:
+                if src.policy == job.policy and src.cost_model in job.cost_models:
+                    took[id(target)] = (target, derived.fill(target, src, job.cap_indices))
+                    points += [Point(target.point_keys[i], target.run_id, i, target.cost_model, target.rows[i], jt)
+                               for i in took[id(target)][1]]
             st.journal.add_points(st.uri, st.experiment, points)  # safe before MLflow hears of it
             if st.delivery:
                 for m in job.cost_models:
                     c = by_curve[(job.policy, m)]
                     st.delivery.points(c, {i: c.rows[i] for i in job.cap_indices})
+                for target, idx in took.values():
+                    st.delivery.points(target, {i: target.rows[i] for i in idx})
             progress.done(job, out.secs, cpu=out.cpu)
     finally:
         progress.close()

@@ -83,11 +83,8 @@ def _load_file(path: Path, fmt: str, tc: DictConfig, name: str | None):
     # a zip archive is never JSONL: read it as native whatever the trace group's format says
     if fmt == "native" or (fmt == "auto" and path.suffix == ".npz") or _head(path).startswith(b"PK\x03\x04"):
         return _load_native(path, fmt, name)
-    try:
-        from sim_core.loaders import load_trace
-    except ImportError:
-        raise ConfigError(f"cannot read {path} as {fmt!r}: sim_core.loaders is not available in "
-                          f"this installation (only native .npz traces can be read)") from None
+    from sim_core.loaders import load_trace
+
     kwargs = {"context_tokens": int(tc.context_tokens)} if tc.get("context_tokens") else {}
     if tc.get("cache_dir"):
         kwargs["cache_dir"] = str(tc.cache_dir)
@@ -104,19 +101,13 @@ def load(tc: DictConfig, choice: str):
         p = Path(str(path)).expanduser()
         trace = _load_file(p, str(tc.get("format") or "auto"), tc, name or p.stem.split(".")[0])
     elif tc.get("bundled"):
-        try:
-            from sim_core.loaders import bundled_path
-        except ImportError:
-            raise ConfigError(f"trace={choice} needs sim_core.loaders, which is not available "
-                              f"in this installation") from None
+        from sim_core.loaders import bundled_path
+
         trace = _load_file(Path(bundled_path(str(tc.bundled))), str(tc.get("format") or "auto"), tc,
                            name or choice)
     else:
-        try:
-            from sim_core import synth
-        except ImportError:
-            raise ConfigError(f"trace={choice} is synthetic but sim_core.synth is not available in "
-                              f"this installation; set trace.path to a real trace instead") from None
+        from sim_core import synth
+
         kwargs = {"seed": int(tc.get("seed") or 0)}
         if tc.get("scale") is not None:
             kwargs["scale"] = tc.scale
@@ -179,7 +170,7 @@ def payload_bytes(d: dict) -> int:
 
 
 def basic_summary(trace) -> dict:
-    """Always-available numbers; sim_core.summary adds more when present."""
+    """Numbers of the trace's shape beside sim_core.summary's (max/mean request size, reuse)."""
     lengths = trace.request_lengths
     sessions = trace.session[trace.session >= 0]
     return {
@@ -196,21 +187,14 @@ def basic_summary(trace) -> dict:
     }
 
 
-def summarize(trace) -> tuple[dict, str | None]:
-    """(flat summary dict, formatted text or None)."""
+def summarize(trace) -> tuple[dict, str]:
+    """(flat summary dict, formatted text)."""
+    from sim_core.summary import format_summary, summary
+
+    full = summary(trace)
     out = basic_summary(trace)
-    text = None
-    try:
-        from sim_core.summary import format_summary, summary
-    except ImportError:
-        return out, text
-    try:
-        full = summary(trace)
-        out.update(flatten(full))
-        text = format_summary(full)
-    except Exception as e:  # noqa: BLE001 - a summary must never stop a sweep
-        log.warning("trace summary failed: %s", e)
-    return out, text
+    out.update(flatten(full))
+    return out, format_summary(full)
 
 
 def flatten(d, prefix: str = "") -> dict:

@@ -182,17 +182,23 @@ def test_matches_brute_force_variants(mode):
 
 
 @pytest.mark.parametrize("mode", ["block", "request"])
-def test_uniform_cost_is_belady(mode):
+@pytest.mark.parametrize("hits", ["block", "prefix"])
+def test_uniform_cost_is_belady(mode, hits):
+    """Every field of every result is Belady's: a sweep reads BeladyCompute's uniform
+    curve off Belady's replay (PolicySpec.uniform_same_as, sweep/derived.py)."""
+    same_as = get_policy("belady_compute").uniform_same_as
     rng = np.random.default_rng(3)
     for i in range(25):
         t = random_trace(rng, n_ids=40, n_req=(20, 80)) if i % 2 else prefix_trace(rng, n_sessions=12)
         caps = [2, 4, 8, 16]
         for score in bc.SCORES:
-            got = simulate(t, "belady_compute", caps, mode=mode, cost_models=["uniform"], params={'score': score})
-            opt = simulate(t, "belady", caps, mode=mode)
-            for g, o in zip(got, opt):
-                assert g.hits == o.hits and g.hit_ratio == o.hit_ratio
-                assert g.evictions == o.evictions
+            for horizon in (0, 7):
+                params = {"score": score, "horizon": horizon}
+                got = simulate(t, "belady_compute", caps, mode=mode, hits=hits, cost_models=["uniform"], params=params)
+                name, same_params = same_as(params)
+                opt = simulate(t, name, caps, mode=mode, hits=hits, params=same_params, cost_models=["uniform"])
+                for g, o in zip(got, opt):
+                    assert g == o, (score, horizon, g, o)
 
 
 def test_keeps_the_deep_block_belady_evicts():

@@ -30,7 +30,7 @@ def sampled(tmp_path_factory):
     d = tmp_path_factory.mktemp("sampled")
     uri = f"sqlite:///{d}/mlflow.db"
     cmd = [sys.executable, "-m", "sweep", "trace=freeinference", "trace.scale=0.002", "sim.sample_rate=0.25",
-           "policy=[lru,lhd]", "cost=[uniform,linear]", "capacity=custom", "capacity.sizes=[4000,20000]",
+           "policy=[lru,lhd,belady,belady_compute]", "cost=[uniform,linear]", "capacity=custom", "capacity.sizes=[4000,20000]",
            "cluster.num_cpus=2", f"tracking.uri={uri}"]
     proc = subprocess.run(cmd, cwd=d, capture_output=True, text=True, timeout=900,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
@@ -57,13 +57,24 @@ def test_a_sampled_sweep_records_the_miniature_simulation(sampled):
     assert kids[("lru", "linear")].data.tags["sampled"] == "r=0.25"
     assert kids[("lhd", "linear")].data.tags["sampled"] == "false"
     trace = synth.generate("freeinference", scale=0.002, seed=0)
-    for pol, rate in (("lru", 0.25), ("lhd", None)):
-        want = simulate(trace, pol, [4000, 20000], cost_models=["uniform", "linear"], model=QWEN3_CODER_30B,
-                        sample_rate=rate)
-        assert [w.sample_rate for w in want] == ([0.25, 0.25] if rate else [1.0, 1.0])
+    for pol, rate in (("lru", 0.25), ("lhd", None), ("belady", 0.25), ("belady_compute", 0.25)):
         for m in ("uniform", "linear"):
-            hist = sorted(c.get_metric_history(kids[(pol, m)].info.run_id, "curve/compute_savings"), key=lambda h: h.step)
-            assert np.allclose([h.value for h in hist], [w.compute_savings[m] for w in want], atol=1e-12), (pol, m)
+            want = simulate(trace, pol, [4000, 20000], cost_models=[m], model=QWEN3_CODER_30B, sample_rate=rate)
+            assert [w.sample_rate for w in want] == ([0.25, 0.25] if rate else [1.0, 1.0])
+            for k in ("compute_savings", "hit_ratio", "evictions"):
+                hist = sorted(c.get_metric_history(kids[(pol, m)].info.run_id, f"curve/{k}"), key=lambda h: h.step)
+                exp = [w.compute_savings[m] if k == "compute_savings" else getattr(w, k) for w in want]
+                assert np.allclose([h.value for h in hist], exp, rtol=1e-12, atol=1e-12), (pol, m, k)
+
+
+def test_belady_compute_uniform_is_read_off_belady(sampled):
+    """BeladyCompute under the uniform cost model is Belady (PolicySpec.uniform_same_as):
+    the sweep plans no job for it and fills its curve from Belady's replay (the values,
+    checked against its own replay above)."""
+    p = sampled["proc"]
+    assert p.returncode == 0, p.stderr[-4000:]
+    jobs = [line for line in p.stderr.splitlines() if " done: belady_compute " in line]
+    assert jobs and all("[linear]" in line for line in jobs), jobs
 
 
 def test_policy_all_under_sampling_skips_what_cannot_be_sampled(tmp_path):
@@ -93,6 +104,8 @@ def test_policy_all_under_sampling_skips_what_cannot_be_sampled(tmp_path):
         assert "lru" in names and "lhd" not in names and "wtinylfu" not in names
         named = study("policy=[lru,lhd]", "sim.sample_rate=0.1").spec
         assert [p.name for p in named.policies] == ["lru", "lhd"] and named.sample_rate == 0.1
+        forced = study("policy=all", "sim.sample_rate=0.1", "sim.sample_force=true").spec
+        assert {"lhd", "wtinylfu"} <= {p.name for p in forced.policies} and forced.sampled("lhd")
         auto = study("policy=all").spec  # auto on a small trace: exact, nothing skipped
         assert auto.sample_rate is None and "lhd" in [p.name for p in auto.policies]
     GlobalHydra.instance().clear()

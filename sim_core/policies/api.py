@@ -109,6 +109,13 @@ class PolicySpec:
     # False: its sampled error misses the target (README, "Sampled replay"), so a sampled
     # simulate replays it exactly unless asked to sample it anyway (sample_force)
     sample_ok: bool = True
+    # the smallest scaled cache (blocks) it is sampled into; None: the unit's
+    # (sim_core.sample.MIN_SAMPLED_BLOCKS). Capacities below it are sampled at a higher rate.
+    sample_floor: int | None = None
+    # cost-aware policies that decide exactly like another policy under the uniform cost
+    # model (a tested identity): params -> (that policy, its params). A sweep running both
+    # reads this policy's uniform curve off the other's replay (sweep/derived.py).
+    uniform_same_as: Callable[[dict], tuple[str, dict]] | None = None
     # learned policies: replay pauses every `train_every` requests and calls
     # train(state, ctx, next_request) in Python, which may rewrite the state's arrays
     train_every: int = 0
