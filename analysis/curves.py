@@ -1,6 +1,6 @@
 """Numbers that summarise a curve: one policy under one cost model, over capacity.
 
-A curve is a list of rows (dicts, as in `curves.csv` and `sweep.tracking.row_dict`) in
+A curve is a list of rows (dicts, as in `curves.csv` and `sweep.curves.row_dict`) in
 ascending capacity, each with at least `capacity_gib`, `capacity_blocks` and the metric
 (`hit_ratio`, `compute_savings`). Child runs log `summary()` and `vs_reference()` as
 MLflow metrics, and the report (analysis.report) ranks and compares with the same

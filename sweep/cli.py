@@ -61,7 +61,7 @@ def run(cfg) -> int:
     """The sweep. Returns the process exit status."""
     from hydra.core.hydra_config import HydraConfig
 
-    from . import study
+    from . import record, study
     from .pool import SweepFailed
     from .runner import RayCluster
     from .store import TrackingUnavailable, experiment_url, sqlite_path, ui_command
@@ -81,15 +81,15 @@ def run(cfg) -> int:
 
     status, code, wait = "FAILED", EXIT_FAILED, DELIVERY_WAIT_S
     try:
-        study.open_tracking(st)
+        record.open_tracking(st)
         study.resolve_known(st)
         line = study.known_line(st)
         if line:
             log.info("%s", line)
         if not study.todo(st) and all(c.status == "REUSED" for c in st.curves):
-            print("\n" + study.summary_text(st) + "\n")  # everything is in the store already
+            print("\n" + record.summary_text(st) + "\n")  # everything is in the store already
             return 0
-        study.start_runs(st)
+        record.start_runs(st)
         signals.check()
         if study.todo(st):
             with RayCluster(cfg.cluster) as cluster:
@@ -111,11 +111,11 @@ def run(cfg) -> int:
     except SweepFailed as e:
         log.error("%s", e)
     finally:  # any other exception: runs marked FAILED, then Hydra reports it
-        status = study.finish(st, status, wait)
+        status = record.finish(st, status, wait)
     if status == "FAILED" and code == 0:
         code = EXIT_FAILED
 
-    print("\n" + study.summary_text(st) + "\n")
+    print("\n" + record.summary_text(st) + "\n")
     if st.tracker is not None:
         db = sqlite_path(st.uri)
         print(f"MLflow experiment {st.experiment!r}, sweep run {st.tracker.parent_id} ({status})")

@@ -1,18 +1,15 @@
 """A sweep as the README tells it: configure -> load -> plan -> run -> record.
 
-Each step is a function over one `Study`. Nothing is recorded before `plan` has found
-what the tracking store and the journal already hold, and every finished job goes to
-the journal before MLflow (sweep.delivery) sees it.
+Each step is a function over one `Study` (the record step's are in sweep/record.py).
+Nothing is recorded before `plan` has found what the tracking store and the journal
+already hold, and every finished job goes to the journal before MLflow (sweep.delivery)
+sees it.
 """
 from __future__ import annotations
 
-import datetime as _dt
 import logging
 import os
-import subprocess
-import sys
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +19,6 @@ from .config import ConfigError
 
 log = logging.getLogger("sweep")
 
-EXIT_FAILED = 1
-REPO = Path(__file__).resolve().parent.parent
 
 
 @dataclass
@@ -37,8 +32,8 @@ class Study:
     trace: Any = None
     caps: list = field(default_factory=list)
     cap_notes: list = field(default_factory=list)
-    curves: list = field(default_factory=list)  # tracking.Curve
-    references: dict = field(default_factory=dict)  # cost model -> LRU tracking.Curve (*_vs_lru_* metrics)
+    curves: list = field(default_factory=list)  # curves.Curve
+    references: dict = field(default_factory=dict)  # cost model -> LRU curves.Curve (*_vs_lru_* metrics)
     jobs: list = field(default_factory=list)
     tracker: Any = None
     delivery: Any = None
@@ -127,7 +122,7 @@ def _resolve_sampling(st: Study) -> None:
     trace exactly; named explicitly, they do)."""
     from dataclasses import replace
 
-    from sim_core import Hits, get_policy
+    from sim_core import Hits
     from sim_core.sample import AUTO_KEEP_ACCESSES, auto_rate
 
     sp = st.spec
@@ -157,7 +152,7 @@ def _curves(st: Study, policies=None) -> list:
     from sim_core.digest import source_digest, trace_digest
 
     from .keys import CurveIdentity
-    from .tracking import Curve
+    from .curves import Curve
 
     from sim_core import get_policy
 
@@ -322,89 +317,6 @@ def dry_run(st: Study) -> int:
     return 0
 
 
-# ---------------------------------------------------------------------- record (start)
-def open_tracking(st: Study) -> None:
-    from .tracking import Tracker
-
-    if st.uri is None:
-        log.warning("offline: results go to the journal %s only; re-run the same command with a "
-                    "tracking store to record them in MLflow (nothing is recomputed)", st.journal.path)
-        return
-    st.tracker = Tracker(st.uri, st.experiment, st.cfg.tracking.get("artifact_location"))
-    stale = st.tracker.mark_stale()
-    if stale:
-        log.warning("found %d run(s) left RUNNING by a sweep whose driver is gone: marked KILLED "
-                    "(their finished results are reused)", len(stale))
-
-
-def start_runs(st: Study) -> None:
-    """The parent run (new, or the same sweep's earlier one) and a run per curve."""
-    from .delivery import Delivery
-    from .keys import sweep_key
-
-    if st.tracker is None:
-        return
-    key = sweep_key([c.key for c in st.curves])
-    live = st.tracker.live_sweep(key)
-    if live is not None:
-        raise ConfigError(f"the same sweep is running now (run {live.info.run_id}, pid "
-                          f"{live.data.tags.get('kvsweep.driver_pid')} on {live.data.tags.get('kvsweep.driver_host')}); "
-                          f"wait for it, or stop it first")
-    params, tags, metrics, texts = _parent_record(st)
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    pid, resumed = st.tracker.start_parent(run_name=f"sweep-{stamp}", sweep_key=key, params=params, tags=tags,
-                                           metrics=metrics, texts=texts, capacities=st.caps)
-    log.info("MLflow: experiment %r, %s run %s (%s)", st.experiment, "resumed sweep" if resumed else "sweep",
-             pid, st.uri)
-    from sim_core import get_policy
-
-    pols = {p.name: p for p in st.spec.policies}
-    for c in st.curves:
-        p, ps = pols[c.policy], get_policy(c.policy)
-        st.tracker.open_curve(c, {"trace": st.trace.name, "mode": str(st.spec.mode), "hits": str(st.spec.hits),
-                                  "model": st.spec.model.name, "block_tokens": st.trace.block_tokens,
-                                  "cost_aware": p.cost_aware, "offline": p.offline,
-                                  **{f"params.{k}": v for k, v in p.params.items()}},
-                              {"trace_source": st.trace.source, "family": ps.family,
-                               "cost_aware": str(p.cost_aware).lower(), "offline": str(p.offline).lower(),
-                               "sampled": f"r={c.identity.sample[0]:g}" if c.identity.sample else "false"})
-    st.delivery = Delivery(st.tracker, st.journal, st.uri)
-    for c in st.curves:  # known results the run lacks (journal, another capacity list)
-        missing = {i: r for i, r in c.rows.items() if i not in c.stored}
-        if missing or (c.status != "REUSED" and len(c.rows) == len(st.caps)):
-            st.delivery.points(c, missing)
-
-
-def _parent_record(st: Study) -> tuple[dict, dict, dict, dict]:
-    from . import traces
-
-    summary, summary_text = traces.summarize(st.trace)
-    sha, dirty = _git_commit(REPO)
-    tags = {"trace_source": st.trace.source, "trace": st.trace.name, "mlflow.source.name": "python -m sweep",
-            "sampled": "false" if st.spec.sample_rate is None else f"r={st.spec.sample_rate:g}",
-            "overrides": " ".join(st.overrides) or "(defaults)",
-            **{f"version.{k}": v for k, v in _versions().items()}}
-    if sha:
-        tags.update({"git_commit": sha, "mlflow.source.git.commit": sha, "git_dirty": str(dirty).lower()})
-    if st.cap_notes:
-        tags["capacity_dedup"] = "; ".join(st.cap_notes)[:5000]
-    resolved = OmegaConf.to_container(st.cfg, resolve=True)
-    params = traces.flatten(resolved)
-    params.update({"capacities_blocks": [c.blocks for c in st.caps],
-                   "capacities_gib": [round(c.gib, 6) for c in st.caps],
-                   "n_capacities": len(st.caps), "policies": [p.name for p in st.spec.policies],
-                   "cost_models": st.spec.cost_models})
-    params.update({f"trace_summary.{k}": v for k, v in summary.items() if not isinstance(v, (int, float))})
-    metrics = {f"trace.{k}": v for k, v in summary.items() if isinstance(v, (int, float))}
-    from sim_core import saturation_capacity
-
-    metrics["saturation_blocks"] = saturation_capacity(st.trace)  # the report zooms below it
-    texts = {"config.yaml": OmegaConf.to_yaml(resolved)}
-    if summary_text:
-        texts["trace_summary.txt"] = summary_text
-    return params, tags, metrics, texts
-
-
 # ---------------------------------------------------------------------- run
 def run_jobs(st: Study, cluster) -> None:
     """Replay every planned job; each result goes to the journal, then to delivery."""
@@ -470,64 +382,3 @@ def _shipped(st: Study):
     if all(st.replay_scale(j.policy, st.caps[i].blocks) < 1.0 for j in st.jobs for i in j.cap_indices):
         return SampleSet.of(st.trace)
     return st.trace
-
-
-# ---------------------------------------------------------------------- record (end)
-def finish(st: Study, status: str, wait_s: float) -> str:
-    """End every run with `status` (incomplete curves: KILLED/FAILED), waiting up to
-    `wait_s` for MLflow to take what is queued. Returns the final status."""
-    if st.delivery is None:
-        return status
-    for c in st.curves:
-        if len(c.rows) < len(st.caps):
-            st.delivery.finish(c, "KILLED" if status in ("KILLED", "FINISHED") else status)
-    if st.delivery.backlog:
-        log.info("waiting for MLflow to take %d queued update(s) (up to %.0fs)", st.delivery.backlog, wait_s)
-    left = st.delivery.drain(wait_s)
-    st.delivery.stop()
-    if left:
-        log.error("MLflow did not take %d result batch(es) in %.0fs: they are safe in %s; "
-                  "`python -m sweep.sync` sends them (or re-run the same command)", left, wait_s, st.journal.path)
-        status = "FAILED" if status == "FINISHED" else status
-    from sim_core import saturation_capacity
-
-    from .tracking import SweepFacts
-
-    st.tracker.close_parent(status, st.curves, SweepFacts(
-        trace_source=st.trace.source, saturation_blocks=saturation_capacity(st.trace),
-        sample_rate=st.spec.sample_rate, cost_models=st.spec.cost_models, references=st.references))
-    return status
-
-
-def summary_text(st: Study) -> str:
-    from sim_core import saturation_capacity
-
-    from .report import summary_table
-    from .tracking import curves_by_model
-
-    return summary_table(curves_by_model(st.caps, st.curves), st.caps,
-                         int(st.cfg.sweep.get("summary_points") or 4),
-                         [p.name for p in st.spec.policies], st.spec.cost_models, st.spec.sample_rate,
-                         saturation_capacity(st.trace))
-
-
-# ---------------------------------------------------------------------- helpers
-def _git_commit(repo: Path) -> tuple[str | None, bool]:
-    try:
-        sha = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
-                             text=True, timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip() != ""
-        return sha or None, dirty
-    except (OSError, subprocess.SubprocessError):
-        return None, False
-
-
-def _versions() -> dict[str, str]:
-    out = {"python": sys.version.split()[0]}
-    for pkg in ("kvcache-sweep", "numpy", "numba", "ray", "mlflow", "hydra-core", "omegaconf"):
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            pass
-    return out

@@ -22,7 +22,8 @@ def sync(journal_path: str, uri: str | None = None) -> tuple[int, int]:
     """Returns (points delivered, runs finished)."""
     from .journal import Journal
     from .store import quiet_mlflow
-    from .tracking import Curve, Tracker
+    from .curves import Curve
+    from .tracking import Tracker
     from .plan import Capacity
 
     quiet_mlflow()

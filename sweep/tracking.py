@@ -18,28 +18,25 @@ from any curve of the same base identity (another capacity list) and from the jo
 """
 from __future__ import annotations
 
-import csv
 import json
 import logging
 import os
 import socket
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
 from sim_core import Result, metric_fields
 from sim_core.result import optional_fields
 
-from .keys import CurveIdentity
+from .curves import CSV_COLUMNS, Curve, SweepFacts, curves_by_model, row_dict, write_csv
 from .plan import Capacity
 from .store import quiet_mlflow, sqlite_path, store_lock
 
 log = logging.getLogger("sweep")
 
 MAX_PARAM = 6000  # MLflow's limit on a param value
-CSV_COLUMNS = ("capacity_index", "capacity_label", "capacity_gib", "capacity_blocks", "accesses") + metric_fields()
 STALE_HEARTBEAT_S = 600  # a RUNNING sweep on another host is stale after this long without news
 HEARTBEAT_S = 60
 
@@ -77,49 +74,6 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-@dataclass
-class Curve:
-    """One child run: a (policy, cost model) curve over the sweep's capacities."""
-
-    policy: str
-    cost_model: str
-    identity: CurveIdentity
-    capacities_blocks: tuple[int, ...]
-    run_id: str | None = None
-    status: str = "NEW"  # NEW | REUSED (finished before) | RESUMED | CREATED
-    stored: set = field(default_factory=set)  # capacity indices already logged to the run
-    rows: dict = field(default_factory=dict)  # capacity index -> Result
-    done: bool = False
-    supersede: str | None = None  # a run of the same key that this one replaces (resume=false)
-    times: dict = field(default_factory=dict)  # capacity index -> journal.JobTime of its job
-    start_ms: int | None = None  # the run's start time
-
-    def __post_init__(self):
-        self.key = self.identity.curve_key(self.capacities_blocks)
-        self.base_key = self.identity.base_key
-        self.point_keys = [self.identity.point_key(b) for b in self.capacities_blocks]
-
-    def replay_time(self) -> tuple[float, float, int]:
-        """(wall s, CPU s, jobs) of the jobs that computed this curve's known points, each
-        job once (a job serves several capacities, and every cost model of a cost-unaware
-        policy)."""
-        jobs = set(self.times.values())
-        return sum(j.secs for j in jobs), sum(j.cpu for j in jobs), len(jobs)
-
-
-@dataclass
-class SweepFacts:
-    """What the end of a sweep needs beyond its curves: the report's context and the
-    LRU curves the *_vs_lru_* metrics compare with (cost model -> curve; LRU of this
-    sweep, or one already computed with the same settings)."""
-
-    trace_source: str = "unknown"
-    saturation_blocks: int | None = None
-    sample_rate: float | None = None
-    cost_models: Sequence[str] = ()
-    references: dict = field(default_factory=dict)
 
 
 class Tracker:
@@ -449,27 +403,3 @@ class Tracker:
             out = Path(d) / "report"
             write_report(table, out)
             log_report(self.client, self.parent_id, out)
-
-
-def row_dict(capacities: Sequence[Capacity], idx: int, res: Result, cost_model: str) -> dict:
-    """A CSV/table row: the capacity's labels and the result under one cost model."""
-    cap = capacities[idx]
-    return {"capacity_index": idx, "capacity_label": cap.label, "capacity_gib": cap.gib, **res.row(cost_model)}
-
-
-def curves_by_model(capacities: Sequence[Capacity], curves: Sequence[Curve]) -> dict[str, dict[str, list[dict]]]:
-    """cost model -> policy -> rows (ascending capacity), for plots and tables."""
-    out: dict[str, dict[str, list[dict]]] = {}
-    for c in curves:
-        if c.rows:
-            out.setdefault(c.cost_model, {})[c.policy] = [row_dict(capacities, i, c.rows[i], c.cost_model)
-                                                          for i in sorted(c.rows)]
-    return out
-
-
-def write_csv(path: Path, rows: Sequence[dict], columns: Sequence[str]) -> None:
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(columns), extrasaction="ignore")
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in r.items()})

@@ -177,7 +177,8 @@ def test_delivery_keeps_results_while_the_store_is_down_and_sends_them_after(tmp
     from sweep.journal import Journal, Point
     from sweep.keys import CurveIdentity
     from sweep.plan import Capacity
-    from sweep.tracking import Curve, Tracker
+    from sweep.curves import Curve
+    from sweep.tracking import Tracker
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     caps = [Capacity(i, str(b), b, 0.1 * b) for i, b in enumerate((10, 20, 30))]
@@ -221,7 +222,8 @@ def test_sync_sends_journaled_points_and_finishes_their_run(tmp_path):
     from sweep.keys import CurveIdentity
     from sweep.plan import Capacity
     from sweep.sync import main as sync_main
-    from sweep.tracking import Curve, Tracker
+    from sweep.curves import Curve
+    from sweep.tracking import Tracker
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     caps = [Capacity(i, str(b), b, 0.1 * b) for i, b in enumerate((10, 20))]

@@ -234,7 +234,7 @@ def _result(blocks, x):
 def _curve(policy, blocks):
     from sim_core import QWEN3_CODER_30B
     from sweep.keys import CurveIdentity
-    from sweep.tracking import Curve
+    from sweep.curves import Curve
 
     ident = CurveIdentity.make(trace="t", policy=policy, params={}, mode="request", hits="block", seed=0,
                                cost_model="uniform", model=QWEN3_CODER_30B, simulator="s")
