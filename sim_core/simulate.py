@@ -252,14 +252,15 @@ def _replay(spec, trace: Trace, cap: int, mode: Mode, hits: Hits, cost, params: 
 def _one_pass(spec, trace: Trace, caps: list[int], mode: Mode, hits: Hits, max_depth: int) -> dict:
     """{capacity: (hit_by_depth, holes_hist, counters)} from one stack pass."""
     arr = np.asarray(caps, dtype=np.int64)
-    hist, holes_hist, resident = spec.curve(trace.req_offsets, trace.blocks, trace.engine_depth(), trace.n_unique, arr,
+    n_unique = trace.n_unique  # a property that scans the trace: read once
+    hist, holes_hist, resident = spec.curve(trace.req_offsets, trace.blocks, trace.engine_depth(), n_unique, arr,
                                   mode is Mode.REQUEST, hits is Hits.PREFIX, max_depth)
     cum = np.cumsum(hist, axis=0)
     cum_resident = np.cumsum(resident)
     out = {}
     for i, cap in enumerate(caps):
         hbd = cum[i]
-        final = min(cap, trace.n_unique)
+        final = min(cap, n_unique)
         counters = np.zeros(N_COUNTERS, np.int64)
         counters[EVICTIONS] = (trace.n_accesses - int(cum_resident[i])) - final  # inserted - kept
         counters[MAX_SIZE] = final
