@@ -27,8 +27,11 @@ from .jit import hook_njit, inline_njit, njit
 # Timestamps are counted in chunks of 512 (8 words of a bit mask); the Fenwick tree holds
 # the counts of the closed chunks (a few thousand: it stays in the L1/L2 cache).
 CH = 9  # log2 of the chunk length
-# stack state st[]: next timestamp, blocks in closed chunks, blocks in the open chunk
-NOW, CLOSED, OPEN = 0, 1, 2
+# stack state st[]: next timestamp, blocks in closed chunks, blocks in the open chunk;
+# the last chunk whose newer-block count was computed and that count (-1: none since
+# the last change); a closed chunk with decrements not yet in the tree and how many
+# (a request's blocks were mostly last accessed together: one tree update for a run)
+NOW, CLOSED, OPEN, QC, QV, PC, PN = range(7)
 _ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
@@ -66,7 +69,13 @@ def _newer(st, fw, mask, t):
     for x in range(w + 1, (c + 1) << (CH - 6)):
         n += _popcount(mask[x])
     if c < (st[NOW] >> CH):
-        n += st[CLOSED] - _fenwick_prefix(fw, c + 1) + st[OPEN]
+        if st[QC] != c:
+            if st[PN] > 0:
+                _fenwick_add(fw, st[PC] + 1, -st[PN])
+                st[PN] = 0
+            st[QC] = c
+            st[QV] = st[CLOSED] - _fenwick_prefix(fw, c + 1) + st[OPEN]
+        n += st[QV]
     return n
 
 
@@ -75,12 +84,19 @@ def _to_top(st, ts, fw, mask, rank, b):
     """b is accessed: its timestamp becomes the newest."""
     if st[NOW] == mask.shape[0] << 6:
         _renumber(st, ts, fw, mask, rank)
+    st[QC] = -1
     now = st[NOW]
     t = ts[b]
     if t >= 0:
         mask[t >> 6] &= ~(np.uint64(1) << np.uint64(t & 63))
-        if (t >> CH) < (now >> CH):
-            _fenwick_add(fw, (t >> CH) + 1, -1)
+        c = t >> CH
+        if c < (now >> CH):
+            if st[PC] != c:
+                if st[PN] > 0:
+                    _fenwick_add(fw, st[PC] + 1, -st[PN])
+                st[PC] = c
+                st[PN] = 0
+            st[PN] += 1
             st[CLOSED] -= 1
         else:
             st[OPEN] -= 1
@@ -121,6 +137,7 @@ def _renumber(st, ts, fw, mask, rank):
     st[NOW] = n
     st[CLOSED] = full << CH
     st[OPEN] = n - (full << CH)
+    st[PN] = 0  # the rebuilt tree is exact
 
 
 @inline_njit
@@ -218,7 +235,8 @@ def lru_curve(offsets, blocks, depth, n_unique, caps, request_mode, prefix_hits,
     mask = np.zeros(M >> 6, np.uint64)  # live timestamps
     rank = np.zeros(M >> 6, np.int64)  # scratch of _renumber
     fw = np.zeros((M >> CH) + 1, np.int32)  # Fenwick tree of the closed chunks' counts, 1-based
-    st = np.zeros(3, np.int64)
+    st = np.zeros(7, np.int64)
+    st[QC] = -1
     pin = np.full(n_unique if request_mode else 0, -1, np.int32)
     hist = np.zeros((K + 1, max_depth), np.int64)
     resident = np.zeros(K + 1, np.int64)
