@@ -42,6 +42,17 @@ def test_one_pass_equals_replay_on_mooncake(mode, hits):
     _compare(t, caps, mode, hits)
 
 
+@pytest.mark.parametrize("mode", ["request", "block"])
+def test_one_pass_equals_replay_every_capacity_of_a_random_trace(mode):
+    # many accesses per distinct block: the stack's timestamps are renumbered many times,
+    # and every capacity from the largest request to all blocks is a bucket boundary
+    rng = np.random.default_rng(7)
+    reqs = [list(rng.zipf(1.3, rng.integers(1, 9)) % 1500) for _ in range(3000)]
+    t = Trace.from_requests(reqs)
+    caps = list(range(t.max_request_blocks, t.n_unique + 2))
+    _compare(t, caps, mode, "block")
+
+
 def test_small_capacities_fall_back_to_replay():
     # capacity 3 is below the largest request: oversized there, one-pass above
     t = Trace.from_requests([[1, 2, 3, 4], [1, 2], [5], [1, 2, 3, 4]])

@@ -100,14 +100,14 @@ share a time are kept in offset order inside their category list (the request's 
 sits at the head of the list, deepest block nearest the tail); ties across different
 requests with equal arrival times are broken by list order only.
 
-Data structures: one intrusive doubly-linked list per category (sentinels U..U+W-1)
-over the resident blocks, newest at the head. Hooks O(1); evict O(W) (+ O(log R) to find
-the current request in block mode). In request mode pinned blocks met at a list's tail
-are moved to its head; the engine touches them right after the evictions, which puts
-them back in order. All of it lives in two flat arrays (int32 I, float64 F) whose
-segment offsets sit in F's header: numba adjusts the reference count of every array of
-a state around each hook call that it cannot fully inline, ~45 ns per array on our
-machine (a 23-array version of this policy ran 5x slower than this one).
+Data structures: one recency list per category over the resident blocks, newest at
+the head, a request's blocks kept together (structures/catlists.py). Hooks O(1); evict
+O(W) (+ O(log R) to find the current request in block mode); in request mode a walk
+passes each of the request's pinned blocks once per category. All of it lives in two
+flat arrays (int32 I, float64 F) whose segment offsets sit in F's header: numba adjusts
+the reference count of every array of a state around each hook call that it cannot
+fully inline, ~45 ns per array on our machine (a 23-array version of this policy ran
+5x slower than this one).
 """
 from __future__ import annotations
 
@@ -117,7 +117,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
-from ..structures.dlist import seg_push_front, seg_unlink
+from ..structures.catlists import cat_push, cat_tail_unpinned, cat_unlink
 from ..structures.packed import header_layout
 from ..structures.reuse_fit import FITS, H_BINS, hist_rate, hist_record, refit_due, request_times
 from .api import PolicySpec, register_hooks
@@ -125,19 +125,14 @@ from .api import PolicySpec, register_hooks
 CATEGORIES = ("session_turn", "turn", "none")
 CLOCKS = ("wall", "request", "access")
 
-# The whole state lives in two flat arrays, I (int32) and F (float64), cut into
-# segments whose start offsets sit in F's header. Numba increments and decrements the
-# reference count of every array of a policy state around each non-inlined hook call,
-# so a state of 20+ arrays costs ~1 us per access; two arrays cost nothing measurable.
-#
-# F header
+# The state's two flat arrays (see the module docstring). F header:
 HU, HW, HR = 0, 1, 2
 # segment bases in I
-B_PREV, B_NXT, B_BCAT, B_BOFF, B_BLAST, B_RCAT, B_CSIZE, B_GL, B_GR, B_META = range(3, 13)
+B_PREV, B_NXT, B_BCAT, B_BLAST, B_BOFF, B_RCAT, B_CSIZE, B_GL, B_GR, B_EXH, B_META = range(3, 14)
 # segment bases in F
 B_BTIME, B_RTIME, B_OFFS, B_LAM, B_LOGP, B_PW, B_LLIFE, B_NACC, B_NREU, B_HSUM, B_HCNT, B_HIST, \
-    B_CFG = range(13, 26)
-F_HEADER = 26
+    B_CFG = range(14, 27)
+F_HEADER = 27
 # cfg entries (F[B_CFG + k])
 C_REFIT, C_FIT, C_MINS, C_DECAY, C_LMULT, C_LIFE, C_RATIO, C_COND, C_MISS, C_CLOCK = range(10)
 N_CFG = 10
@@ -193,8 +188,8 @@ def request_categories(trace, kind: str, turn_buckets: int) -> tuple[np.ndarray,
 
 # ---------------------------------------------------------------------------- state
 class WorkloadAwareState(NamedTuple):
-    I: np.ndarray  # int32: prev, nxt [U+W] (sentinel of category c = U+c), bcat, boff,
-                   # blast [U], rcat [R], csize, gl, gr [W], meta [2]
+    I: np.ndarray  # int32: prev, nxt [U+W] (sentinel of category c = U+c), bcat, blast,
+                   # boff [U], rcat [R], csize, gl, gr, exh [W], meta [2]
     F: np.ndarray  # float64: header, btime [U], rtime [R], offsets [R+1], lam, logp, pw,
                    # loglife, nacc, nreu [W], hsum, hcnt [W+1], hist [(W+1)*H_BINS], cfg
 
@@ -227,8 +222,8 @@ def make_state(ctx) -> WorkloadAwareState:
     if U + 64 >= 2**31:
         raise ValueError("workload_aware keeps block ids in int32")
     rcat, W = request_categories(t, kind, tb)
-    ib = header_layout([(B_PREV, U + W), (B_NXT, U + W), (B_BCAT, U), (B_BOFF, U), (B_BLAST, U),
-                 (B_RCAT, R), (B_CSIZE, W), (B_GL, W), (B_GR, W), (B_META, 2)], 0)
+    ib = header_layout([(B_PREV, U + W), (B_NXT, U + W), (B_BCAT, U), (B_BLAST, U), (B_BOFF, U),
+                 (B_RCAT, R), (B_CSIZE, W), (B_GL, W), (B_GR, W), (B_EXH, W), (B_META, 2)], 0)
     fb = header_layout([(B_BTIME, U), (B_RTIME, R), (B_OFFS, R + 1), (B_LAM, W), (B_LOGP, W), (B_PW, W),
                  (B_LLIFE, W), (B_NACC, W), (B_NREU, W), (B_HSUM, W + 1), (B_HCNT, W + 1),
                  (B_HIST, (W + 1) * H_BINS), (B_CFG, N_CFG)], F_HEADER)
@@ -242,12 +237,10 @@ def make_state(ctx) -> WorkloadAwareState:
     I[nx:nx + U] = -1
     I[pv + U:pv + U + W] = np.arange(U, U + W)  # empty lists: sentinels point to themselves
     I[nx + U:nx + U + W] = np.arange(U, U + W)
-    I[ib[2]:ib[2] + U] = -1                     # bcat: never seen
-    I[ib[4]:ib[4] + U] = -1                     # blast
+    I[ib[2]:ib[4]] = -1                         # bcat, blast: never seen
     I[ib[5]:ib[5] + R] = rcat
-    I[ib[7]:ib[7] + W] = -1                     # gl
-    I[ib[8]:ib[8] + W] = -1                     # gr
-    I[ib[9]] = -1                               # last request seen
+    I[ib[7]:ib[10]] = -1                        # gl, gr, exh
+    I[ib[10]] = -1                              # last request seen
     F[fb[1]:fb[1] + R] = request_times(t, clock)
     F[fb[2]:fb[2] + R + 1] = t.req_offsets
     cfg = fb[12]
@@ -274,21 +267,12 @@ def fitted(st) -> dict:
     return {"lam": seg(B_LAM, W), "p": seg(B_PW, W), "intervals": seg(B_HCNT, W + 1)}
 
 
-# ----------------------------------------------------------------------- list helpers
 @njit
-def _drop_group_last(st, c, b):
-    I = st.I
+def _lists(st):
+    """The category lists' layout in I (structures/catlists.py)."""
     F = st.F
-    """b, the last block of category c's current-request group, leaves the list."""
-    U = int(F[HU])
-    p = I[int(F[B_PREV]) + b]
-    gl = int(F[B_GL])
-    gr = int(F[B_GR])
-    if p < U and I[int(F[B_BLAST]) + p] == I[gr + c] and I[int(F[B_BCAT]) + p] == c:
-        I[gl + c] = p
-    else:
-        I[gl + c] = -1
-        I[gr + c] = -1
+    return (int(F[B_PREV]), int(F[B_NXT]), int(F[HU]), int(F[B_BLAST]), int(F[B_BCAT]), int(F[B_CSIZE]),
+            int(F[B_GL]), int(F[B_GR]), int(F[B_EXH]))
 
 
 # -------------------------------------------------------------------------- fitting
@@ -349,24 +333,32 @@ def log_reuse_prob(st, c, age):
 
 # ---------------------------------------------------------------------------- hooks
 @njit
+def _now(st, j, r):
+    """The clock at access j of request r (r < 0: block mode's eviction, looked up)."""
+    F = st.F
+    if F[int(F[B_CFG]) + C_CLOCK] == 2.0:
+        return float(j)
+    if r < 0:
+        r = find_request(st, int(F[B_OFFS]), int(F[HR]), j)
+    return F[int(F[B_RTIME]) + r]
+
+
+@njit
 def _touch(st, b, j, r, d, hit):
+    """Access j of request r reaches b (not in any list): statistics, then b joins r's
+    group in r's category."""
     I = st.I
     F = st.F
-    blast = int(F[B_BLAST])
-    same = I[blast + b] == r
-    if hit and same:
-        return  # a block repeated inside the request keeps its first position
-    U = int(F[HU])
     W = int(F[HW])
     cfg = int(F[B_CFG])
-    meta = int(F[B_META])
     bcat = int(F[B_BCAT])
     btime = int(F[B_BTIME])
+    blast = int(F[B_BLAST])
     c = I[int(F[B_RCAT]) + r]
-    now = float(j) if F[cfg + C_CLOCK] == 2.0 else F[int(F[B_RTIME]) + r]
-    if refit_due(I, meta + M_LAST_R, r, F[cfg + C_REFIT]):
+    now = _now(st, j, r)
+    if refit_due(I, int(F[B_META]) + M_LAST_R, r, F[cfg + C_REFIT]):
         refit_all(st)
-    if not same:
+    if I[blast + b] != r:
         pc = I[bcat + b]
         if pc >= 0 and (hit or F[cfg + C_MISS] > 0.0):
             dt = now - F[btime + b]
@@ -377,34 +369,11 @@ def _touch(st, b, j, r, d, hit):
             hist_record(F, hb + W * H_BINS, sb + W, cb + W, dt)
             F[int(F[B_NREU]) + pc] += 1.0
         F[int(F[B_NACC]) + c] += 1.0
-    pv = int(F[B_PREV])
-    nx = int(F[B_NXT])
-    csize = int(F[B_CSIZE])
-    gl = int(F[B_GL])
-    gr = int(F[B_GR])
-    if hit:
-        oc = I[bcat + b]
-        if I[gl + oc] == b:  # b ends its category's current group: shrink the group
-            _drop_group_last(st, oc, b)
-        seg_unlink(I, pv, nx, b)
-        I[csize + oc] -= 1
-    g = I[gl + c]
-    if F[cfg + C_CLOCK] != 2.0 and I[gr + c] == r and g >= 0:
-        seg_push_front(I, pv, nx, g, b)  # right after g
-    else:
-        seg_push_front(I, pv, nx, U + c, b)
-        I[gr + c] = r
-    I[gl + c] = b
-    I[csize + c] += 1
+    cat_push(I, _lists(st), c, b, r, F[cfg + C_CLOCK] != 2.0)
     I[bcat + b] = c
     I[int(F[B_BOFF]) + b] = d
     F[btime + b] = now
     I[blast + b] = r
-
-
-@njit
-def on_hit(st, b, j, r, d):
-    _touch(st, b, j, r, d, True)
 
 
 @njit
@@ -413,40 +382,30 @@ def on_insert(st, b, j, r, d):
 
 
 @njit
-def evict(st, j, r, pin):
+def on_hit(st, b, j, r, d):
     I = st.I
     F = st.F
-    U = int(F[HU])
-    W = int(F[HW])
-    if F[int(F[B_CFG]) + C_CLOCK] == 2.0:
-        now = float(j)
-    else:
-        rr = r if r >= 0 else find_request(st, int(F[B_OFFS]), int(F[HR]), j)
-        now = F[int(F[B_RTIME]) + rr]
-    pv = int(F[B_PREV])
-    nx = int(F[B_NXT])
-    csize = int(F[B_CSIZE])
-    gl = int(F[B_GL])
+    if I[int(F[B_BLAST]) + b] == r:
+        return  # a block repeated inside the request keeps its first position
+    cat_unlink(I, _lists(st), I[int(F[B_BCAT]) + b], b)
+    _touch(st, b, j, r, d, True)
+
+
+@njit
+def evict(st, j, r, pin):
+    """The lowest (ReuseProb, -offset) among the categories' oldest unpinned blocks."""
+    now = _now(st, j, r)
+    I = st.I
+    F = st.F
+    L = _lists(st)
     boff = int(F[B_BOFF])
     btime = int(F[B_BTIME])
     best = -1
     bc = -1
     bs = 0.0
-    for c in range(W):
-        s = U + c
-        v = I[pv + s]
-        moved = 0
-        while v != s and pin[v] == r:
-            if moved >= I[csize + c]:
-                v = s
-                break
-            if I[gl + c] == v:
-                _drop_group_last(st, c, v)
-            seg_unlink(I, pv, nx, v)
-            seg_push_front(I, pv, nx, s, v)
-            moved += 1
-            v = I[pv + s]
-        if v == s:
+    for c in range(int(F[HW])):
+        v = cat_tail_unpinned(I, L, c, pin, r)
+        if v < 0:
             continue
         sc = log_reuse_prob(st, c, now - F[btime + v])
         if best < 0:
@@ -461,14 +420,9 @@ def evict(st, j, r, pin):
             best = v
             bc = c
             bs = sc
-    if best < 0:
-        return -1
-    if I[gl + bc] == best:
-        _drop_group_last(st, bc, best)
-    seg_unlink(I, pv, nx, best)
-    I[csize + bc] -= 1
+    if best >= 0:
+        cat_unlink(I, L, bc, best)
     return best
-
 
 
 register_hooks(WorkloadAwareState, on_hit, on_insert, evict)

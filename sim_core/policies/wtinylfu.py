@@ -62,7 +62,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
-from ..structures.dlist import new_list, push_front, unlink
+from ..structures.dlist import new_list, push_front, tail_unpinned, unlink
 from .api import PolicySpec, register_hooks
 
 # list ids (sentinel of list k is U + k)
@@ -139,6 +139,7 @@ class WTinyLFUState(NamedTuple):
     dkpos: np.ndarray  # int32[U, Hd] doorkeeper bit indices
     door: np.ndarray  # bool[bits]
     cnt: np.ndarray  # int64[16], layout above
+    cur: np.ndarray  # int64[4, 2] eviction cursor of each list (dlist.tail_unpinned)
 
 
 def make_state(ctx) -> WTinyLFUState:
@@ -181,36 +182,22 @@ def make_state(ctx) -> WTinyLFUState:
         cnt[CONS] = int(bool(p["conservative"]))
     cnt[WCAP], cnt[MCAP], cnt[MAX0], cnt[MAX1], cnt[LCS] = wcap, mcap, max0, max1, int(lcs)
     prev, nxt = new_list(U, 4)
-    return WTinyLFUState(prev, nxt, np.zeros(U, np.int8), pos, sketch, dkpos, door, cnt)
+    return WTinyLFUState(prev, nxt, np.zeros(U, np.int8), pos, sketch, dkpos, door, cnt,
+                         np.full((4, 2), -1, np.int64))
 
 
 # ------------------------------------------------------------------ lists
 @njit
-def _push_head(st, k, b):
-    push_front(st.prev, st.nxt, st.where.shape[0] + k, b)
-
-
-@njit
-def _unlink(st, b):
-    unlink(st.prev, st.nxt, b)
-
-
-@njit
-def _last_unpinned(st, k, pin, r):
-    """Block nearest the LRU end of list k whose pin != r, or -1."""
-    s = st.where.shape[0] + k
-    v = st.prev[s]
-    while v != s:
-        if pin[v] != r:
-            return v
-        v = st.prev[v]
-    return -1
+def _tail(st, k, pin, r):
+    """Block nearest the LRU end of list k that request r has not pinned, or -1. Only
+    unpinned blocks move while r evicts, so the walk resumes after r's pinned blocks."""
+    return tail_unpinned(st.prev, st.where.shape[0] + k, pin, r, st.cur[k])
 
 
 @njit
 def _move(st, b, k, wh, from_slot, to_slot):
-    _unlink(st, b)
-    _push_head(st, k, b)
+    unlink(st.prev, st.nxt, b)
+    push_front(st.prev, st.nxt, st.where.shape[0] + k, b)
     st.where[b] = wh
     st.cnt[from_slot] -= 1
     st.cnt[to_slot] += 1
@@ -218,7 +205,7 @@ def _move(st, b, k, wh, from_slot, to_slot):
 
 @njit
 def _drop(st, b, slot):
-    _unlink(st, b)
+    unlink(st.prev, st.nxt, b)
     st.where[b] = NONE
     st.cnt[slot] -= 1
 
@@ -345,7 +332,7 @@ def _main_insert(st, b, slot):
 
 @njit
 def on_insert(st, b, j, r, d):
-    _push_head(st, WIN, b)
+    push_front(st.prev, st.nxt, st.where.shape[0] + WIN, b)
     st.where[b] = IN_WIN
     st.cnt[N_WIN] += 1
     if st.cnt[LCS]:
@@ -359,9 +346,9 @@ def on_insert(st, b, j, r, d):
 
 @njit
 def _main_victim(st, pin, r):
-    v = _last_unpinned(st, PROB, pin, r)
+    v = _tail(st, PROB, pin, r)
     if v < 0:
-        v = _last_unpinned(st, PROT, pin, r)
+        v = _tail(st, PROT, pin, r)
     return v
 
 
@@ -371,59 +358,38 @@ def _drop_main(st, v):
 
 
 @njit
-def _evict_paper(st, pin, r):
-    while True:
-        cand = _last_unpinned(st, WIN, pin, r)
-        if cand < 0:
-            v = _main_victim(st, pin, r)
-            if v >= 0:
-                _drop_main(st, v)
-            return v
-        if st.cnt[N_PROB] + st.cnt[N_PROT] < st.cnt[MCAP]:
-            _main_insert(st, cand, N_WIN)  # main has room: no duel (defensive)
-            continue
-        v = _main_victim(st, pin, r)
-        if v >= 0 and _estimate(st, cand) > _estimate(st, v):
-            _drop_main(st, v)
-            _main_insert(st, cand, N_WIN)
-            return v
-        _drop(st, cand, N_WIN)
-        return cand
-
-
-@njit
-def _evict_lcs(st, pin, r):
-    z = _last_unpinned(st, ZOMB, pin, r)
-    if z >= 0:  # libCacheSim already dropped it on a hit
-        _drop(st, z, N_ZOMB)
-        return z
-    while True:
-        cand = _last_unpinned(st, WIN, pin, r)
-        if cand < 0:
-            v = _main_victim(st, pin, r)
-            if v >= 0:
-                _drop_main(st, v)
-            return v
-        if st.cnt[N_PROB] + st.cnt[N_PROT] + 1 <= st.cnt[MCAP]:
-            _main_insert(st, cand, N_WIN)  # main has room: move, no eviction yet
-            _increment(st, cand)
-            continue
-        v = _main_victim(st, pin, r)
-        if v >= 0 and _estimate(st, cand) > _estimate(st, v):
-            _drop_main(st, v)
-            _main_insert(st, cand, N_WIN)
-            _increment(st, cand)
-            return v
-        _drop(st, cand, N_WIN)
-        _increment(st, cand)
-        return cand
-
-
-@njit
 def evict(st, j, r, pin):
-    if st.cnt[LCS]:
-        return _evict_lcs(st, pin, r)
-    return _evict_paper(st, pin, r)
+    """The window's LRU block (the candidate) duels the main victim; libCacheSim mode
+    first returns a zombie and records the candidate in the sketch whatever happens."""
+    lcs = st.cnt[LCS]
+    if lcs:
+        z = _tail(st, ZOMB, pin, r)
+        if z >= 0:  # libCacheSim already dropped it on a hit
+            _drop(st, z, N_ZOMB)
+            return z
+    while True:
+        cand = _tail(st, WIN, pin, r)
+        if cand < 0:
+            v = _main_victim(st, pin, r)
+            if v >= 0:
+                _drop_main(st, v)
+            return v
+        v = -1
+        if st.cnt[N_PROB] + st.cnt[N_PROT] < st.cnt[MCAP]:
+            admit = True  # main has room: the candidate moves, nothing is evicted yet
+        else:
+            v = _main_victim(st, pin, r)
+            admit = v >= 0 and _estimate(st, cand) > _estimate(st, v)
+            if admit:
+                _drop_main(st, v)
+        if admit:
+            _main_insert(st, cand, N_WIN)
+        else:
+            _drop(st, cand, N_WIN)
+        if lcs:
+            _increment(st, cand)
+        if not admit or v >= 0:  # else the candidate only moved: next candidate
+            return v if admit else cand
 
 
 register_hooks(WTinyLFUState, on_hit, on_insert, evict)
