@@ -7,7 +7,7 @@ import numpy as np
 
 from ..jit import njit
 from ..onepass import lru_curve
-from ..structures.dlist import lru_tail, move_to_head, new_list, push_head, unlink
+from ..structures.dlist import move_to_head, new_list, pop_lru, push_head
 from .api import PolicySpec, register_hooks
 
 
@@ -32,10 +32,7 @@ def on_insert(st, b, j, r, d):
 
 @njit
 def evict(st, j, r, pin):
-    v = lru_tail(st.prev, st.nxt, pin, r)
-    if v >= 0:
-        unlink(st.prev, st.nxt, v)
-    return v
+    return pop_lru(st.prev, st.nxt, pin, r)
 
 
 register_hooks(LRUState, on_hit, on_insert, evict)

@@ -34,8 +34,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import hook_njit
-from ..structures.dlist import lru_tail, move_to_head, new_list, push_head, unlink
-from ..structures.pool import Pool, new_pool, pool_insert, pool_pick, pool_remove, touch
+from ..structures.dlist import move_to_head, new_list, pop_lru, push_head, unlink
+from ..structures.pool import Pool, new_pool, pool_evict, pool_insert, pool_remove, touch
 from .api import PolicySpec, register_hooks
 
 
@@ -162,11 +162,8 @@ def lru_on_insert(st, b, j, r, d):
 
 @hook_njit
 def lru_evict(st, j, r, pin):
-    v = lru_tail(st.prev, st.nxt, pin, r)  # the block lru.py evicts
-    if v < 0:
-        return -1
-    unlink(st.prev, st.nxt, v)
-    return _victim(st, v)
+    v = pop_lru(st.prev, st.nxt, pin, r)  # the block lru.py evicts
+    return -1 if v < 0 else _victim(st, v)
 
 
 @hook_njit
@@ -208,11 +205,8 @@ def rc_on_insert(st, b, j, r, d):
 
 @hook_njit
 def rc_evict(st, j, r, pin):
-    v = pool_pick(st.pool, j, r, pin)
-    if v < 0:
-        return -1
-    pool_remove(st.pool, v)
-    return _victim(st, v)
+    v = pool_evict(st.pool, j, r, pin)  # the block random_compute evicts
+    return -1 if v < 0 else _victim(st, v)
 
 
 @hook_njit

@@ -60,14 +60,17 @@ def move_to_head(prev, nxt, b):
 
 
 @njit
-def lru_tail(prev, nxt, pin, r):
-    """The least recently used element that request r has not pinned, or -1; not removed.
-    Pinned elements met on the way move to the head: harmless for an LRU, since the
-    engine touches every block of the request right after the evictions, and it keeps
-    repeated evictions in one request O(1) amortised."""
+def pop_lru(prev, nxt, pin, r):
+    """Unlink and return the least recently used element that request r has not pinned,
+    or -1. Pinned elements met on the way move to the head: harmless for an LRU, since
+    the engine touches every block of the request right after the evictions, and it
+    keeps repeated evictions in one request O(1) amortised."""
     while True:
         v = tail(prev)
-        if v < 0 or pin[v] != r:
+        if v < 0:
+            return -1
+        if pin[v] != r:
+            unlink(prev, nxt, v)
             return v
         move_to_head(prev, nxt, v)
 
