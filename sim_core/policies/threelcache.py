@@ -67,6 +67,7 @@ import numpy as np
 from ..jit import njit
 from ..structures.dlist import move_to_head, new_list, push_head, unlink
 from ..structures.gbdt import Forest, export, fit, lightgbm_params, new_forest, predict_one
+from ..structures.heap import scored_clear, scored_drop, scored_pop, scored_push
 from ..structures.packed import forest_view, layout, next_access, rows_view
 from ..structures.rng import below_mod, seed_word
 from ..result import Mode
@@ -90,6 +91,7 @@ O_LAST = OBJD + 16
  O_PRED, O_HVAL, O_X, O_Y, O_MF, L_MF,  # in F64
  ) = range(O_LAST + 1, O_LAST + 25)
 HEAD = O_LAST + 25
+PH = (O_HVAL, O_HKEY, HSIZE, HC, O_HASP, O_PRED, NPRED)  # the prediction heap (structures/heap.py)
 
 
 class ThreeLState(NamedTuple):
@@ -201,24 +203,6 @@ def _next(st, b):
 
 
 @njit
-def _drop_pred(st, b):
-    h = st.I64
-    k = h[O_HASP] + b
-    if st.I32[k] != 0:
-        st.I32[k] = 0
-        h[NPRED] -= 1
-
-
-@njit
-def _clear_preds(st):
-    h = st.I64
-    for i in range(h[HSIZE]):
-        st.I32[h[O_HASP] + st.I32[h[O_HKEY] + i]] = 0
-    h[HSIZE] = 0
-    h[NPRED] = 0
-
-
-@njit
 def _lookup(st, j):
     h = st.I64
     I32 = st.I32
@@ -250,7 +234,7 @@ def _lookup(st, j):
         if s == 1:
             if h[SP] == b:
                 h[SP] = _next(st, b)
-            _drop_pred(st, b)
+            scored_drop(h, I32, PH, b)
             u1 = h[U] + 1
             move_to_head(I32[h[O_PREV]:h[O_PREV] + u1], I32[h[O_NXT]:h[O_NXT] + u1], b)
     if h[SAMPLING] != 0:
@@ -285,7 +269,7 @@ def _pop_history(st, j, label):
             _add_row(st, b, t, h[MAB0] + age)
         I32[h[O_STATUS] + b] = 0
         h[h[O_STIME] + b] = 0
-        _drop_pred(st, b)
+        scored_drop(h, I32, PH, b)
         I32[h[O_OVALID] + slot] = 0
     h[OFRONT] += 1
     h[OSIZE] -= 1
@@ -309,100 +293,6 @@ def _catch_up(st, upto):
         _lookup(st, j)
         h[CUR] = j + 1
         j = next_access(h, st.offsets, CUR, RCUR, SKIPLEN, upto)
-
-
-# ------------------------------------------------------------------ prediction heap
-@njit
-def _heap_sift_down(st, i):
-    h = st.I64
-    F = st.F64
-    I32 = st.I32
-    ov = h[O_HVAL]
-    ok = h[O_HKEY]
-    n = h[HSIZE]
-    while True:
-        lft = 2 * i + 1
-        if lft >= n:
-            break
-        c = lft
-        if lft + 1 < n and F[ov + lft + 1] > F[ov + lft]:
-            c = lft + 1
-        if F[ov + c] > F[ov + i]:
-            tv = F[ov + i]
-            F[ov + i] = F[ov + c]
-            F[ov + c] = tv
-            tk = I32[ok + i]
-            I32[ok + i] = I32[ok + c]
-            I32[ok + c] = tk
-            i = c
-        else:
-            break
-
-
-@njit
-def _heap_compact(st):
-    """Keep one valid entry per block (valid = the block's current prediction)."""
-    h = st.I64
-    F = st.F64
-    I32 = st.I32
-    ov = h[O_HVAL]
-    ok = h[O_HKEY]
-    n = 0
-    for i in range(h[HSIZE]):
-        b = I32[ok + i]
-        hp = h[O_HASP] + b
-        if I32[hp] == 1 and st.F64[h[O_PRED] + b] == F[ov + i]:
-            I32[hp] = 2  # mark kept
-            F[ov + n] = F[ov + i]
-            I32[ok + n] = b
-            n += 1
-    for i in range(n):
-        I32[h[O_HASP] + I32[ok + i]] = 1
-    h[HSIZE] = n
-    for i in range(n // 2 - 1, -1, -1):
-        _heap_sift_down(st, i)
-
-
-@njit
-def _heap_push(st, val, b):
-    h = st.I64
-    if h[HSIZE] >= h[HC]:
-        _heap_compact(st)
-    F = st.F64
-    I32 = st.I32
-    ov = h[O_HVAL]
-    ok = h[O_HKEY]
-    i = h[HSIZE]
-    h[HSIZE] += 1
-    while i > 0:
-        p = (i - 1) >> 1
-        if F[ov + p] < val:
-            F[ov + i] = F[ov + p]
-            I32[ok + i] = I32[ok + p]
-            i = p
-        else:
-            break
-    F[ov + i] = val
-    I32[ok + i] = b
-
-
-@njit
-def _heap_pop(st):
-    """Remove the max entry; returns its slot contents via (value, key)."""
-    h = st.I64
-    F = st.F64
-    I32 = st.I32
-    ov = h[O_HVAL]
-    ok = h[O_HKEY]
-    val = F[ov]
-    key = np.int64(I32[ok])
-    n = h[HSIZE] - 1
-    h[HSIZE] = n
-    if n > 0:
-        F[ov] = F[ov + n]
-        I32[ok] = I32[ok + n]
-        _heap_sift_down(st, 0)
-    return val, key
 
 
 # ------------------------------------------------------------------ rank
@@ -507,7 +397,7 @@ def _rank(st, now):
                 idx_row = 0
                 h[SP] = np.int64(I32[h[O_PREV] + sent])
                 h[SCAN] = 0
-                _clear_preds(st)
+                scored_clear(h, I32, PH)
                 _retune(st)
                 continue
             h[SP] = _next(st, sp)
@@ -525,12 +415,7 @@ def _rank(st, now):
         b = np.int64(I32[oc + k])
         _features(st, b, now, xo)
         val = np.float64(np.float32(np.exp(predict_one(mi, mf, fm, x)) + shift))
-        _heap_push(st, val, b)
-        hp = h[O_HASP] + b
-        if I32[hp] == 0:
-            I32[hp] = 1
-            h[NPRED] += 1
-        st.F64[h[O_PRED] + b] = val
+        scored_push(h, st.F64, I32, PH, val, b)
     return c
 
 
@@ -554,21 +439,22 @@ def _predicted_victim(st, j, r, pin):
         if h[EVN] <= 0 or h[NPRED] == 0:
             h[EVN] = _rank(st, j) // h[EVR]
             ranked = True
-        while h[HSIZE] > 0:
-            val, key = _heap_pop(st)
-            if I32[h[O_HASP] + key] != 0 and st.F64[h[O_PRED] + key] == val:
-                if pin[key] == r:
-                    _drop_pred(st, key)
-                    continue
-                f = I32[h[O_FREQ] + key]
-                lg = 0
-                while f > 1:
-                    f >>= 1
-                    lg += 1
-                h[OBJD + lg] += 1
-                if h[h[O_LAST] + key] <= h[SPTS]:
-                    h[ED0] += 1
-                return key
+        while True:
+            key = scored_pop(h, st.F64, I32, PH)
+            if key < 0:
+                break
+            if pin[key] == r:
+                scored_drop(h, I32, PH, key)
+                continue
+            f = I32[h[O_FREQ] + key]
+            lg = 0
+            while f > 1:
+                f >>= 1
+                lg += 1
+            h[OBJD + lg] += 1
+            if h[h[O_LAST] + key] <= h[SPTS]:
+                h[ED0] += 1
+            return key
         if ranked:
             return _lru_victim(st, r, pin)
         h[EVN] = 0
@@ -628,7 +514,7 @@ def evict(st, j, r, pin):
         return -1
     h[SAMPLING] = 1
     h[EVN] -= 1
-    _drop_pred(st, v)
+    scored_drop(h, I32, PH, v)
     if h[SP] == v:
         h[SP] = _next(st, v)
     # into the history
