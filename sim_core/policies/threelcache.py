@@ -19,9 +19,8 @@ booster is LightGBM, as in libCacheSim, see structures/gbdt.py):
   the boundary is the largest age seen at such drops before the previous training. Once
   a model exists, only one maturing sample in 4 becomes a row.
 * Training schedule. When `batch_size` rows (default 65536) exist and the current
-  eviction batch is used up, LightGBM is fitted (gbdt, 16 iterations, 32 leaves,
-  learning rate 0.1, feature/bagging fraction 0.8, bagging every 5 iterations:
-  libCacheSim's settings); the rows are discarded; pending predictions are dropped.
+  eviction batch is used up, LightGBM is fitted (16 iterations, 32 leaves, learning
+  rate 0.1); the rows are discarded; pending predictions are dropped.
 * Eviction. Before the first model: the LRU block. Afterwards, eviction works in
   batches: a rank step collects candidates by *bidirectional sampling* -- quick
   demotion takes blocks admitted since training (newest side, up to 1.5 x sample_rate,
@@ -35,13 +34,9 @@ booster is LightGBM, as in libCacheSim, see structures/gbdt.py):
   log2-frequency), sampling_lru and reserved_space, as libCacheSim does; hsw is
   re-tuned at training time after 10^6 accesses with a full history.
 
-Model size: at most `num_iterations` trees of `2 * num_leaves - 1` nodes (flat arrays,
-sim_core/structures/gbdt.py, evaluated in njit code).
-
-Deviations from libCacheSim:
-* Training happens at the next replay pause (every 16 requests) after the batch is
-  complete, instead of inside the access that completed it; rows that mature before the
-  pause join the batch (buffer 2 x batch_size rows, further rows dropped).
+The model, the training at replay pauses (a deviation), the random numbers and request
+mode follow the conventions of sim_core/structures/learned.py. Further deviations from
+libCacheSim:
 * The new-object queue and the prediction heap have fixed capacities (2 x capacity +
   4096 entries): the oldest new-object entry is dropped, and stale heap entries are
   compacted away, when they fill (libCacheSim grows vectors without bound).
@@ -49,14 +44,9 @@ Deviations from libCacheSim:
   that already left the history (undefined behaviour); such a block is skipped here.
   An empty heap (possible only in request mode, where pinned blocks are skipped) makes a
   new rank step, then falls back to LRU.
-* Random numbers come from our own seeded xorshift generator and LightGBM runs
-  single-threaded and deterministic with `seed`; ties in the heap follow our binary
-  heap, not std::pop_heap. So hit ratios match libCacheSim statistically, not exactly.
-
-Request mode: a request's evictions happen as it arrives (time = its first access),
-before its blocks are looked up; pinned blocks are never evicted (stale heap entries
-for them are dropped; the LRU fallback walks past them); blocks of oversized requests
-are not looked up.
+* Ties in the heap follow our binary heap, not std::pop_heap; with our own random
+  numbers, hit ratios match libCacheSim statistically, not exactly.
+* Request mode: stale heap entries of pinned blocks are dropped.
 """
 from __future__ import annotations
 
@@ -66,11 +56,12 @@ import numpy as np
 
 from ..jit import njit
 from ..structures.dlist import move_to_head, new_list, push_head, unlink
-from ..structures.gbdt import Forest, export, fit, lightgbm_params, new_forest, predict_one
+from ..structures.gbdt import Forest, new_forest, predict_one
 from ..structures.heap import scored_clear, scored_drop, scored_pop, scored_push
-from ..structures.packed import forest_view, layout, next_access, rows_view
+from ..structures.learned import (dense_add, dense_remove, fit_rows, forest_view, lru_unpinned,
+                                 model_views, next_access, ring_newest, ring_record, skip_len, trained)
+from ..structures.packed import layout
 from ..structures.rng import below_mod, seed_word
-from ..result import Mode
 from .api import PolicySpec, register_hooks
 
 N_PD = 3  # past distances (max_n_past_distances)
@@ -129,7 +120,6 @@ def make_state(ctx) -> ThreeLState:
     I64 = np.zeros(n64, np.int64)
     I32 = np.zeros(n32, np.int32)
     F64 = np.zeros(nf, np.float64)
-    skip = t.max_request_blocks + 1 if ctx.mode == Mode.BLOCK else int(ctx.capacity)
     I64[RNG] = seed_word(ctx.seed, 0x7F4A7C159E3779B9, 29)
     I64[SR] = 1024
     I64[SB] = 1
@@ -137,7 +127,7 @@ def make_state(ctx) -> ThreeLState:
     I64[RES] = 2
     I64[HSW] = 2
     I64[SP] = -1
-    I64[BATCH:ROWCAP + 1] = [batch, 2, u, skip, rc, qc, hc, cc, rowcap]
+    I64[BATCH:ROWCAP + 1] = [batch, 2, u, skip_len(ctx), rc, qc, hc, cc, rowcap]
     I64[O_LAST:O_FM + 1] = o64[1:]
     I64[O_STATUS:L_MI + 1] = o32 + [len(forest.mi)]
     I64[O_PRED:L_MF + 1] = of + [len(forest.mf)]
@@ -156,8 +146,10 @@ def forest_of(st: ThreeLState) -> Forest:
 
 # ------------------------------------------------------------------ primitives
 @njit
-def _trained(h):
-    return h[h[O_FM] + 2] > 0
+def _keeps(h, t):
+    """Does the pending sample taken at t (0: none) become a training row when it matures?
+    Every one before the first model, one in 4 afterwards (libCacheSim)."""
+    return t != 0 and (below_mod(h, RNG, 4) == 0 or not trained(h, O_FM))
 
 
 @njit
@@ -171,10 +163,8 @@ def _features(st, b, t, xo):
     F[xo + 2] = 0.0
     F[xo + 3] = 0.0
     p = I32[h[O_PDI] + b]
-    m = p if p < N_PD else N_PD
-    od = h[O_DIST] + N_PD * b
-    for i in range(m):
-        F[xo + 1 + i] = I32[od + (p - 1 - i) % N_PD]
+    for i in range(min(p, N_PD)):
+        F[xo + 1 + i] = ring_newest(I32, h[O_DIST] + N_PD * b, N_PD, p, i)
     F[xo + 4] = 1.0
     F[xo + 5] = I32[h[O_FREQ] + b]
 
@@ -217,16 +207,12 @@ def _lookup(st, j):
             h[NWHIT] += 1
         ks = h[O_STIME] + b
         t = h[ks]
-        if t != 0 and (below_mod(h, RNG, 4) == 0 or not _trained(h)):
+        if _keeps(h, t):
             _add_row(st, b, t, j - t)
         h[ks] = 0
         # meta update: distance ring, last access, frequency
-        p = I32[h[O_PDI] + b]
-        I32[h[O_DIST] + N_PD * b + p % N_PD] = j - h[h[O_LAST] + b]
-        p += 1
-        if p >= 2 * N_PD:
-            p -= N_PD
-        I32[h[O_PDI] + b] = p
+        kp = h[O_PDI] + b
+        I32[kp] = ring_record(I32, h[O_DIST] + N_PD * b, N_PD, I32[kp], j - h[h[O_LAST] + b])
         h[h[O_LAST] + b] = j
         kf = h[O_FREQ] + b
         if I32[kf] < FREQ_MAX:
@@ -262,7 +248,7 @@ def _pop_history(st, j, label):
     if I32[h[O_OVALID] + slot] != 0:
         b = np.int64(I32[h[O_OKEY] + slot])
         t = h[h[O_STIME] + b]
-        if label and t != 0 and (below_mod(h, RNG, 4) == 0 or not _trained(h)):
+        if label and _keeps(h, t):
             age = j - h[h[O_LAST] + b]
             if h[MAB1] < age:
                 h[MAB1] = age
@@ -407,9 +393,7 @@ def _rank(st, now):
     # predict every candidate and queue its reuse distance
     xo = h[O_X] + h[ROWCAP] * N_FEAT  # scratch row
     x = st.F64[xo:xo + N_FEAT]
-    mi = I32[h[O_MI]:h[O_MI] + h[L_MI]]
-    mf = st.F64[h[O_MF]:h[O_MF] + h[L_MF]]
-    fm = h[h[O_FM]:h[O_FM] + 4]
+    mi, mf, fm = model_views(st, O_MI, L_MI, O_MF, L_MF, O_FM)
     shift = np.float64(now - h[ORIGIN])
     for k in range(c):
         b = np.int64(I32[oc + k])
@@ -417,17 +401,6 @@ def _rank(st, now):
         val = np.float64(np.float32(np.exp(predict_one(mi, mf, fm, x)) + shift))
         scored_push(h, st.F64, I32, PH, val, b)
     return c
-
-
-@njit
-def _lru_victim(st, r, pin):
-    h = st.I64
-    I32 = st.I32
-    sent = h[U]
-    v = np.int64(I32[h[O_PREV] + sent])
-    while v != sent and pin[v] == r:
-        v = np.int64(I32[h[O_PREV] + v])
-    return -1 if v == sent else v
 
 
 @njit
@@ -456,7 +429,7 @@ def _predicted_victim(st, j, r, pin):
                 h[ED0] += 1
             return key
         if ranked:
-            return _lru_victim(st, r, pin)
+            return lru_unpinned(I32, h[O_PREV], h[U], pin, r)
         h[EVN] = 0
 
 
@@ -480,16 +453,13 @@ def on_insert(st, b, j, r, d):
     elif s == 2:  # back from the history: its entry becomes a tombstone
         I32[h[O_OVALID] + I32[h[O_POS] + b]] = 0
     I32[h[O_STATUS] + b] = 1
-    pos = h[INSIZE]
-    I32[h[O_INKEY] + pos] = b
-    I32[h[O_POS] + b] = pos
-    h[INSIZE] += 1
+    dense_add(h, I32, INSIZE, O_INKEY, O_POS, b)
     if h[SEEN] == 0:  # libCacheSim's sampling pointer starts at resident slot 0
         h[SEEN] = 1
         h[SP] = b
     u1 = h[U] + 1
     push_head(I32[h[O_PREV]:h[O_PREV] + u1], I32[h[O_NXT]:h[O_NXT] + u1], b)
-    if _trained(h):
+    if trained(h, O_FM):
         if h[QSIZE] >= h[QC]:  # full: forget the oldest new object
             h[QHEAD] = (h[QHEAD] + 1) % h[QC]
             h[QSIZE] -= 1
@@ -506,10 +476,10 @@ def evict(st, j, r, pin):
     _catch_up(st, j + 1 if r == -2 else j)
     h = st.I64
     I32 = st.I32
-    if _trained(h):
+    if trained(h, O_FM):
         v = _predicted_victim(st, j, r, pin)
     else:
-        v = _lru_victim(st, r, pin)
+        v = lru_unpinned(I32, h[O_PREV], h[U], pin, r)
     if v < 0:
         return -1
     h[SAMPLING] = 1
@@ -527,13 +497,8 @@ def evict(st, j, r, pin):
     h[OSIZE] += 1
     I32[h[O_STATUS] + v] = 2
     # out of the resident table (the last slot moves into the hole)
-    p = I32[h[O_POS] + v]
+    dense_remove(h, I32, INSIZE, O_INKEY, O_POS, v)
     I32[h[O_POS] + v] = slot
-    last = I32[h[O_INKEY] + h[INSIZE] - 1]
-    I32[h[O_INKEY] + p] = last
-    if last != v:
-        I32[h[O_POS] + last] = p
-    h[INSIZE] -= 1
     u1 = h[U] + 1
     unlink(I32[h[O_PREV]:h[O_PREV] + u1], I32[h[O_NXT]:h[O_NXT] + u1], v)
     return v
@@ -542,21 +507,12 @@ def evict(st, j, r, pin):
 register_hooks(ThreeLState, on_hit, on_insert, evict)
 
 
-def training_rows(st: ThreeLState) -> tuple[np.ndarray, np.ndarray]:
-    """The matured rows and labels waiting for the next training (views)."""
-    return rows_view(st, NROWS, O_X, O_Y, N_FEAT)
-
-
 def train(st: ThreeLState, ctx, next_request: int) -> None:
     """Fit a new model when the batch is complete (called between segments)."""
     h = st.I64
     if not h[READY]:
         return
-    p = ctx.params
-    params = lightgbm_params(p["num_iterations"], p["num_leaves"], p["learning_rate"], ctx.seed)
-    X, y = training_rows(st)
-    export(fit(X, y, params), forest_of(st))
-    h[NROWS] = 0
+    fit_rows(st, ctx, NROWS, O_X, O_Y, N_FEAT, forest_of(st))
     h[READY] = 0
     h[NTRAIN] += 1
     # pending predictions belong to the old model
