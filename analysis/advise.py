@@ -20,7 +20,6 @@ The decision rules are the paper's (sec. 5.1-5.4), in percentage points:
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from pathlib import Path
 
@@ -327,37 +326,36 @@ def metrics(report: dict) -> dict[str, float]:
 
 
 # ------------------------------------------------------------------ command
-def main(argv: list[str]) -> int:
-    if any(a in ("-h", "--help") for a in argv):
-        print(config.help_text("advise", SUMMARY, EXAMPLES))
-        return 0
+def _prepare(inv):
     from sweep.config import ConfigError
-    from sweep.store import TrackingUnavailable, ui_command
 
-    try:
-        inv = config.compose("advise", argv)
-        config.setup_logging(inv.cfg)
-        sim = inv.cfg.sim
-        auto = str(sim.get("sample_rate")).strip().lower() == "auto"
-        if sim.get("sample_rate") is not None and not auto and str(sim.hits) == "prefix":
-            raise ConfigError("sim.hits=prefix is not defined on a sample: use sim.hits=block or "
-                              "sim.sample_rate=null")
-        uri = config.tracking_uri(inv)
-        model = config.model_of(inv)
-        costs = config.cost_models_of(inv, model)
-        trace = config.load_trace(inv)
-        if auto:  # as the sweep: sampled when the trace is large (sim_core.sample.auto_rate)
-            from sim_core.sample import auto_rate
+    sim = inv.cfg.sim
+    auto = str(sim.get("sample_rate")).strip().lower() == "auto"
+    if sim.get("sample_rate") is not None and not auto and str(sim.hits) == "prefix":
+        raise ConfigError("sim.hits=prefix is not defined on a sample: use sim.hits=block or "
+                          "sim.sample_rate=null")
+    uri = config.tracking_uri(inv)
+    model = config.model_of(inv)
+    costs = config.cost_models_of(inv, model)
+    trace = config.load_trace(inv)
+    if auto:  # as the sweep: sampled when the trace is large (sim_core.sample.auto_rate)
+        from sim_core.sample import auto_rate
 
-            sim.sample_rate = None if str(sim.hits) == "prefix" else auto_rate(trace.n_accesses)
-            log.info("sim.sample_rate=auto: %s", "exact replay" if sim.sample_rate is None
-                     else f"sampled replay at r={sim.sample_rate:g}")
-        caps, notes = choose_capacities(inv, trace, model)
-    except (ConfigError, TrackingUnavailable, ValueError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return config.EXIT_CONFIG
+        sim.sample_rate = None if str(sim.hits) == "prefix" else auto_rate(trace.n_accesses)
+        log.info("sim.sample_rate=auto: %s", "exact replay" if sim.sample_rate is None
+                 else f"sampled replay at r={sim.sample_rate:g}")
+    caps, notes = choose_capacities(inv, trace, model)
+    return uri, model, costs, trace, caps, notes
+
+
+def main(argv: list[str]) -> int:
+    started = config.start("advise", argv, SUMMARY, EXAMPLES, _prepare)
+    if isinstance(started, int):
+        return started
+    inv, (uri, model, costs, trace, caps, notes) = started
     from sweep.plan import oversized_warnings
 
+    sim = inv.cfg.sim
     for n in notes:
         log.info("%s", n)
     for w in oversized_warnings(caps, trace.request_lengths) if str(sim.mode) == "request" else []:
@@ -365,17 +363,8 @@ def main(argv: list[str]) -> int:
     primary = primary_cost_model(costs, model.name)
     results = run_policies(trace, [c.blocks for c in caps], cost_models=costs, model=model, sim=sim)
     report = build(trace, caps, results, costs, primary, notes, sim)
-    experiment = config.experiment_of(inv, trace)
-    out = config.out_dir(inv, experiment)
-    record.clear_figures(out)
-    drawn = draw(report, out) if inv.cfg.analysis.get("figures", True) else {}
-    record.write(out, report, markdown(report, drawn, out))
     print("\n".join(f"{i}. {r['topic'].replace('_', ' ')}: {r['verdict']}. {r['action']}\n   {r['because']}"
-                    for i, r in enumerate(report["recommendations"], 1)))
-    print(f"\nadvice for {trace.name}: {out / record.REPORT_MD}")
-    if uri is not None:
-        rid = record.log_run(uri, experiment, kind="advice", command="advise", trace=trace, cfg=inv.cfg,
-                             overrides=inv.overrides, metrics=metrics(report), out=out,
-                             artifact_location=inv.cfg.tracking.get("artifact_location"))
-        print(f"MLflow experiment {experiment!r}, run {rid}; view it: {ui_command(uri)}")
+                    for i, r in enumerate(report["recommendations"], 1)) + "\n")
+    config.publish(inv, uri, trace, report, kind="advice", title="advice for",
+                   draw=lambda out: draw(report, out), markdown=markdown, metrics=metrics(report))
     return 0

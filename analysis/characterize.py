@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -275,34 +274,18 @@ def metrics(report: dict) -> dict[str, float]:
 
 
 # ------------------------------------------------------------------ command
-def main(argv: list[str]) -> int:
-    if any(a in ("-h", "--help") for a in argv):
-        print(config.help_text("characterize", SUMMARY, EXAMPLES))
-        return 0
-    from sweep.config import ConfigError
-    from sweep.store import TrackingUnavailable, ui_command
+def _prepare(inv):
+    return config.tracking_uri(inv), config.model_of(inv), config.load_trace(inv)
 
-    try:
-        inv = config.compose("characterize", argv)
-        config.setup_logging(inv.cfg)
-        uri = config.tracking_uri(inv)
-        model = config.model_of(inv)
-        trace = config.load_trace(inv)
-    except (ConfigError, TrackingUnavailable, ValueError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return config.EXIT_CONFIG
+
+def main(argv: list[str]) -> int:
+    started = config.start("characterize", argv, SUMMARY, EXAMPLES, _prepare)
+    if isinstance(started, int):
+        return started
+    inv, (uri, model, trace) = started
     report, data = measure(trace, model)
-    experiment = config.experiment_of(inv, trace)
-    out = config.out_dir(inv, experiment)
-    record.clear_figures(out)
-    drawn = draw(report, data, out) if inv.cfg.analysis.get("figures", True) else {}
-    record.write(out, report, markdown(report, drawn, out))
     for note in report["notes"]:
         log.warning("%s", note)
-    print(f"characterization of {trace.name}: {out / record.REPORT_MD}")
-    if uri is not None:
-        rid = record.log_run(uri, experiment, kind="characterization", command="characterize", trace=trace,
-                             cfg=inv.cfg, overrides=inv.overrides, metrics=metrics(report), out=out,
-                             artifact_location=inv.cfg.tracking.get("artifact_location"))
-        print(f"MLflow experiment {experiment!r}, run {rid}; view it: {ui_command(uri)}")
+    config.publish(inv, uri, trace, report, kind="characterization", title="characterization of",
+                   draw=lambda out: draw(report, data, out), markdown=markdown, metrics=metrics(report))
     return 0

@@ -9,13 +9,17 @@ the tracking URI and its reachability come from sweep.store.
 from __future__ import annotations
 
 import logging
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable, Mapping
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from sweep.config import ConfigError, check_bool, check_int, check_number, find_conf_dir, precheck_overrides, \
     register_generated
+
+from . import record
 
 log = logging.getLogger("analysis")
 
@@ -149,3 +153,44 @@ def tracking_uri(inv: Invocation) -> str | None:
     uri = str(tc.uri) if tc.get("uri") else default_uri()
     check_reachable(uri)
     return uri
+
+
+def start(command: str, argv: list[str], summary: str, examples: list[str],
+          prepare: Callable[[Invocation], Any]) -> tuple[Invocation, Any] | int:
+    """The configuration part of `python -m analysis <command>`: --help, composition,
+    logging, then `prepare(inv)` (the command's own checks and loading) under the same
+    error handling. Returns (inv, what prepare returned), or the exit status when there
+    is nothing more to do: 0 after --help, EXIT_CONFIG after a configuration error."""
+    if any(a in ("-h", "--help") for a in argv):
+        print(help_text(command, summary, examples))
+        return 0
+    from sweep.store import TrackingUnavailable
+
+    try:
+        inv = compose(command, argv)
+        setup_logging(inv.cfg)
+        return inv, prepare(inv)
+    except (ConfigError, TrackingUnavailable, ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_CONFIG
+
+
+def publish(inv: Invocation, uri: str | None, trace, report: Mapping, *, kind: str, title: str,
+            draw: Callable[[Path], dict], markdown: Callable[[Mapping, dict, Path], str],
+            metrics: Mapping[str, float]) -> None:
+    """Write a command's report (report.md, report.json and, unless analysis.figures is
+    false, the figures `draw(out)` makes) into its directory, say where (`title` of the
+    trace), and log it as one MLflow run unless tracking is offline (uri None)."""
+    experiment = experiment_of(inv, trace)
+    out = out_dir(inv, experiment)
+    record.clear_figures(out)
+    drawn = draw(out) if inv.cfg.analysis.get("figures", True) else {}
+    record.write(out, report, markdown(report, drawn, out))
+    print(f"{title} {trace.name}: {out / record.REPORT_MD}")
+    if uri is not None:
+        from sweep.store import ui_command
+
+        rid = record.log_run(uri, experiment, kind=kind, command=inv.command, trace=trace, cfg=inv.cfg,
+                             overrides=inv.overrides, metrics=metrics, out=out,
+                             artifact_location=inv.cfg.tracking.get("artifact_location"))
+        print(f"MLflow experiment {experiment!r}, run {rid}; view it: {ui_command(uri)}")

@@ -22,6 +22,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from sweep.plan import human_gib
+
 from .curves import HEADLINES, REGIMES, diff_points
 from .families import ordered, styles
 
@@ -40,11 +42,8 @@ def zoomed(rows: Sequence[Mapping], saturation_blocks: int | None) -> list[Mappi
 
 
 def size_label(gib: float) -> str:
-    if gib >= 1000:
-        return f"{gib / 1024:.3g} TiB"
-    if gib < 1:
-        return f"{gib * 1024:.3g} MiB"
-    return f"{gib:.3g} GiB"
+    """'24 GiB', '1.5 TiB': the sweep's size labels, spaced and to 3 digits for figures."""
+    return human_gib(gib, digits=3, sep=" ")
 
 
 def panel_keys(cost_model: str) -> tuple[str, ...]:

@@ -58,10 +58,9 @@ def new_engine_state(n_unique: int, n_requests: int, max_depth: int, capacity: i
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _evict_one(st, resident, pin, c, extra, j, r):
-    """Evict one victim and whatever must go with it; False on a policy bug.
-    (Takes arrays, not the EngineState tuple: passing the tuple costs ~10x.)"""
-    v = p_evict(st, j, r, pin)
+def _drop(resident, pin, c, v, r):
+    """Take victim v out of the cache; False (and the failure recorded) when v is not a
+    resident block or is pinned by request r: a policy bug."""
     if v < 0 or not resident[v] or pin[v] == r:
         c[FAILED] = 1
         c[BAD_VICTIM] = v
@@ -69,16 +68,19 @@ def _evict_one(st, resident, pin, c, extra, j, r):
     resident[v] = False
     c[SIZE] -= 1
     c[EVICTIONS] += 1
+    return True
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _evict_one(st, resident, pin, c, extra, j, r):
+    """Evict one victim and whatever must go with it; False on a policy bug.
+    (Takes arrays, not the EngineState tuple: passing the tuple costs ~10x.)"""
+    if not _drop(resident, pin, c, p_evict(st, j, r, pin), r):
+        return False
     k = p_evict_more(st, j, r, pin, extra)
     for i in range(k):
-        v = extra[i]
-        if not resident[v] or pin[v] == r:
-            c[FAILED] = 1
-            c[BAD_VICTIM] = v
+        if not _drop(resident, pin, c, extra[i], r):
             return False
-        resident[v] = False
-        c[SIZE] -= 1
-        c[EVICTIONS] += 1
     return True
 
 

@@ -74,12 +74,12 @@ DEFAULT_MAX_INTERVALS = 1_000_000
 
 
 @njit
-def _intervals_request(offsets, blocks, n_unique, capacity, cost):
-    """Reuse intervals over requests that fit in the cache (see module docstring)."""
+def _intervals(offsets, blocks, n_unique, capacity, cost, per_access):
+    """Reuse intervals (see module docstring). Time points are the requests that fit in
+    the cache (request mode), or every access when `per_access` (block mode: D = 1)."""
     R = offsets.shape[0] - 1
     N = blocks.shape[0]
-    tidx = np.full(R, -1, np.int64)       # time point of each request (-1 = skipped)
-    D = np.zeros(R, np.int64)             # distinct blocks per time point
+    D = np.zeros(N if per_access else R, np.int64)  # distinct blocks per time point
     a_out = np.empty(N, np.int64)
     b_out = np.empty(N, np.int64)
     g_out = np.empty(N, np.float64)
@@ -92,12 +92,14 @@ def _intervals_request(offsets, blocks, n_unique, capacity, cost):
     for r in range(R):
         s = offsets[r]
         e = offsets[r + 1]
-        if e - s == 0 or e - s > capacity:
+        if not per_access and (e - s == 0 or e - s > capacity):
             continue
         t = T
-        T += 1
-        tidx[r] = t
+        T += 0 if per_access else 1
         for j in range(s, e):
+            if per_access:
+                t = T
+                T += 1
             k = blocks[j]
             c = cost[j - s]
             if seen[k] == t:  # repeat inside the request: computed once, then hits
@@ -121,37 +123,6 @@ def _intervals_request(offsets, blocks, n_unique, capacity, cost):
     return a_out[:n_int], b_out[:n_int], g_out[:n_int], D[:T], const_gain, const_hits, T
 
 
-@njit
-def _intervals_block(offsets, blocks, n_unique, cost):
-    R = offsets.shape[0] - 1
-    N = blocks.shape[0]
-    a_out = np.empty(N, np.int64)
-    b_out = np.empty(N, np.int64)
-    g_out = np.empty(N, np.float64)
-    last = np.full(n_unique, -1, np.int64)
-    const_gain = 0.0
-    const_hits = 0
-    n_int = 0
-    for r in range(R):
-        s = offsets[r]
-        for j in range(s, offsets[r + 1]):
-            k = blocks[j]
-            c = cost[j - s]
-            a = last[k]
-            last[k] = j
-            if a < 0:
-                continue
-            if a == j - 1:
-                const_gain += c
-                const_hits += 1
-            else:
-                a_out[n_int] = a
-                b_out[n_int] = j
-                g_out[n_int] = c
-                n_int += 1
-    return a_out[:n_int], b_out[:n_int], g_out[:n_int], np.ones(N, np.int64), const_gain, const_hits, N
-
-
 def _feasible(a, b, kept, D, capacity) -> bool:
     """Does keeping the `kept` intervals respect the capacity at every time point?"""
     T = len(D)
@@ -164,10 +135,9 @@ def _feasible(a, b, kept, D, capacity) -> bool:
 
 def reuse_intervals(trace, capacity: int, cost: np.ndarray, mode: str = "request"):
     """(a, b, gain, D, const_gain, const_hits, n_time_points) of the model above."""
-    if mode == Mode.REQUEST:
-        return _intervals_request(trace.req_offsets, trace.blocks, trace.n_unique, int(capacity), cost)
-    if mode == Mode.BLOCK:
-        return _intervals_block(trace.req_offsets, trace.blocks, trace.n_unique, cost)
+    if mode in (Mode.REQUEST, Mode.BLOCK):
+        return _intervals(trace.req_offsets, trace.blocks, trace.n_unique, int(capacity), cost,
+                          mode == Mode.BLOCK)
     raise ValueError(f"unknown mode {mode!r}; valid: {', '.join(MODES)}")
 
 

@@ -50,13 +50,14 @@ def counted(n: int, singular: str, plural: str | None = None) -> str:
     return f"{n} {singular if n == 1 else plural or singular + 's'}"
 
 
-def human_gib(gib: float) -> str:
-    """24GiB, 1.5TiB, 512MiB: short labels for tables and plots."""
+def human_gib(gib: float, digits: int = 4, sep: str = "") -> str:
+    """24GiB, 1.5TiB, 512MiB: short labels for tables and plots (`digits` significant
+    digits below a TiB, 3 from a TiB on; `sep` between number and unit)."""
     if gib >= 1000:
-        return f"{gib / 1024:.3g}TiB"
+        return f"{gib / 1024:.3g}{sep}TiB"
     if gib < 1:
-        return f"{gib * 1024:.4g}MiB"
-    return f"{gib:.4g}GiB"
+        return f"{gib * 1024:.{digits}g}{sep}MiB"
+    return f"{gib:.{digits}g}{sep}GiB"
 
 
 def _label(size) -> str:

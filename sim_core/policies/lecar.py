@@ -36,7 +36,7 @@ import numpy as np
 
 from ..jit import njit
 from ..structures.dlist import new_list, push_front, tail_unpinned, unlink
-from ..structures.fbuckets import append, lowest_unpinned, new_buckets, new_cursor, remove
+from ..structures.fbuckets import append, bump, lowest_unpinned, new_buckets, new_cursor, remove
 from ..structures.rng import lcg_next, new_lcg
 from .api import PolicySpec, register_hooks
 
@@ -149,10 +149,7 @@ def _ghost_hit(st, b, j):
 def on_hit(st, b, j, r, d):
     _unlink(st, b)
     _push_head(st, RES, b)
-    f = st.freq[b]
-    remove(st.fprev, st.fnxt, st.bhead, st.btail, f, b)
-    st.freq[b] = f + 1
-    append(st.fprev, st.fnxt, st.bhead, st.btail, f + 1, b)
+    bump(st.fprev, st.fnxt, st.bhead, st.btail, st.freq, b)
 
 
 @njit

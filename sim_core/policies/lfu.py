@@ -8,7 +8,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
-from ..structures.fbuckets import append, lowest_unpinned, new_buckets, new_cursor, remove
+from ..structures.fbuckets import append, bump, lowest_unpinned, new_buckets, new_cursor, remove
 from .api import PolicySpec, register_hooks
 
 
@@ -29,10 +29,7 @@ def make_state(ctx) -> LFUState:
 
 @njit
 def on_hit(st, b, j, r, d):
-    f = st.freq[b]
-    remove(st.prev, st.nxt, st.bhead, st.btail, f, b)
-    st.freq[b] = f + 1
-    append(st.prev, st.nxt, st.bhead, st.btail, f + 1, b)
+    bump(st.prev, st.nxt, st.bhead, st.btail, st.freq, b)
 
 
 @njit

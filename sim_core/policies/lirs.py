@@ -56,7 +56,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
-from ..structures.mlist import move_to_head, new_cursors, new_links, push_head, tail, tail_unpinned, unlink
+from ..structures.mlist import leave, move_to_head, new_cursors, new_links, push_head, tail, tail_unpinned, unlink
 from .api import PolicySpec, register_hooks
 
 NONE, LIR, HIR_R, HIR_N = 0, 1, 2, 3  # lk[STATUS]; HIR_N = non-resident HIR entry of S
@@ -107,9 +107,7 @@ def _s_top(lk, b):
 
 @njit
 def _s_remove(lk, b):
-    unlink(lk, SL, b)
-    lk[IN_S, b] = 0
-    lk[META, S_LEN] -= 1
+    leave(lk, SL, b, IN_S, META, S_LEN)
 
 
 @njit

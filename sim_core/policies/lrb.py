@@ -32,31 +32,20 @@ libCacheSim (see structures/gbdt.py; scikit-learn is not used):
   uniformly (duplicates allowed after 200 draws, as in libCacheSim), scored with the
   model (predicted log reuse distance) and the highest score is evicted.
 
-Model size: at most `num_iterations` trees of `2 * num_leaves - 1` nodes, stored flat
-(sim_core/structures/gbdt.py) and evaluated in njit code.
-
-Deviations from libCacheSim (all deliberate, none matters for unit-size blocks except
-the training delay):
-* Training happens at the next replay pause (every 16 requests, `train_every` of the
-  spec) once `batch_size` rows exist, instead of in the middle of the access that
-  completed the batch; rows that mature before that pause join the batch (the buffer
-  holds 2 x batch_size rows; further rows are dropped).
+The model, the training at replay pauses (a deviation), the random numbers and request
+mode follow the conventions of sim_core/structures/learned.py. Further deviations from
+libCacheSim (all deliberate, none matters for unit-size blocks):
 * Pending samples live in a pool of min(accesses, 2^22) entries; when it is full new
   samples are dropped (libCacheSim grows vectors without bound).
 * Ties between equal scores go to the first sampled candidate (libCacheSim's
-  std::sort leaves ties unspecified). Random numbers come from our own xorshift
-  generator seeded by `seed`, so runs are reproducible but not libCacheSim's draws;
-  LightGBM runs single-threaded and deterministic with that seed.
+  std::sort leaves ties unspecified).
 * With libCacheSim's defaults (memory window 2^26, batch 131072) no model is trained on
   traces with fewer than ~131072 re-referenced samples, so LRB is then exactly LRU, in
   libCacheSim as here (the Mooncake trace and the test session traces are such traces).
   The LRB paper tunes the memory window per trace; pass `memory_window` and
   `batch_size` to train on small traces. On a trace where libCacheSim's LRB does train
   (400K single-block Zipf accesses, tests) the two agree within a point.
-
-Request mode: a request's evictions happen as it arrives (time = its first access),
-before its blocks are looked up; pinned blocks are never candidates (the LRU fallback
-walks past them); blocks of oversized requests are not looked up.
+* Request mode: pinned blocks are never sampled candidates.
 """
 from __future__ import annotations
 
@@ -66,10 +55,11 @@ import numpy as np
 
 from ..jit import njit
 from ..structures.dlist import move_to_head, new_list, push_head, unlink
-from ..structures.gbdt import Forest, export, fit, lightgbm_params, new_forest, predict_one
-from ..structures.packed import forest_view, layout, next_access, rows_view
+from ..structures.gbdt import Forest, new_forest, predict_one
+from ..structures.learned import (dense_add, dense_remove, fit_rows, forest_view, lru_unpinned, model_views,
+                                 next_access, ring_newest, ring_record, skip_len, trained)
+from ..structures.packed import layout
 from ..structures.rng import below_mod, seed_word
-from ..result import Mode
 from .api import PolicySpec, register_hooks
 
 N_PD = 31  # past distances kept per block (max_n_past_distances)
@@ -130,10 +120,9 @@ def make_state(ctx) -> LRBState:
     I64 = np.zeros(n64, np.int64)
     I32 = np.zeros(n32, np.int32)
     F64 = np.zeros(nf, np.float64)
-    skip = t.max_request_blocks + 1 if ctx.mode == Mode.BLOCK else int(ctx.capacity)
     I64[RNG] = seed_word(ctx.seed, 0x632BE59BD9B4E019, 31)
     I64[FREETOP] = pool
-    I64[W:ONE + 1] = [w, batch, k, skip, maxidx, rowcap, u, 1]
+    I64[W:ONE + 1] = [w, batch, k, skip_len(ctx), maxidx, rowcap, u, 1]
     I64[O_LAST:O_FM + 1] = o64[1:]
     I64[O_STATUS:L_MI + 1] = o32 + [len(forest.mi)]
     I64[O_X:L_MF + 1] = of + [len(forest.mf)]
@@ -164,7 +153,6 @@ def _features(st, b, t, xo):
     I32 = st.I32
     F = st.F64
     w = h[W]
-    maxidx = h[MAXIDX]
     age = t - h[h[O_LAST] + b]
     F[xo] = age
     for i in range(1, N_TS):
@@ -175,25 +163,25 @@ def _features(st, b, t, xo):
     if p > 0:
         acc = 0
         m = p if p < N_PD else N_PD
-        od = h[O_DIST] + slot * N_PD
         for i in range(m):
-            d = I32[od + (p - 1 - i) % N_PD]
+            d = ring_newest(I32, h[O_DIST] + slot * N_PD, N_PD, p, i)
             acc += d
             F[xo + i + 1] = d
             if acc < w:
                 n_within += 1
     F[xo + N_TS] = 1.0
     F[xo + N_TS + 1] = n_within
-    oh = h[O_HASH]
     oe = h[O_EDC] + slot * N_EDC
     for i in range(N_EDC):
-        di = age >> (BASE_EDC + i)
-        if di > maxidx:
-            di = maxidx
-        if p > 0:
-            F[xo + N_TS + 2 + i] = F[oe + i] * F[oh + di]
-        else:
-            F[xo + N_TS + 2 + i] = F[oh + di]
+        x = _decay(h, F, age, i)
+        F[xo + N_TS + 2 + i] = F[oe + i] * x if p > 0 else x
+
+
+@njit
+def _decay(h, F, d, i):
+    """EDC i's decay over d accesses: 2^-(d >> (10 + i)), the table cut at MAXIDX."""
+    di = d >> (BASE_EDC + i)
+    return F[h[O_HASH] + (di if di < h[MAXIDX] else h[MAXIDX])]
 
 
 @njit
@@ -227,12 +215,7 @@ def _untrack(st, b):
     I32 = st.I32
     I32[h[O_STATUS] + b] = 0
     I32[h[O_PDI] + b] = 0
-    p = I32[h[O_TRPOS] + b]
-    last = I32[h[O_TRARR] + h[TRSIZE] - 1]
-    I32[h[O_TRARR] + p] = last
-    I32[h[O_TRPOS] + last] = p
-    I32[h[O_TRPOS] + b] = -1
-    h[TRSIZE] -= 1
+    dense_remove(h, I32, TRSIZE, O_TRARR, O_TRPOS, b)
 
 
 @njit
@@ -248,22 +231,11 @@ def _update(st, b, now):
         slot = h[NSLOT]
         h[NSLOT] += 1
         I32[h[O_XSLOT] + b] = slot
-    I32[h[O_DIST] + slot * N_PD + p % N_PD] = d
-    maxidx = h[MAXIDX]
-    oh = h[O_HASH]
     oe = h[O_EDC] + slot * N_EDC
     for i in range(N_EDC):
-        di = d >> (BASE_EDC + i)
-        if di > maxidx:
-            di = maxidx
-        if p == 0:
-            F[oe + i] = np.float32(F[oh + di] + 1.0)  # libCacheSim keeps EDCs as float
-        else:
-            F[oe + i] = np.float32(F[oe + i] * F[oh + di] + 1.0)
-    p += 1
-    if p >= 2 * N_PD:
-        p -= N_PD
-    I32[h[O_PDI] + b] = p
+        x = _decay(h, F, d, i)
+        F[oe + i] = np.float32((F[oe + i] * x if p > 0 else x) + 1.0)  # libCacheSim keeps EDCs as float
+    I32[h[O_PDI] + b] = ring_record(I32, h[O_DIST] + slot * N_PD, N_PD, p, d)
     h[h[O_LAST] + b] = now
 
 
@@ -322,13 +294,9 @@ def on_insert(st, b, j, r, d):
     if I32[h[O_STATUS] + b] == 0:
         h[h[O_LAST] + b] = j
         I32[h[O_PDI] + b] = 0
-        I32[h[O_TRARR] + h[TRSIZE]] = b
-        I32[h[O_TRPOS] + b] = h[TRSIZE]
-        h[TRSIZE] += 1
+        dense_add(h, I32, TRSIZE, O_TRARR, O_TRPOS, b)
     I32[h[O_STATUS] + b] = 1
-    I32[h[O_INARR] + h[INSIZE]] = b
-    I32[h[O_INPOS] + b] = h[INSIZE]
-    h[INSIZE] += 1
+    dense_add(h, I32, INSIZE, O_INARR, O_INPOS, b)
     u1 = h[U] + 1
     push_head(I32[h[O_PREV]:h[O_PREV] + u1], I32[h[O_NXT]:h[O_NXT] + u1], b)
 
@@ -362,9 +330,7 @@ def _ranked_victim(st, r, pin, now):
     best_s = -np.inf
     xo = h[O_X] + h[ROWCAP] * N_FEAT  # scratch row
     x = st.F64[xo:xo + N_FEAT]
-    mi = I32[h[O_MI]:h[O_MI] + h[L_MI]]
-    mf = st.F64[h[O_MF]:h[O_MF] + h[L_MF]]
-    fm = h[h[O_FM]:h[O_FM] + 4]
+    mi, mf, fm = model_views(st, O_MI, L_MI, O_MF, L_MF, O_FM)
     for i in range(rows):
         b = np.int64(I32[oc + i])
         _features(st, b, now, xo)
@@ -386,25 +352,17 @@ def evict(st, j, r, pin):
     u1 = h[U] + 1
     prev = I32[h[O_PREV]:h[O_PREV] + u1]
     nxt = I32[h[O_NXT]:h[O_NXT] + u1]
-    sent = u1 - 1
-    v = np.int64(prev[sent])  # LRU tail, skipping the current request's pinned blocks
-    while v != sent and pin[v] == r:
-        v = prev[v]
-    if v == sent:
+    v = lru_unpinned(I32, h[O_PREV], h[U], pin, r)  # LRU tail, skipping the request's pinned blocks
+    if v < 0:
         return -1
     olast = h[O_LAST]
-    if h[h[O_FM] + 2] > 0 and j - h[olast + v] < w:
+    if trained(h, O_FM) and j - h[olast + v] < w:
         c = np.int64(_ranked_victim(st, r, pin, j))
         if c >= 0:
             v = c
     h[SAMPLING] = 1
     unlink(prev, nxt, v)
-    p = I32[h[O_INPOS] + v]
-    last = I32[h[O_INARR] + h[INSIZE] - 1]
-    I32[h[O_INARR] + p] = last
-    I32[h[O_INPOS] + last] = p
-    I32[h[O_INPOS] + v] = -1
-    h[INSIZE] -= 1
+    dense_remove(h, I32, INSIZE, O_INARR, O_INPOS, v)
     if j - h[olast + v] >= w:
         _mature(st, v, j - h[olast + v] + w, j)
         _untrack(st, v)
@@ -417,20 +375,11 @@ def evict(st, j, r, pin):
 register_hooks(LRBState, on_hit, on_insert, evict)
 
 
-def training_rows(st: LRBState) -> tuple[np.ndarray, np.ndarray]:
-    """The matured rows and labels waiting for the next training (views)."""
-    return rows_view(st, NROWS, O_X, O_Y, N_FEAT)
-
-
 def train(st: LRBState, ctx, next_request: int) -> None:
     """Fit a new model once batch_size rows have matured (called between segments)."""
     if int(st.I64[NROWS]) < int(st.I64[BATCH]):
         return
-    p = ctx.params
-    params = lightgbm_params(p["num_iterations"], p["num_leaves"], p["learning_rate"], ctx.seed)
-    X, y = training_rows(st)
-    export(fit(X, y, params), forest_of(st))
-    st.I64[NROWS] = 0
+    fit_rows(st, ctx, NROWS, O_X, O_Y, N_FEAT, forest_of(st))
     st.I64[NTRAIN] += 1
 
 

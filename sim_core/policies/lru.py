@@ -7,7 +7,7 @@ import numpy as np
 
 from ..jit import njit
 from ..onepass import lru_curve
-from ..structures.dlist import move_to_head, new_list, push_head, tail, unlink
+from ..structures.dlist import move_to_head, new_list, pop_lru, push_head
 from .api import PolicySpec, register_hooks
 
 
@@ -32,17 +32,7 @@ def on_insert(st, b, j, r, d):
 
 @njit
 def evict(st, j, r, pin):
-    # A block of the current request (pinned) is skipped by moving it to the head:
-    # harmless, since the engine touches every block of the request right after the
-    # evictions, and it keeps repeated evictions in one request O(1) amortised.
-    while True:
-        v = tail(st.prev)
-        if v < 0:
-            return -1
-        if pin[v] != r:
-            unlink(st.prev, st.nxt, v)
-            return v
-        move_to_head(st.prev, st.nxt, v)
+    return pop_lru(st.prev, st.nxt, pin, r)
 
 
 register_hooks(LRUState, on_hit, on_insert, evict)

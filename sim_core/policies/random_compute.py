@@ -40,40 +40,14 @@ random_compute_session and s3fifo_compute). Every hook is O(1); evict is O(sampl
 """
 from __future__ import annotations
 
-from typing import NamedTuple
-
-from ..jit import hook_njit
 from ..structures.pool import Pool, new_pool, pool_evict, pool_insert, touch
 from .api import PolicySpec, register_hooks
 
-
-class RandomComputeState(NamedTuple):
-    pool: Pool
-
-
-def make_state(ctx) -> RandomComputeState:
-    return RandomComputeState(new_pool(ctx))
-
-
-@hook_njit
-def on_hit(st, b, j, r, d):
-    touch(st.pool, b, j, r, d)
-
-
-@hook_njit
-def on_insert(st, b, j, r, d):
-    pool_insert(st.pool, b, j, r, d)
-
-
-@hook_njit
-def evict(st, j, r, pin):
-    return pool_evict(st.pool, j, r, pin)
-
-
-register_hooks(RandomComputeState, on_hit, on_insert, evict)
+# RandomCompute is its sampling pool: the state is the Pool and its functions are the hooks
+register_hooks(Pool, touch, pool_insert, pool_evict)
 
 SPEC = PolicySpec(
-    "random_compute", make_state,
+    "random_compute", new_pool,
     "RandomCompute (paper 5.2) - sample resident blocks, evict the lowest "
     "ComputeIntensity / TimeSinceLastAccess.",
     defaults={"samples": 64, "clock": "access"}, cost_aware=True,

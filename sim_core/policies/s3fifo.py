@@ -45,7 +45,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
-from ..structures.fifoq import evict_queues, queue_sizes
+from ..structures.fifoq import S3FIFO_DEFAULTS, evict_queues, queue_sizes
 from ..structures.mlist import new_links, push_head, tail, unlink
 from .api import PolicySpec, register_hooks
 
@@ -147,6 +147,6 @@ SPEC = PolicySpec(
     "s3fifo", make_state,
     "S3-FIFO (SOSP'23) - small FIFO demotes one-hit blocks to a ghost; reused "
     "blocks live in a main FIFO with reinsertion.",
-    defaults={"small_ratio": 0.10, "ghost_ratio": 0.90, "move_to_main_threshold": 2},
+    defaults=dict(S3FIFO_DEFAULTS),
     family="quick_demotion",
     weight=1.5, libcachesim="S3FIFO", speed_target=10)

@@ -39,6 +39,7 @@ import numpy as np
 
 from ..jit import hook_njit
 from ..structures.dlist import new_list, push_head, tail, unlink
+from ..structures.fifoq import S3FIFO_DEFAULTS
 from ..structures.pool import (P_N, Pool, new_pool, pool_add, pool_add_sampleable, pool_pick, pool_remove,
                                pool_sync, touch)
 from .api import PolicySpec, register_hooks
@@ -174,7 +175,6 @@ SPEC = PolicySpec(
     "s3fifo_compute", make_state,
     "S3-FIFO small FIFO + ghost (quick demotion) in front of a RandomCompute "
     "main cache (paper 5.4).",
-    defaults={"small_ratio": 0.10, "ghost_ratio": 0.90, "move_to_main_threshold": 2,
-              "samples": 64, "clock": "access"},
+    defaults={**S3FIFO_DEFAULTS, "samples": 64, "clock": "access"},
     cost_aware=True, family="compute_aware",
     weight=6.0, speed_reference="S3FIFO")

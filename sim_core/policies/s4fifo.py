@@ -53,8 +53,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
-from ..structures.fifoq import evict_queues, queue_sizes
-from ..structures.mlist import new_links, push_head, tail, unlink
+from ..structures.fifoq import S3FIFO_DEFAULTS, evict_queues, queue_sizes
+from ..structures.mlist import leave, new_links, push_head, tail
 from .api import PolicySpec, register_hooks
 
 S, M, G = 0, 1, 2  # sentinels U + S, U + M (family L) and U + G (family GL)
@@ -120,9 +120,7 @@ def make_state(ctx) -> S4FIFOState:
 # ------------------------------------------------------------------ ghost
 @njit
 def _g_remove(lk, b):
-    unlink(lk, GL, b)
-    lk[IN_G, b] = 0
-    lk[META, N_G] -= 1
+    leave(lk, GL, b, IN_G, META, N_G)
 
 
 @njit
@@ -232,8 +230,7 @@ SPEC = PolicySpec(
     "s4fifo", make_state,
     "S4-FIFO (OSDI'26) heuristic - S3-FIFO plus a skip window and a ghost-hit "
     "threshold (static knobs, no learned selector).",
-    defaults={"small_ratio": 0.10, "ghost_ratio": 0.90, "skip_ratio": 0.0,
-              "move_to_main_threshold": 2, "ghost_to_main_threshold": 0,
+    defaults={**S3FIFO_DEFAULTS, "skip_ratio": 0.0, "ghost_to_main_threshold": 0,
               "ghost_mode": "carry", "preset": -1},
     family="quick_demotion",
     weight=2.0, speed_reference="S3FIFO")

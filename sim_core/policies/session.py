@@ -34,8 +34,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import hook_njit
-from ..structures.dlist import move_to_head, new_list, push_head, tail, unlink
-from ..structures.pool import Pool, new_pool, pool_insert, pool_pick, pool_remove, touch
+from ..structures.dlist import move_to_head, new_list, pop_lru, push_head, unlink
+from ..structures.pool import Pool, new_pool, pool_evict, pool_insert, pool_remove, touch
 from .api import PolicySpec, register_hooks
 
 
@@ -102,6 +102,15 @@ def _forget(st, b):
 
 
 @hook_njit
+def _victim(st, v):
+    """v, just taken out of the block-level structure, is evict's victim: it leaves its
+    session, and the rest of the session follows in evict_more."""
+    st.pending[0] = st.bsess[v]
+    _forget(st, v)
+    return v
+
+
+@hook_njit
 def _take_session(st, r, pin, out):
     """The rest of the session being evicted (st.pending): every block of it not pinned
     by request r leaves the session lists and is written to out; returns the count. The
@@ -153,17 +162,8 @@ def lru_on_insert(st, b, j, r, d):
 
 @hook_njit
 def lru_evict(st, j, r, pin):
-    while True:
-        v = tail(st.prev)
-        if v < 0:
-            return -1
-        if pin[v] != r:
-            break
-        move_to_head(st.prev, st.nxt, v)  # as lru.py: the engine touches it anyway
-    unlink(st.prev, st.nxt, v)
-    st.pending[0] = st.bsess[v]
-    _forget(st, v)
-    return v
+    v = pop_lru(st.prev, st.nxt, pin, r)  # the block lru.py evicts
+    return -1 if v < 0 else _victim(st, v)
 
 
 @hook_njit
@@ -205,13 +205,8 @@ def rc_on_insert(st, b, j, r, d):
 
 @hook_njit
 def rc_evict(st, j, r, pin):
-    v = pool_pick(st.pool, j, r, pin)
-    if v < 0:
-        return -1
-    pool_remove(st.pool, v)
-    st.pending[0] = st.bsess[v]
-    _forget(st, v)
-    return v
+    v = pool_evict(st.pool, j, r, pin)  # the block random_compute evicts
+    return -1 if v < 0 else _victim(st, v)
 
 
 @hook_njit

@@ -19,9 +19,8 @@ booster is LightGBM, as in libCacheSim, see structures/gbdt.py):
   the boundary is the largest age seen at such drops before the previous training. Once
   a model exists, only one maturing sample in 4 becomes a row.
 * Training schedule. When `batch_size` rows (default 65536) exist and the current
-  eviction batch is used up, LightGBM is fitted (gbdt, 16 iterations, 32 leaves,
-  learning rate 0.1, feature/bagging fraction 0.8, bagging every 5 iterations:
-  libCacheSim's settings); the rows are discarded; pending predictions are dropped.
+  eviction batch is used up, LightGBM is fitted (16 iterations, 32 leaves, learning
+  rate 0.1); the rows are discarded; pending predictions are dropped.
 * Eviction. Before the first model: the LRU block. Afterwards, eviction works in
   batches: a rank step collects candidates by *bidirectional sampling* -- quick
   demotion takes blocks admitted since training (newest side, up to 1.5 x sample_rate,
@@ -35,13 +34,9 @@ booster is LightGBM, as in libCacheSim, see structures/gbdt.py):
   log2-frequency), sampling_lru and reserved_space, as libCacheSim does; hsw is
   re-tuned at training time after 10^6 accesses with a full history.
 
-Model size: at most `num_iterations` trees of `2 * num_leaves - 1` nodes (flat arrays,
-sim_core/structures/gbdt.py, evaluated in njit code).
-
-Deviations from libCacheSim:
-* Training happens at the next replay pause (every 16 requests) after the batch is
-  complete, instead of inside the access that completed it; rows that mature before the
-  pause join the batch (buffer 2 x batch_size rows, further rows dropped).
+The model, the training at replay pauses (a deviation), the random numbers and request
+mode follow the conventions of sim_core/structures/learned.py. Further deviations from
+libCacheSim:
 * The new-object queue and the prediction heap have fixed capacities (2 x capacity +
   4096 entries): the oldest new-object entry is dropped, and stale heap entries are
   compacted away, when they fill (libCacheSim grows vectors without bound).
@@ -49,14 +44,9 @@ Deviations from libCacheSim:
   that already left the history (undefined behaviour); such a block is skipped here.
   An empty heap (possible only in request mode, where pinned blocks are skipped) makes a
   new rank step, then falls back to LRU.
-* Random numbers come from our own seeded xorshift generator and LightGBM runs
-  single-threaded and deterministic with `seed`; ties in the heap follow our binary
-  heap, not std::pop_heap. So hit ratios match libCacheSim statistically, not exactly.
-
-Request mode: a request's evictions happen as it arrives (time = its first access),
-before its blocks are looked up; pinned blocks are never evicted (stale heap entries
-for them are dropped; the LRU fallback walks past them); blocks of oversized requests
-are not looked up.
+* Ties in the heap follow our binary heap, not std::pop_heap; with our own random
+  numbers, hit ratios match libCacheSim statistically, not exactly.
+* Request mode: stale heap entries of pinned blocks are dropped.
 """
 from __future__ import annotations
 
@@ -66,10 +56,12 @@ import numpy as np
 
 from ..jit import njit
 from ..structures.dlist import move_to_head, new_list, push_head, unlink
-from ..structures.gbdt import Forest, export, fit, lightgbm_params, new_forest, predict_one
-from ..structures.packed import forest_view, layout, next_access, rows_view
+from ..structures.gbdt import Forest, new_forest, predict_one
+from ..structures.heap import scored_clear, scored_drop, scored_pop, scored_push
+from ..structures.learned import (dense_add, dense_remove, fit_rows, forest_view, lru_unpinned,
+                                 model_views, next_access, ring_newest, ring_record, skip_len, trained)
+from ..structures.packed import layout
 from ..structures.rng import below_mod, seed_word
-from ..result import Mode
 from .api import PolicySpec, register_hooks
 
 N_PD = 3  # past distances (max_n_past_distances)
@@ -90,6 +82,7 @@ O_LAST = OBJD + 16
  O_PRED, O_HVAL, O_X, O_Y, O_MF, L_MF,  # in F64
  ) = range(O_LAST + 1, O_LAST + 25)
 HEAD = O_LAST + 25
+PH = (O_HVAL, O_HKEY, HSIZE, HC, O_HASP, O_PRED, NPRED)  # the prediction heap (structures/heap.py)
 
 
 class ThreeLState(NamedTuple):
@@ -127,7 +120,6 @@ def make_state(ctx) -> ThreeLState:
     I64 = np.zeros(n64, np.int64)
     I32 = np.zeros(n32, np.int32)
     F64 = np.zeros(nf, np.float64)
-    skip = t.max_request_blocks + 1 if ctx.mode == Mode.BLOCK else int(ctx.capacity)
     I64[RNG] = seed_word(ctx.seed, 0x7F4A7C159E3779B9, 29)
     I64[SR] = 1024
     I64[SB] = 1
@@ -135,7 +127,7 @@ def make_state(ctx) -> ThreeLState:
     I64[RES] = 2
     I64[HSW] = 2
     I64[SP] = -1
-    I64[BATCH:ROWCAP + 1] = [batch, 2, u, skip, rc, qc, hc, cc, rowcap]
+    I64[BATCH:ROWCAP + 1] = [batch, 2, u, skip_len(ctx), rc, qc, hc, cc, rowcap]
     I64[O_LAST:O_FM + 1] = o64[1:]
     I64[O_STATUS:L_MI + 1] = o32 + [len(forest.mi)]
     I64[O_PRED:L_MF + 1] = of + [len(forest.mf)]
@@ -154,8 +146,10 @@ def forest_of(st: ThreeLState) -> Forest:
 
 # ------------------------------------------------------------------ primitives
 @njit
-def _trained(h):
-    return h[h[O_FM] + 2] > 0
+def _keeps(h, t):
+    """Does the pending sample taken at t (0: none) become a training row when it matures?
+    Every one before the first model, one in 4 afterwards (libCacheSim)."""
+    return t != 0 and (below_mod(h, RNG, 4) == 0 or not trained(h, O_FM))
 
 
 @njit
@@ -169,10 +163,8 @@ def _features(st, b, t, xo):
     F[xo + 2] = 0.0
     F[xo + 3] = 0.0
     p = I32[h[O_PDI] + b]
-    m = p if p < N_PD else N_PD
-    od = h[O_DIST] + N_PD * b
-    for i in range(m):
-        F[xo + 1 + i] = I32[od + (p - 1 - i) % N_PD]
+    for i in range(min(p, N_PD)):
+        F[xo + 1 + i] = ring_newest(I32, h[O_DIST] + N_PD * b, N_PD, p, i)
     F[xo + 4] = 1.0
     F[xo + 5] = I32[h[O_FREQ] + b]
 
@@ -201,24 +193,6 @@ def _next(st, b):
 
 
 @njit
-def _drop_pred(st, b):
-    h = st.I64
-    k = h[O_HASP] + b
-    if st.I32[k] != 0:
-        st.I32[k] = 0
-        h[NPRED] -= 1
-
-
-@njit
-def _clear_preds(st):
-    h = st.I64
-    for i in range(h[HSIZE]):
-        st.I32[h[O_HASP] + st.I32[h[O_HKEY] + i]] = 0
-    h[HSIZE] = 0
-    h[NPRED] = 0
-
-
-@njit
 def _lookup(st, j):
     h = st.I64
     I32 = st.I32
@@ -233,16 +207,12 @@ def _lookup(st, j):
             h[NWHIT] += 1
         ks = h[O_STIME] + b
         t = h[ks]
-        if t != 0 and (below_mod(h, RNG, 4) == 0 or not _trained(h)):
+        if _keeps(h, t):
             _add_row(st, b, t, j - t)
         h[ks] = 0
         # meta update: distance ring, last access, frequency
-        p = I32[h[O_PDI] + b]
-        I32[h[O_DIST] + N_PD * b + p % N_PD] = j - h[h[O_LAST] + b]
-        p += 1
-        if p >= 2 * N_PD:
-            p -= N_PD
-        I32[h[O_PDI] + b] = p
+        kp = h[O_PDI] + b
+        I32[kp] = ring_record(I32, h[O_DIST] + N_PD * b, N_PD, I32[kp], j - h[h[O_LAST] + b])
         h[h[O_LAST] + b] = j
         kf = h[O_FREQ] + b
         if I32[kf] < FREQ_MAX:
@@ -250,7 +220,7 @@ def _lookup(st, j):
         if s == 1:
             if h[SP] == b:
                 h[SP] = _next(st, b)
-            _drop_pred(st, b)
+            scored_drop(h, I32, PH, b)
             u1 = h[U] + 1
             move_to_head(I32[h[O_PREV]:h[O_PREV] + u1], I32[h[O_NXT]:h[O_NXT] + u1], b)
     if h[SAMPLING] != 0:
@@ -278,14 +248,14 @@ def _pop_history(st, j, label):
     if I32[h[O_OVALID] + slot] != 0:
         b = np.int64(I32[h[O_OKEY] + slot])
         t = h[h[O_STIME] + b]
-        if label and t != 0 and (below_mod(h, RNG, 4) == 0 or not _trained(h)):
+        if label and _keeps(h, t):
             age = j - h[h[O_LAST] + b]
             if h[MAB1] < age:
                 h[MAB1] = age
             _add_row(st, b, t, h[MAB0] + age)
         I32[h[O_STATUS] + b] = 0
         h[h[O_STIME] + b] = 0
-        _drop_pred(st, b)
+        scored_drop(h, I32, PH, b)
         I32[h[O_OVALID] + slot] = 0
     h[OFRONT] += 1
     h[OSIZE] -= 1
@@ -309,100 +279,6 @@ def _catch_up(st, upto):
         _lookup(st, j)
         h[CUR] = j + 1
         j = next_access(h, st.offsets, CUR, RCUR, SKIPLEN, upto)
-
-
-# ------------------------------------------------------------------ prediction heap
-@njit
-def _heap_sift_down(st, i):
-    h = st.I64
-    F = st.F64
-    I32 = st.I32
-    ov = h[O_HVAL]
-    ok = h[O_HKEY]
-    n = h[HSIZE]
-    while True:
-        lft = 2 * i + 1
-        if lft >= n:
-            break
-        c = lft
-        if lft + 1 < n and F[ov + lft + 1] > F[ov + lft]:
-            c = lft + 1
-        if F[ov + c] > F[ov + i]:
-            tv = F[ov + i]
-            F[ov + i] = F[ov + c]
-            F[ov + c] = tv
-            tk = I32[ok + i]
-            I32[ok + i] = I32[ok + c]
-            I32[ok + c] = tk
-            i = c
-        else:
-            break
-
-
-@njit
-def _heap_compact(st):
-    """Keep one valid entry per block (valid = the block's current prediction)."""
-    h = st.I64
-    F = st.F64
-    I32 = st.I32
-    ov = h[O_HVAL]
-    ok = h[O_HKEY]
-    n = 0
-    for i in range(h[HSIZE]):
-        b = I32[ok + i]
-        hp = h[O_HASP] + b
-        if I32[hp] == 1 and st.F64[h[O_PRED] + b] == F[ov + i]:
-            I32[hp] = 2  # mark kept
-            F[ov + n] = F[ov + i]
-            I32[ok + n] = b
-            n += 1
-    for i in range(n):
-        I32[h[O_HASP] + I32[ok + i]] = 1
-    h[HSIZE] = n
-    for i in range(n // 2 - 1, -1, -1):
-        _heap_sift_down(st, i)
-
-
-@njit
-def _heap_push(st, val, b):
-    h = st.I64
-    if h[HSIZE] >= h[HC]:
-        _heap_compact(st)
-    F = st.F64
-    I32 = st.I32
-    ov = h[O_HVAL]
-    ok = h[O_HKEY]
-    i = h[HSIZE]
-    h[HSIZE] += 1
-    while i > 0:
-        p = (i - 1) >> 1
-        if F[ov + p] < val:
-            F[ov + i] = F[ov + p]
-            I32[ok + i] = I32[ok + p]
-            i = p
-        else:
-            break
-    F[ov + i] = val
-    I32[ok + i] = b
-
-
-@njit
-def _heap_pop(st):
-    """Remove the max entry; returns its slot contents via (value, key)."""
-    h = st.I64
-    F = st.F64
-    I32 = st.I32
-    ov = h[O_HVAL]
-    ok = h[O_HKEY]
-    val = F[ov]
-    key = np.int64(I32[ok])
-    n = h[HSIZE] - 1
-    h[HSIZE] = n
-    if n > 0:
-        F[ov] = F[ov + n]
-        I32[ok] = I32[ok + n]
-        _heap_sift_down(st, 0)
-    return val, key
 
 
 # ------------------------------------------------------------------ rank
@@ -507,7 +383,7 @@ def _rank(st, now):
                 idx_row = 0
                 h[SP] = np.int64(I32[h[O_PREV] + sent])
                 h[SCAN] = 0
-                _clear_preds(st)
+                scored_clear(h, I32, PH)
                 _retune(st)
                 continue
             h[SP] = _next(st, sp)
@@ -517,32 +393,14 @@ def _rank(st, now):
     # predict every candidate and queue its reuse distance
     xo = h[O_X] + h[ROWCAP] * N_FEAT  # scratch row
     x = st.F64[xo:xo + N_FEAT]
-    mi = I32[h[O_MI]:h[O_MI] + h[L_MI]]
-    mf = st.F64[h[O_MF]:h[O_MF] + h[L_MF]]
-    fm = h[h[O_FM]:h[O_FM] + 4]
+    mi, mf, fm = model_views(st, O_MI, L_MI, O_MF, L_MF, O_FM)
     shift = np.float64(now - h[ORIGIN])
     for k in range(c):
         b = np.int64(I32[oc + k])
         _features(st, b, now, xo)
         val = np.float64(np.float32(np.exp(predict_one(mi, mf, fm, x)) + shift))
-        _heap_push(st, val, b)
-        hp = h[O_HASP] + b
-        if I32[hp] == 0:
-            I32[hp] = 1
-            h[NPRED] += 1
-        st.F64[h[O_PRED] + b] = val
+        scored_push(h, st.F64, I32, PH, val, b)
     return c
-
-
-@njit
-def _lru_victim(st, r, pin):
-    h = st.I64
-    I32 = st.I32
-    sent = h[U]
-    v = np.int64(I32[h[O_PREV] + sent])
-    while v != sent and pin[v] == r:
-        v = np.int64(I32[h[O_PREV] + v])
-    return -1 if v == sent else v
 
 
 @njit
@@ -554,23 +412,24 @@ def _predicted_victim(st, j, r, pin):
         if h[EVN] <= 0 or h[NPRED] == 0:
             h[EVN] = _rank(st, j) // h[EVR]
             ranked = True
-        while h[HSIZE] > 0:
-            val, key = _heap_pop(st)
-            if I32[h[O_HASP] + key] != 0 and st.F64[h[O_PRED] + key] == val:
-                if pin[key] == r:
-                    _drop_pred(st, key)
-                    continue
-                f = I32[h[O_FREQ] + key]
-                lg = 0
-                while f > 1:
-                    f >>= 1
-                    lg += 1
-                h[OBJD + lg] += 1
-                if h[h[O_LAST] + key] <= h[SPTS]:
-                    h[ED0] += 1
-                return key
+        while True:
+            key = scored_pop(h, st.F64, I32, PH)
+            if key < 0:
+                break
+            if pin[key] == r:
+                scored_drop(h, I32, PH, key)
+                continue
+            f = I32[h[O_FREQ] + key]
+            lg = 0
+            while f > 1:
+                f >>= 1
+                lg += 1
+            h[OBJD + lg] += 1
+            if h[h[O_LAST] + key] <= h[SPTS]:
+                h[ED0] += 1
+            return key
         if ranked:
-            return _lru_victim(st, r, pin)
+            return lru_unpinned(I32, h[O_PREV], h[U], pin, r)
         h[EVN] = 0
 
 
@@ -594,16 +453,13 @@ def on_insert(st, b, j, r, d):
     elif s == 2:  # back from the history: its entry becomes a tombstone
         I32[h[O_OVALID] + I32[h[O_POS] + b]] = 0
     I32[h[O_STATUS] + b] = 1
-    pos = h[INSIZE]
-    I32[h[O_INKEY] + pos] = b
-    I32[h[O_POS] + b] = pos
-    h[INSIZE] += 1
+    dense_add(h, I32, INSIZE, O_INKEY, O_POS, b)
     if h[SEEN] == 0:  # libCacheSim's sampling pointer starts at resident slot 0
         h[SEEN] = 1
         h[SP] = b
     u1 = h[U] + 1
     push_head(I32[h[O_PREV]:h[O_PREV] + u1], I32[h[O_NXT]:h[O_NXT] + u1], b)
-    if _trained(h):
+    if trained(h, O_FM):
         if h[QSIZE] >= h[QC]:  # full: forget the oldest new object
             h[QHEAD] = (h[QHEAD] + 1) % h[QC]
             h[QSIZE] -= 1
@@ -620,15 +476,15 @@ def evict(st, j, r, pin):
     _catch_up(st, j + 1 if r == -2 else j)
     h = st.I64
     I32 = st.I32
-    if _trained(h):
+    if trained(h, O_FM):
         v = _predicted_victim(st, j, r, pin)
     else:
-        v = _lru_victim(st, r, pin)
+        v = lru_unpinned(I32, h[O_PREV], h[U], pin, r)
     if v < 0:
         return -1
     h[SAMPLING] = 1
     h[EVN] -= 1
-    _drop_pred(st, v)
+    scored_drop(h, I32, PH, v)
     if h[SP] == v:
         h[SP] = _next(st, v)
     # into the history
@@ -641,13 +497,8 @@ def evict(st, j, r, pin):
     h[OSIZE] += 1
     I32[h[O_STATUS] + v] = 2
     # out of the resident table (the last slot moves into the hole)
-    p = I32[h[O_POS] + v]
+    dense_remove(h, I32, INSIZE, O_INKEY, O_POS, v)
     I32[h[O_POS] + v] = slot
-    last = I32[h[O_INKEY] + h[INSIZE] - 1]
-    I32[h[O_INKEY] + p] = last
-    if last != v:
-        I32[h[O_POS] + last] = p
-    h[INSIZE] -= 1
     u1 = h[U] + 1
     unlink(I32[h[O_PREV]:h[O_PREV] + u1], I32[h[O_NXT]:h[O_NXT] + u1], v)
     return v
@@ -656,21 +507,12 @@ def evict(st, j, r, pin):
 register_hooks(ThreeLState, on_hit, on_insert, evict)
 
 
-def training_rows(st: ThreeLState) -> tuple[np.ndarray, np.ndarray]:
-    """The matured rows and labels waiting for the next training (views)."""
-    return rows_view(st, NROWS, O_X, O_Y, N_FEAT)
-
-
 def train(st: ThreeLState, ctx, next_request: int) -> None:
     """Fit a new model when the batch is complete (called between segments)."""
     h = st.I64
     if not h[READY]:
         return
-    p = ctx.params
-    params = lightgbm_params(p["num_iterations"], p["num_leaves"], p["learning_rate"], ctx.seed)
-    X, y = training_rows(st)
-    export(fit(X, y, params), forest_of(st))
-    h[NROWS] = 0
+    fit_rows(st, ctx, NROWS, O_X, O_Y, N_FEAT, forest_of(st))
     h[READY] = 0
     h[NTRAIN] += 1
     # pending predictions belong to the old model

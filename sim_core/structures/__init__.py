@@ -6,9 +6,11 @@ policy: a structure two policies share lives here, once.
   dlist     intrusive doubly-linked list over block ids (LRU/FIFO order)
   mlist     several such lists packed in one pair of arrays (ARC, LIRS, S3-FIFO)
   fbuckets  frequency buckets with O(1) increment (LFU, LeCaR)
-  heap      binary max-heap with positions (Belady)
+  heap      binary max-heaps: with positions (Belady), scored with lazy deletion (3L-Cache)
   kinetic   kinetic tournament of class heads (BeladyCompute)
   gbdt      LightGBM forests flattened for njit prediction (LRB, 3L-Cache)
+  packed    segment layout of states packed into a few flat arrays
+  learned   what LRB and 3L-Cache share inside their packed states
   pool      the RandomCompute sampling pool (RandomCompute and its variants)
   rng       the seeded random number generators
 """

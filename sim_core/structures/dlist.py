@@ -60,6 +60,22 @@ def move_to_head(prev, nxt, b):
 
 
 @njit
+def pop_lru(prev, nxt, pin, r):
+    """Unlink and return the least recently used element that request r has not pinned,
+    or -1. Pinned elements met on the way move to the head: harmless for an LRU, since
+    the engine touches every block of the request right after the evictions, and it
+    keeps repeated evictions in one request O(1) amortised."""
+    while True:
+        v = tail(prev)
+        if v < 0:
+            return -1
+        if pin[v] != r:
+            unlink(prev, nxt, v)
+            return v
+        move_to_head(prev, nxt, v)
+
+
+@njit
 def tail_unpinned(prev, s, pin, r, cur):
     """Oldest element of the list with sentinel s that request r has not pinned, or -1
     (block mode, r < 0: the oldest). Not removed. r's pinned blocks stay put while r

@@ -51,6 +51,16 @@ def remove(prev, nxt, bhead, btail, f, b):
 
 
 @njit
+def bump(prev, nxt, bhead, btail, freq, b):
+    """Block b's count freq[b] goes up by one: it moves to the newest end of the next
+    count's list."""
+    f = freq[b]
+    remove(prev, nxt, bhead, btail, f, b)
+    freq[b] = f + 1
+    append(prev, nxt, bhead, btail, f + 1, b)
+
+
+@njit
 def lowest_unpinned(nxt, bhead, cur, pin, r):
     """Oldest block of the lowest count that request r has not pinned, or -1 (block
     mode, r < 0: nothing is pinned). Does not remove it. r's pinned blocks stay put

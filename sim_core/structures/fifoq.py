@@ -4,7 +4,10 @@ differently, so the rows are arguments."""
 from __future__ import annotations
 
 from ..jit import njit
-from .mlist import move_to_head, push_head, unlink
+from .mlist import leave, move_to_head, push_head, unlink
+
+# libCacheSim's S3-FIFO parameters (S3FIFO.c), the defaults of every S3-FIFO variant
+S3FIFO_DEFAULTS = {"small_ratio": 0.10, "ghost_ratio": 0.90, "move_to_main_threshold": 2}
 
 
 def queue_sizes(capacity: int, small_ratio: float, ghost_ratio: float) -> tuple[int, int, int]:
@@ -31,9 +34,7 @@ def evict_reinserting(lk, fam, s, freq, where, meta, n_col, pin, r):
         elif pin[v] == r:
             move_to_head(lk, fam, s, v)
         else:
-            unlink(lk, fam, v)
-            lk[meta, n_col] -= 1
-            lk[where, v] = 0
+            leave(lk, fam, v, where, meta, n_col)
             return v
     return -1
 

@@ -143,3 +143,121 @@ def pop_max_unpinned(heap, pos, key, size, pin, r, stash):
         b = stash[i]
         push(heap, pos, key, size, b, key[b])
     return v
+
+
+# ------------------------------------------ scored max-heap with lazy deletion (regions)
+# A max-heap of (score, block) entries kept for each block's latest score only: a block
+# is scored when pushed; rescoring or dropping it leaves its old entries in place, and
+# they are skipped when they surface (or compacted away when the heap is full). Equal
+# scores keep no particular order (that of this binary heap). Everything sits in a
+# packed state: `s` is the tuple of header slots of h (the state's int64 array)
+#   (score offset, block offset, size, capacity)  of the heap's regions in F and I,
+#   (has offset, latest offset, scored count)     per block: I[h[has] + b] != 0 while b
+#                                                  has a score, F[h[latest] + b] that score.
+@njit
+def scored_sift_down(h, F, I, s, i):
+    ov = h[s[0]]
+    ok = h[s[1]]
+    n = h[s[2]]
+    while True:
+        lft = 2 * i + 1
+        if lft >= n:
+            break
+        c = lft
+        if lft + 1 < n and F[ov + lft + 1] > F[ov + lft]:
+            c = lft + 1
+        if F[ov + c] > F[ov + i]:
+            tv = F[ov + i]
+            F[ov + i] = F[ov + c]
+            F[ov + c] = tv
+            tk = I[ok + i]
+            I[ok + i] = I[ok + c]
+            I[ok + c] = tk
+            i = c
+        else:
+            break
+
+
+@njit
+def scored_compact(h, F, I, s):
+    """Keep one entry per scored block (the one with its latest score), re-heapified."""
+    ov = h[s[0]]
+    ok = h[s[1]]
+    n = 0
+    for i in range(h[s[2]]):
+        b = I[ok + i]
+        hp = h[s[4]] + b
+        if I[hp] == 1 and F[h[s[5]] + b] == F[ov + i]:
+            I[hp] = 2  # mark kept
+            F[ov + n] = F[ov + i]
+            I[ok + n] = b
+            n += 1
+    for i in range(n):
+        I[h[s[4]] + I[ok + i]] = 1
+    h[s[2]] = n
+    for i in range(n // 2 - 1, -1, -1):
+        scored_sift_down(h, F, I, s, i)
+
+
+@njit
+def scored_push(h, F, I, s, val, b):
+    """Give block b the score val (compacting first when the heap is full)."""
+    if h[s[2]] >= h[s[3]]:
+        scored_compact(h, F, I, s)
+    ov = h[s[0]]
+    ok = h[s[1]]
+    i = h[s[2]]
+    h[s[2]] += 1
+    while i > 0:
+        p = (i - 1) >> 1
+        if F[ov + p] < val:
+            F[ov + i] = F[ov + p]
+            I[ok + i] = I[ok + p]
+            i = p
+        else:
+            break
+    F[ov + i] = val
+    I[ok + i] = b
+    hp = h[s[4]] + b
+    if I[hp] == 0:
+        I[hp] = 1
+        h[s[6]] += 1
+    F[h[s[5]] + b] = val
+
+
+@njit
+def scored_pop(h, F, I, s):
+    """Remove and return the block with the highest latest score, or -1 when no entry is
+    left. The block keeps its score (scored_drop forgets it)."""
+    ov = h[s[0]]
+    ok = h[s[1]]
+    while h[s[2]] > 0:
+        val = F[ov]
+        key = np.int64(I[ok])
+        n = h[s[2]] - 1
+        h[s[2]] = n
+        if n > 0:
+            F[ov] = F[ov + n]
+            I[ok] = I[ok + n]
+            scored_sift_down(h, F, I, s, 0)
+        if I[h[s[4]] + key] != 0 and F[h[s[5]] + key] == val:
+            return key
+    return -1
+
+
+@njit
+def scored_drop(h, I, s, b):
+    """Block b loses its score (its entries become stale)."""
+    k = h[s[4]] + b
+    if I[k] != 0:
+        I[k] = 0
+        h[s[6]] -= 1
+
+
+@njit
+def scored_clear(h, I, s):
+    """Every block loses its score; the heap is emptied."""
+    for i in range(h[s[2]]):
+        I[h[s[4]] + I[h[s[1]] + i]] = 0
+    h[s[2]] = 0
+    h[s[6]] = 0

@@ -58,6 +58,15 @@ def unlink(lk, p, b):
 
 
 @njit
+def leave(lk, p, b, row, meta, n_col):
+    """Unlink b from its list of family p, clear its membership row (lk[row, b] = 0) and
+    count one fewer in lk[meta, n_col]."""
+    unlink(lk, p, b)
+    lk[row, b] = 0
+    lk[meta, n_col] -= 1
+
+
+@njit
 def tail(lk, p, s):
     """Oldest element of list s, or -1 if it is empty."""
     t = lk[p, s]

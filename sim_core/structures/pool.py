@@ -18,7 +18,9 @@ sampler never draws it twice per request and stays O(samples) per eviction even 
 one request fills most of the cache. Every function is O(1) but pick, O(samples).
 
 A policy keeps a Pool as one field of its state (numba NamedTuples cannot inherit) and
-passes it to these functions.
+passes it to these functions; random_compute's state is a Pool itself, and touch,
+pool_insert and pool_evict are its hooks (so their first argument is named `st`, as the
+engine's hook overloads require).
 """
 from __future__ import annotations
 
@@ -88,20 +90,20 @@ def new_pool(ctx) -> Pool:
 
 
 @hook_njit
-def touch(p, b, j, r, d):
+def touch(st, b, j, r, d):
     """Record an access of b (block-indexed, and in b's slot if it is in the pool)."""
-    c = p.cost[d]
-    p.lastj[b] = j
-    p.ci[b] = c
-    i = p.pos[b]
+    c = st.cost[d]
+    st.lastj[b] = j
+    st.ci[b] = c
+    i = st.pos[b]
     if i >= 0:
-        p.sj[i] = j
-        p.sc[i] = c
-    if p.cfg[C_CLOCK] == 1:
-        t = p.arrival[r]
-        p.lastt[b] = t
+        st.sj[i] = j
+        st.sc[i] = c
+    if st.cfg[C_CLOCK] == 1:
+        t = st.arrival[r]
+        st.lastt[b] = t
         if i >= 0:
-            p.stt[i] = t
+            st.stt[i] = t
 
 
 @hook_njit
@@ -243,17 +245,17 @@ def pool_pick(p, j, r, pin):
 
 
 @hook_njit
-def pool_insert(p, b, j, r, d):
+def pool_insert(st, b, j, r, d):
     """A missing block b was inserted: it joins the pool (the usual on_insert)."""
-    pool_sync(p, r)
-    pool_add(p, b)
-    touch(p, b, j, r, d)
+    pool_sync(st, r)
+    pool_add(st, b)
+    touch(st, b, j, r, d)
 
 
 @hook_njit
-def pool_evict(p, j, r, pin):
+def pool_evict(st, j, r, pin):
     """Pick a victim and remove it from the pool; -1 if nothing is evictable."""
-    v = pool_pick(p, j, r, pin)
+    v = pool_pick(st, j, r, pin)
     if v >= 0:
-        pool_remove(p, v)
+        pool_remove(st, v)
     return v
