@@ -42,21 +42,11 @@ def depth_totals(trace: Trace) -> np.ndarray:
     return cached
 
 
-def trace_shape(trace: Trace) -> tuple[int, int]:
-    """(n_unique, max_request_blocks). Trace computes both by scanning its arrays (a
-    few ms at 20M accesses, per call): kept on the trace while its arrays stay the same."""
-    got = getattr(trace, "_shape", None)
-    if got is None or got[0] is not trace.blocks or got[1] is not trace.req_offsets:
-        got = (trace.blocks, trace.req_offsets, trace.n_unique, trace.max_request_blocks)
-        trace._shape = got
-    return got[2], got[3]
-
-
 def saturation_capacity(trace: Trace) -> int:
     """The capacity from which no policy ever evicts: the cache then holds every block
     the trace has seen (and every request fits), so the replay is the same for every
     larger capacity and every policy - capacities at or above it are replayed once."""
-    return max(*trace_shape(trace), 1)
+    return max(trace.n_unique, trace.max_request_blocks, 1)
 
 
 def as_capacity(c) -> int:
@@ -218,7 +208,7 @@ def _exact(trace: Trace, caps: Sequence[int], *, spec, mode: Mode, hits: Hits, c
 
     # capacity -> {pass cost model: (hit_by_depth, holes, counters)}
     raw: dict[int, dict] = {}
-    for unit in replay_units(caps, saturation=sat, max_request_blocks=trace_shape(trace)[1],
+    for unit in replay_units(caps, saturation=sat, max_request_blocks=trace.max_request_blocks,
                              mode=mode, one_pass=spec.curve is not None and one_pass):
         if unit.kind == "one_pass":
             # saturated capacities are one bucket of the stack pass (each costs O(1) per access)
@@ -250,7 +240,7 @@ def _replay(spec, trace: Trace, cap: int, mode: Mode, hits: Hits, cost, params: 
     """(hit_by_depth, holes per request, counters) of one replay at capacity `cap`."""
     ctx = PolicyContext(trace=trace, capacity=cap, mode=mode, cost_per_depth=cost, params=params, seed=seed)
     st = spec.make_state(ctx)
-    es = new_engine_state(trace_shape(trace)[0], trace.n_requests, max_depth, cap)
+    es = new_engine_state(trace.n_unique, trace.n_requests, max_depth, cap)
     for r0, r1 in _segments(spec, trace.n_requests):
         replay_range(trace.req_offsets, trace.blocks, trace.engine_depth(), np.int64(cap), mode is Mode.REQUEST,
                      hits is Hits.PREFIX, st, es, r0, r1)
@@ -266,7 +256,7 @@ def _replay(spec, trace: Trace, cap: int, mode: Mode, hits: Hits, cost, params: 
 def _one_pass(spec, trace: Trace, caps: list[int], mode: Mode, hits: Hits, max_depth: int) -> dict:
     """{capacity: (hit_by_depth, holes_hist, counters)} from one stack pass."""
     arr = np.asarray(caps, dtype=np.int64)
-    n_unique = trace_shape(trace)[0]
+    n_unique = trace.n_unique
     hist, holes_hist, resident = spec.curve(trace.req_offsets, trace.blocks, trace.engine_depth(), n_unique, arr,
                                   mode is Mode.REQUEST, hits is Hits.PREFIX, max_depth)
     cum = np.cumsum(hist, axis=0)

@@ -71,15 +71,20 @@ class Trace:
     def n_accesses(self) -> int:
         return int(self.req_offsets[-1])
 
+    def _shape(self) -> tuple[int, int]:
+        # (n_unique, max_request_blocks): scans of every access (0.3 s at full scale) that
+        # every simulate call asks for, kept while the arrays are the same objects
+        got = self.__dict__.get("_shape_cache")
+        if got is None or got[0] is not self.blocks or got[1] is not self.req_offsets:
+            n_unique = int(self.blocks.max()) + 1 if len(self.blocks) else 0
+            longest = int(np.diff(self.req_offsets).max()) if len(self.req_offsets) > 1 else 0
+            got = (self.blocks, self.req_offsets, n_unique, longest)
+            self.__dict__["_shape_cache"] = got
+        return got[2], got[3]
+
     @property
     def n_unique(self) -> int:
-        # a max over every access (0.3 s at full scale), asked for by every simulate call:
-        # kept while `blocks` is the same array
-        got = self.__dict__.get("_n_unique")
-        if got is None or got[0] is not self.blocks:
-            got = (self.blocks, int(self.blocks.max()) + 1 if len(self.blocks) else 0)
-            self.__dict__["_n_unique"] = got
-        return got[1]
+        return self._shape()[0]
 
     @property
     def request_lengths(self) -> np.ndarray:
@@ -87,7 +92,7 @@ class Trace:
 
     @property
     def max_request_blocks(self) -> int:
-        return int(self.request_lengths.max()) if self.n_requests else 0
+        return self._shape()[1]
 
     def depths(self) -> np.ndarray:
         """int32[N]: depth of each access in its request (0 = first block): its position,

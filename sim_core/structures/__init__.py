@@ -12,5 +12,6 @@ policy: a structure two policies share lives here, once.
   packed    segment layout of states packed into a few flat arrays
   learned   what LRB and 3L-Cache share inside their packed states
   pool      the RandomCompute sampling pool (RandomCompute and its variants)
+  catlists  per-category LRU lists with a per-request "exhausted" mark (Workload-aware)
   rng       the seeded random number generators
 """
