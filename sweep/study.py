@@ -20,7 +20,6 @@ from .config import ConfigError
 log = logging.getLogger("sweep")
 
 
-
 @dataclass
 class Study:
     cfg: Any

@@ -169,30 +169,16 @@ def payload_bytes(d: dict) -> int:
     return sum(getattr(v, "nbytes", 0) for v in d.values())
 
 
-def basic_summary(trace) -> dict:
-    """Numbers of the trace's shape beside sim_core.summary's (max/mean request size, reuse)."""
-    lengths = trace.request_lengths
-    sessions = trace.session[trace.session >= 0]
-    return {
-        "requests": trace.n_requests,
-        "block_accesses": trace.n_accesses,
-        "unique_blocks": trace.n_unique,
-        "block_tokens": trace.block_tokens,
-        "max_request_blocks": trace.max_request_blocks,
-        "mean_request_blocks": float(lengths.mean()) if len(lengths) else 0.0,
-        "sessions": int(len(np.unique(sessions))),
-        "span_s": float(trace.arrival_s[-1] - trace.arrival_s[0]) if trace.n_requests else 0.0,
-        "dropped_requests": trace.dropped_requests,
-        "reuse_ratio": 1.0 - trace.n_unique / trace.n_accesses if trace.n_accesses else 0.0,
-    }
-
-
 def summarize(trace) -> tuple[dict, str]:
-    """(flat summary dict, formatted text)."""
+    """(flat summary dict, formatted text): sim_core.summary plus the request-size and
+    reuse numbers it lacks."""
     from sim_core.summary import format_summary, summary
 
     full = summary(trace)
-    out = basic_summary(trace)
+    lengths = trace.request_lengths
+    out = {"max_request_blocks": trace.max_request_blocks,
+           "mean_request_blocks": float(lengths.mean()) if len(lengths) else 0.0,
+           "reuse_ratio": 1.0 - trace.n_unique / trace.n_accesses if trace.n_accesses else 0.0}
     out.update(flatten(full))
     return out, format_summary(full)
 
