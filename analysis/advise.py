@@ -104,7 +104,8 @@ def run_policies(trace, caps_blocks: list[int], *, cost_models, model, sim) -> d
     out = {}
     for p in POLICIES:
         t0 = time.perf_counter()
-        out[p] = simulate(trace, p, caps_blocks, mode=str(sim.mode), hits=str(sim.hits), cost_models=cost_models,
+        out[p] = simulate(trace, p, caps_blocks, mode=str(sim.mode), hits=str(sim.hits),
+                          order=None if sim.get("order") is None else str(sim.order), cost_models=cost_models,
                           model=model, seed=int(sim.get("seed", 0)), sample_rate=rate,
                           sample_seed=int(sim.get("sample_seed", 0)))
         log.info("%s: %d capacities in %.1fs", p, len(caps_blocks), time.perf_counter() - t0)
@@ -248,13 +249,16 @@ def build(trace, caps, results: dict, cost_models: list[str], primary: str, note
         notes = notes + [f"sampled replay at r={rate:g}: the results are estimates (README \"Sampled replay\" gives "
                          f"the measured error per policy and rate); each value shows the rate it ran at, a higher "
                          f"one where the scaled cache would be too small, none where it was replayed exactly"]
+    from sim_core.simulate import resolve_order
+
     return {
         "trace": {"name": trace.name, "source": trace.source, "requests": trace.n_requests,
                   "block_accesses": trace.n_accesses, "unique_blocks": trace.n_unique,
                   "block_tokens": trace.block_tokens},
         "capacities": [{"label": c.label, "blocks": c.blocks, "gib": c.gib} for c in caps],
         "cost_models": cost_models, "primary_cost_model": primary,
-        "engine": {"mode": str(sim.mode), "hits": str(sim.hits), "sample_rate": rate},
+        "engine": {"mode": str(sim.mode), "hits": str(sim.hits),
+                   "order": str(resolve_order(str(sim.mode), sim.get("order"))), "sample_rate": rate},
         "workload": work,
         "results": {p: {"hit_ratio": [r.hit_ratio for r in rs],
                         "compute_savings": {m: [r.compute_savings[m] for r in rs] for m in cost_models},

@@ -7,10 +7,14 @@ request mode (residency constraint): for request r with n blocks
      oversized, all its blocks are recomputed (misses) and the cache is untouched;
   2. hits are decided against the cache as the request arrives;
   3. the policy evicts victims, never a block of r, until r's missing blocks fit;
-  4. the request is then prefilled in order: each resident block is reused
-     (on_hit), each missing block is computed and inserted (on_insert); a block that
-     repeats inside r is computed once.
-  Because step 4 walks the request in order whatever was hit, recency order after r
+  4. the request is then prefilled: each resident block is reused (on_hit), each
+     missing block is computed and inserted (on_insert), walking the request in the
+     order its blocks are stored; a block that repeats inside r is computed once.
+  The order of that walk is the recency order of r's blocks afterwards. sim_core
+  replays the tail-first view of a trace by default (Trace.tail_first_view: each
+  request stored deepest block first, as vLLM frees a request's blocks and SGLang
+  evicts radix leaves), or the trace as stored (forward); see simulate's `order`.
+  Because step 4 walks the whole request whatever was hit, recency order after r
   does not depend on the capacity (this is what makes one-pass LRU curves exact).
 block mode: every access is handled on its own exactly as libCacheSim does
   (hit -> on_hit; miss -> evict one if full, insert).
@@ -104,6 +108,7 @@ def replay_range(offsets, blocks, depth, capacity, request_mode, prefix_hits, st
         n = e - s
         if n == 0:
             continue
+        first_miss = np.int64(1) << 62  # shallowest missing depth: where prefix reuse stops
         if request_mode:
             if n > capacity:
                 c[OVERSIZED] += 1
@@ -117,6 +122,9 @@ def replay_range(offsets, blocks, depth, capacity, request_mode, prefix_hits, st
                     pin[b] = r
                     if not resident[b]:
                         missing += 1
+                        dm = depth[j] if sampled else j - s
+                        if dm < first_miss:
+                            first_miss = dm
             while c[SIZE] + missing > capacity:
                 if not _evict_one(st, resident, pin, c, extra, s, r):
                     return
@@ -128,7 +136,9 @@ def replay_range(offsets, blocks, depth, capacity, request_mode, prefix_hits, st
             d = depth[j] if sampled else j - s
             if resident[b]:
                 p_on_hit(st, b, j, r, d)
-                hit = not (prefix_hits and broken)
+                # request mode decides by depth, so a tail-first walk (deepest block
+                # first) counts prefix hits as the forward one does
+                hit = not (prefix_hits and (d > first_miss if request_mode else broken))
             else:
                 if not request_mode and c[SIZE] >= capacity:
                     if not _evict_one(st, resident, pin, c, extra, j, -2):

@@ -169,8 +169,8 @@ def _bucket(st, ts, fw, mask, b, caps):
 # helpers per access, and with NRT each inlined call paid increments and decrements on
 # the arrays it is given.
 @hook_njit
-def _pass(offsets, blocks, depth, caps, request_mode, prefix_hits, ts, rank, mask, fw, st, pin, hist, resident,
-          holes_hist, q, diff):
+def _pass(offsets, blocks, depth, caps, request_mode, prefix_hits, tail_first, ts, rank, mask, fw, st, pin, hist,
+          resident, holes_hist, q, diff):
     K = caps.shape[0]
     for r in range(offsets.shape[0] - 1):
         s = offsets[r]
@@ -197,17 +197,21 @@ def _pass(offsets, blocks, depth, caps, request_mode, prefix_hits, ts, rank, mas
         # accounting
         for c in range(K + 1):
             diff[c] = 0
+        # in depth order (a tail-first view stores requests deepest first): prefix reuse
+        # stops at the shallowest miss; runs of misses count the same either way
         run = 0
-        for j in range(s, e):
-            x = q[j - s]
+        n = e - s
+        for k in range(n):
+            i = n - 1 - k if tail_first else k
+            x = q[i]
             resident[x] += 1
             if prefix_hits:
                 if x > run:
                     run = x
                 x = run
-            hist[x, depth[j] if depth.shape[0] > 0 else j - s] += 1
+            hist[x, depth[s + i] if depth.shape[0] > 0 else i] += 1
             if not prefix_hits:
-                lo = 0 if j == s else q[j - s - 1]
+                lo = 0 if k == 0 else q[i + 1 if tail_first else i - 1]
                 if lo < x:
                     diff[lo] += 1
                     diff[x] -= 1
@@ -223,7 +227,7 @@ def _pass(offsets, blocks, depth, caps, request_mode, prefix_hits, ts, rank, mas
 
 
 @njit
-def lru_curve(offsets, blocks, depth, n_unique, caps, request_mode, prefix_hits, max_depth):
+def lru_curve(offsets, blocks, depth, n_unique, caps, request_mode, prefix_hits, tail_first, max_depth):
     """Returns hits_by_bucket_depth[K, D] (an access in bucket i hits for capacities
     >= caps[i]), holes_hist[K, H] (requests with h holes at capacity index c) and
     resident[K] (accesses found resident, by bucket: differs from hits under prefix
@@ -247,8 +251,8 @@ def lru_curve(offsets, blocks, depth, n_unique, caps, request_mode, prefix_hits,
     holes_hist = np.zeros((K, max_len + 2), np.int64)
     q = np.empty(max_len + 1, np.int32)
     diff = np.zeros(K + 1, np.int64)
-    _pass(offsets, blocks, depth, caps, request_mode, prefix_hits, ts, rank, mask, fw, st, pin, hist, resident,
-          holes_hist, q, diff)
+    _pass(offsets, blocks, depth, caps, request_mode, prefix_hits, tail_first, ts, rank, mask, fw, st, pin, hist,
+          resident, holes_hist, q, diff)
     return hist[:K], holes_hist, resident[:K]
 
 

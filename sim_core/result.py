@@ -35,6 +35,20 @@ class Hits(str, enum.Enum):
         return self.value
 
 
+class Order(str, enum.Enum):
+    """Recency order of a request's own blocks once it is served (request mode).
+
+    The engine walks a request to prefill it; that walk is the order in which its blocks
+    are touched, so it decides which of them a recency policy gives up first.
+    """
+
+    TAIL_FIRST = "tail_first"  # deepest block touched first: the tail is evicted first (vLLM, SGLang)
+    FORWARD = "forward"  # shallowest block touched first: the head is evicted first
+
+    def __str__(self) -> str:
+        return self.value
+
+
 def _metric(doc: str, optional: bool = False, **kw):
     # optional: not defined on a sample (holes need every block of a request): NaN there
     return field(metadata={"metric": True, "doc": doc, "optional": optional}, **kw)

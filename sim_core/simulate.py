@@ -12,11 +12,12 @@ from .engine import (BAD_VICTIM, EVICTIONS, FAILED, MAX_SIZE, N_COUNTERS, OVERSI
                      new_engine_state, replay_range)
 from .onepass import percentile_from_hist
 from .policies import PolicyContext, get_policy
-from .result import Hits, Mode, Result, make_result, sampled
+from .result import Hits, Mode, Order, Result, make_result, sampled
 from .trace import Trace
 
 MODES = tuple(m.value for m in Mode)
 HITS = tuple(h.value for h in Hits)
+ORDERS = tuple(o.value for o in Order)
 
 # a one-pass curve (sim_core.onepass) costs about this many single-capacity replays
 ONE_PASS_COST = 2.0
@@ -109,6 +110,7 @@ def simulate(
     params: Mapping | None = None,
     mode: str | Mode = Mode.REQUEST,
     hits: str | Hits = Hits.BLOCK,
+    order: str | Order | None = None,
     cost_models: Sequence[str] = ("uniform",),
     model=None,
     seed: int = 0,
@@ -121,6 +123,14 @@ def simulate(
 ) -> list[Result]:
     """Replay `trace` under `policy` at each capacity (in blocks); one `Result` per
     capacity, in the order given.
+
+    `order` is the recency order of a request's blocks after it is served (request mode):
+    "tail_first" (the default there) walks each request deepest block first, so a
+    recency policy gives up a request's tail before its head, as vLLM (which frees a
+    request's blocks in reverse) and SGLang (which evicts radix-tree leaves) do;
+    "forward" walks it head first. Offline oracles see the future in prompt order either
+    way. Block mode handles accesses one by one in trace order (libCacheSim): only
+    "forward" (its default) applies there. `resolve_order` gives the default.
 
     `params` are the policy's parameters (its defaults fill the rest). A cost-unaware
     policy is replayed once and every cost model is read off the same pass; a cost-aware
@@ -139,6 +149,7 @@ def simulate(
     """
     mode = _enum(Mode, "mode", mode)
     hits = _enum(Hits, "hits", hits)
+    order = resolve_order(mode, order)
     spec = get_policy(policy)
     params = dict(params or {})
     unknown = set(params) - set(spec.defaults)
@@ -161,8 +172,8 @@ def simulate(
         if rate < 1.0 and sample_force:
             raise ValueError(f"policy {spec.name!r} is solved exactly over the whole trace; it cannot be sampled")
         return spec.solve(trace, caps, cost_models=cost_models, mode=mode, hits=hits, model=model, params=params)
-    run = dict(spec=spec, mode=mode, hits=hits, cost_models=cost_models, model=model, params=params, seed=seed,
-               one_pass=one_pass)
+    run = dict(spec=spec, mode=mode, hits=hits, order=order, cost_models=cost_models, model=model, params=params,
+               seed=seed, one_pass=one_pass)
     if not spec.sample_ok and not sample_force:
         rate = 1.0
     if rate == 1.0:
@@ -189,6 +200,19 @@ def simulate(
     return [out[c] for c in caps]
 
 
+def resolve_order(mode: str | Mode, order: str | Order | None) -> Order:
+    """The replay order: `order`, or the mode's default (request: tail_first, block:
+    forward). Block mode accepts only forward."""
+    mode = _enum(Mode, "mode", mode)
+    if order is None:
+        return Order.TAIL_FIRST if mode is Mode.REQUEST else Order.FORWARD
+    order = _enum(Order, "order", order)
+    if mode is Mode.BLOCK and order is not Order.FORWARD:
+        raise ValueError("order=tail_first needs mode=request: block mode handles every access on its own, "
+                         "in trace order")
+    return order
+
+
 def check_rate(rate) -> float:
     if rate is None:
         return 1.0
@@ -197,10 +221,11 @@ def check_rate(rate) -> float:
     return float(rate)
 
 
-def _exact(trace: Trace, caps: Sequence[int], *, spec, mode: Mode, hits: Hits, cost_models, model, params,
-           seed: int, one_pass: bool) -> dict[int, Result]:
+def _exact(trace: Trace, caps: Sequence[int], *, spec, mode: Mode, hits: Hits, order: Order, cost_models, model,
+           params, seed: int, one_pass: bool) -> dict[int, Result]:
     """capacity -> Result of replaying `trace` itself."""
     totals = depth_totals(trace)
+    walk = trace.tail_first_view() if order is Order.TAIL_FIRST else trace
     max_depth = len(totals)
     costs = {m: cost_per_depth(m, max_depth, trace.block_tokens, model) for m in cost_models}
     passes = cost_models if spec.cost_aware else [cost_models[0]]
@@ -213,12 +238,12 @@ def _exact(trace: Trace, caps: Sequence[int], *, spec, mode: Mode, hits: Hits, c
         if unit.kind == "one_pass":
             # saturated capacities are one bucket of the stack pass (each costs O(1) per access)
             buckets = sorted({min(c, sat) for c in unit.capacities})
-            curve = _one_pass(spec, trace, buckets, mode, hits, max_depth)
+            curve = _one_pass(spec, walk, buckets, mode, hits, max_depth)
             for c in unit.capacities:
                 raw[c] = {passes[0]: curve[min(c, sat)]}
         else:
             at = sat if unit.kind == "saturated" else unit.capacities[0]
-            per_model = {pm: _replay(spec, trace, at, mode, hits, costs[pm], params, seed, max_depth)
+            per_model = {pm: _replay(spec, walk, at, mode, hits, costs[pm], params, seed, max_depth)
                          for pm in passes}
             for c in unit.capacities:
                 raw[c] = per_model
@@ -258,7 +283,7 @@ def _one_pass(spec, trace: Trace, caps: list[int], mode: Mode, hits: Hits, max_d
     arr = np.asarray(caps, dtype=np.int64)
     n_unique = trace.n_unique
     hist, holes_hist, resident = spec.curve(trace.req_offsets, trace.blocks, trace.engine_depth(), n_unique, arr,
-                                  mode is Mode.REQUEST, hits is Hits.PREFIX, max_depth)
+                                  mode is Mode.REQUEST, hits is Hits.PREFIX, trace.tail_first, max_depth)
     cum = np.cumsum(hist, axis=0)
     cum_resident = np.cumsum(resident)
     out = {}

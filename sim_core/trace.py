@@ -5,6 +5,7 @@ replay engine touches is a flat numpy array so the hot loop never hashes.
 """
 from __future__ import annotations
 
+import dataclasses
 import zipfile
 import zlib
 from dataclasses import dataclass, field
@@ -12,6 +13,8 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
+
+from .jit import njit
 
 SOURCES = ("real", "synthetic")
 _NO_DEPTH = np.zeros(0, np.int32)
@@ -36,6 +39,8 @@ class Trace:
         depth: int32[N] or None. A sample of a trace (sim_core.sample) keeps only some
             blocks of each request; `depth` then holds each access's depth in the full
             request, which is what its compute cost depends on. None: depth = position.
+        tail_first: True for the view a tail-first replay walks (`tail_first_view`):
+            each request's blocks are stored deepest first, `depth` holds true depths.
     """
 
     req_offsets: np.ndarray
@@ -50,6 +55,7 @@ class Trace:
     dropped_requests: int = 0
     meta: dict = field(default_factory=dict)
     depth: np.ndarray | None = None
+    tail_first: bool = False
 
     def __post_init__(self) -> None:
         self.req_offsets = np.ascontiguousarray(self.req_offsets, dtype=np.int64)
@@ -107,6 +113,19 @@ class Trace:
         """What compiled loops take as `depth`: empty when depth is the position (no
         per-access array at full scale), the sample's true depths otherwise."""
         return _NO_DEPTH if self.depth is None else self.depth
+
+    def tail_first_view(self) -> "Trace":
+        """The trace as a tail-first replay walks it: each request's blocks deepest first,
+        with their true depths (``depth``), so every policy's clock and lists see a
+        request's tail as older than its head. Kept on the trace (two per-access arrays)."""
+        if self.tail_first:
+            return self
+        got = self.__dict__.get("_tail_first_view")
+        if got is None or got.blocks.shape != self.blocks.shape:
+            blocks, depth = _reverse_requests(self.req_offsets, self.blocks, self.engine_depth())
+            got = dataclasses.replace(self, blocks=blocks, depth=depth, tail_first=True, meta=dict(self.meta))
+            self.__dict__["_tail_first_view"] = got
+        return got
 
     def request_blocks(self, r: int) -> np.ndarray:
         return self.blocks[self.req_offsets[r] : self.req_offsets[r + 1]]
@@ -252,6 +271,22 @@ class Trace:
 
 
 NATIVE_FORMAT_VERSION = 1
+
+
+@njit
+def _reverse_requests(offsets, blocks, depth):
+    """(blocks, depths) with every request's blocks in reverse order; `depth` empty means
+    depth = position."""
+    out = np.empty_like(blocks)
+    out_d = np.empty(blocks.shape[0], np.int32)
+    for r in range(offsets.shape[0] - 1):
+        s = offsets[r]
+        e = offsets[r + 1]
+        for j in range(s, e):
+            k = s + e - 1 - j
+            out[j] = blocks[k]
+            out_d[j] = depth[k] if depth.shape[0] > 0 else k - s
+    return out, out_d
 
 
 def _plain(value):

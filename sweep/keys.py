@@ -2,7 +2,7 @@
 
 A point (one capacity of one curve) is keyed by everything that determines its numbers:
 the trace's content digest, the policy and its resolved parameters, the engine switches
-(mode, hits, seed), the cost model and the model, the capacity in blocks, and the digest
+(mode, hits, order, seed), the cost model and the model, the capacity in blocks, and the digest
 of the simulator source. A curve's key is the same identity with its capacity list, and
 a sweep's key is the set of its curve keys.
 """
@@ -32,14 +32,15 @@ class CurveIdentity:
     model: tuple  # sorted ModelConfig fields
     simulator: str  # sim_core.digest.source_digest
     sample: tuple = ()  # (rate, seed, by) of a sampled replay; () when exact
+    order: str = ""  # sim_core.Order of the replay
 
     @classmethod
     def make(cls, *, trace: str, policy: str, params: Mapping, mode, hits, seed: int, cost_model: str,
-             model, simulator: str, sample: tuple = ()) -> "CurveIdentity":
+             model, simulator: str, sample: tuple = (), order="") -> "CurveIdentity":
         return cls(trace=trace, policy=policy, params=tuple(sorted(dict(params).items())),
                    mode=str(mode), hits=str(hits), seed=int(seed), cost_model=cost_model,
                    model=tuple(sorted(dataclasses.asdict(model).items())), simulator=simulator,
-                   sample=tuple(sample))
+                   sample=tuple(sample), order=str(order))
 
     def _fields(self) -> dict:
         d = dataclasses.asdict(self)

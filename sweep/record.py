@@ -60,6 +60,7 @@ def start_runs(st) -> None:
     for c in st.curves:
         p, ps = pols[c.policy], get_policy(c.policy)
         st.tracker.open_curve(c, {"trace": st.trace.name, "mode": str(st.spec.mode), "hits": str(st.spec.hits),
+                                  "order": str(st.spec.order),
                                   "model": st.spec.model.name, "block_tokens": st.trace.block_tokens,
                                   "cost_aware": p.cost_aware, "offline": p.offline,
                                   **{f"params.{k}": v for k, v in p.params.items()}},

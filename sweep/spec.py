@@ -39,6 +39,7 @@ class SweepSpec:
     mode: Any  # sim_core.Mode
     hits: Any  # sim_core.Hits
     seed: int
+    order: Any = None  # sim_core.Order, resolved from sim.order and the mode
     sample_rate: float | None = None  # None: exact replay
     sample_seed: int = 0
     notes: list[str] = field(default_factory=list)
@@ -233,7 +234,7 @@ def capacity_sizes(cfg: DictConfig) -> list:
 
 def resolve(cfg: DictConfig, policy_choice: str = "all") -> SweepSpec:
     from sim_core import Hits, Mode
-    from sim_core.simulate import HITS, MODES
+    from sim_core.simulate import HITS, MODES, resolve_order
 
     check_sweep(cfg.sweep)
     check_cluster(cfg.cluster)
@@ -243,6 +244,11 @@ def resolve(cfg: DictConfig, policy_choice: str = "all") -> SweepSpec:
         raise ConfigError(f"unknown sim.mode {mode!r}; valid: {', '.join(MODES)}")
     if hits not in HITS:
         raise ConfigError(f"unknown sim.hits {hits!r}; valid: {', '.join(HITS)}")
+    raw_order = cfg.sim.get("order")
+    try:
+        order = resolve_order(mode, None if raw_order is None else str(raw_order))
+    except ValueError as e:
+        raise ConfigError(f"sim.order: {e}") from None
     raw_rate = cfg.sim.get("sample_rate")
     auto = isinstance(raw_rate, str) and raw_rate.strip().lower() == "auto"
     rate = None if auto else check_number(raw_rate, "sim.sample_rate", allow_none=True,
@@ -260,7 +266,7 @@ def resolve(cfg: DictConfig, policy_choice: str = "all") -> SweepSpec:
     sizes = capacity_sizes(cfg)
     return SweepSpec(policies=policies, cost_models=costs, capacity_sizes=sizes,
                      capacity_name=str(cfg.capacity.get("name", "custom")), model=model,
-                     mode=Mode(mode), hits=Hits(hits), seed=seed,
+                     mode=Mode(mode), hits=Hits(hits), seed=seed, order=order,
                      sample_rate=None if rate is None or rate == 1 else rate, sample_seed=sample_seed, notes=notes,
                      sample_auto=auto, selected_all=str(policy_choice) == "all",
                      sample_force=check_bool(cfg.sim.get("sample_force", False), "sim.sample_force"))

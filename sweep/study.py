@@ -165,7 +165,7 @@ def _curves(st: Study, policies=None) -> list:
 
     return [Curve(p.name, m, CurveIdentity.make(trace=tdig, policy=p.name, params=p.params, mode=sp.mode,
                                                 hits=sp.hits, seed=sp.seed, cost_model=m, model=sp.model,
-                                                simulator=sdig, sample=sample(p)), blocks)
+                                                simulator=sdig, sample=sample(p), order=sp.order), blocks)
             for p in (sp.policies if policies is None else policies) for m in sp.cost_models]
 
 
@@ -325,7 +325,7 @@ def run_jobs(st: Study, cluster) -> None:
     from .progress import Progress
 
     sp = st.spec
-    sim_kwargs = {"mode": sp.mode, "hits": sp.hits, "model": sp.model, "seed": sp.seed}
+    sim_kwargs = {"mode": sp.mode, "hits": sp.hits, "order": sp.order, "model": sp.model, "seed": sp.seed}
     if sp.sample_rate is not None:
         sim_kwargs.update(sample_rate=sp.sample_rate, sample_seed=sp.sample_seed, sample_force=sp.sample_force)
     pool = cluster.pool_for(traces.to_payload(_shipped(st)), sim_kwargs, len(st.jobs))

@@ -45,7 +45,7 @@ def session_trace(n_sessions=60, seed=0, max_turns=12, sys_prompts=4, single_sha
                                session=[e[1] for e in events], name="sessions")
 
 
-ENGINE_KEYS = frozenset({"mode", "hits", "cost_models", "model", "seed", "one_pass"})
+ENGINE_KEYS = frozenset({"mode", "hits", "order", "cost_models", "model", "seed", "one_pass"})
 
 
 def engine_kw(kw: dict) -> dict:

@@ -50,7 +50,7 @@ def prefix_trace(rng, n_sessions=8, max_turns=6, max_new=4):
 
 
 # ------------------------------------------------------------- brute force
-def brute_force(trace, cap, mode, costs, hits="block", horizon=0, score="time_per_cost"):
+def brute_force(trace, cap, mode, costs, hits="block", horizon=0, score="time_per_cost", order="forward"):
     """Plain-Python replay (the engine's semantics) with an O(cache) exact argmax.
 
     Returns (hit_by_depth, evictions). Scores are exact rationals; ties: never-reused
@@ -108,9 +108,14 @@ def brute_force(trace, cap, mode, costs, hits="block", horizon=0, score="time_pe
                 del state[victim(s, r)]
                 evictions += 1
         broken = False
-        for j in range(s, e):
+        # request mode: the walk order (tail_first: deepest block first) is the recency
+        # order; prefix reuse stops at the shallowest block missing on arrival
+        first_miss = min([j - s for j in range(s, e) if blocks[j] not in state], default=e - s)
+        for j in (range(e - 1, s - 1, -1) if order == "tail_first" else range(s, e)):
             b, d = blocks[j], j - s
             hit = b in state
+            if mode == "request":
+                broken = d > first_miss
             if not hit and mode == "block" and len(state) >= cap:
                 del state[victim(j, -2)]
                 evictions += 1
@@ -139,7 +144,8 @@ def engine_run(trace, cap, mode, cost_model, hits="block", **params):
 
 def _check_equal(trace, caps, mode, models, hits="block", **params):
     totals = depth_totals(trace)
-    recs = simulate(trace, "belady_compute", caps, mode=mode, hits=hits, cost_models=models, params=params)
+    recs = simulate(trace, "belady_compute", caps, mode=mode, hits=hits, order="forward", cost_models=models,
+                    params=params)
     for cap, rec in zip(caps, recs):
         for i, m in enumerate(models):
             hbd, ev, costs = engine_run(trace, cap, mode, m, hits, **params)
@@ -168,6 +174,25 @@ def test_matches_brute_force_on_prefix_traces(mode):
         t = prefix_trace(rng)
         U = t.n_unique
         _check_equal(t, sorted({3, max(4, U // 8), max(5, U // 4), max(6, U // 2)}), mode, MODELS)
+
+
+@pytest.mark.parametrize("hits", ["block", "prefix"])
+def test_tail_first_matches_brute_force(hits):
+    """The default request-mode order walks each request deepest block first; the
+    oracle's future stays in prompt order (next uses of the forward trace)."""
+    rng = np.random.default_rng(38)
+    for _ in range(10):
+        t = prefix_trace(rng)
+        U = t.n_unique
+        caps = sorted({3, max(4, U // 8), max(5, U // 4)})
+        totals = depth_totals(t)
+        for m in MODELS:
+            costs = cost_per_depth(m, len(totals), t.block_tokens)
+            recs = simulate(t, "belady_compute", caps, hits=hits, cost_models=[m])
+            for cap, rec in zip(caps, recs):
+                ref, ref_ev = brute_force(t, cap, "request", costs, hits, order="tail_first")
+                assert rec.compute_savings[m] == float((ref * costs).sum() / (totals * costs).sum()), (cap, m)
+                assert rec.hits == ref.sum() and rec.evictions == ref_ev
 
 
 @pytest.mark.parametrize("mode", ["block", "request"])

@@ -22,31 +22,54 @@ def hits(trace, policy, cap, **kw):
 def test_residency_constraint_changes_the_answer():
     # [A,B] [C] [A,B] at capacity 2.
     # block mode LRU: A B miss; C evicts A; A evicts B; B evicts C -> 0 hits.
-    # request mode LRU: C evicts A; request 3 pins resident B, evicts C for A -> B hits.
+    # request mode LRU, forward walk: C evicts A; request 3 pins resident B, evicts C for A -> B hits.
     t = Trace.from_requests([[A, B], [C], [A, B]])
     assert hits(t, "lru", 2, mode="block") == 0
-    rec = simulate(t, "lru", 2, mode="request")[0]
+    rec = simulate(t, "lru", 2, mode="request", order="forward")[0]
     assert rec.hits == 1 and rec.hit_ratio == pytest.approx(1 / 5)
     assert rec.holes_total == 3  # [A,B], [C], and the hole at A in request 3
     # prefix hits: reuse stops at A, so B is recomputed
-    pre = simulate(t, "lru", 2, mode="request", hits="prefix")[0]
+    pre = simulate(t, "lru", 2, mode="request", hits="prefix", order="forward")[0]
     assert pre.hits == 0 and pre.holes_total == 3
 
 
+def test_tail_first_evicts_a_requests_tail_first():
+    # [A,B] [C] [A,B] at capacity 2, request mode, the default tail-first walk: request 1
+    # touches B then A, so B is older; C evicts B; request 3 hits A (its head, a prefix
+    # hit too) and evicts C for B.
+    t = Trace.from_requests([[A, B], [C], [A, B]])
+    for h in ("block", "prefix"):
+        rec = simulate(t, "lru", 2, hits=h)[0]
+        assert rec.hits == 1 and rec.holes_total == 3 and rec.hit_ratio == pytest.approx(1 / 5)
+        assert rec.compute_savings == {"uniform": pytest.approx(1 / 5)}
+    lin = simulate(t, "lru", 2, cost_models=["linear"])[0]
+    fwd = simulate(t, "lru", 2, cost_models=["linear"], order="forward")[0]
+    # linear cost = depth + 1: accesses cost 1+2, 1, 1+2 = 7; the hit on A saves 1, on B 2
+    assert lin.compute_savings["linear"] == pytest.approx(1 / 7)
+    assert fwd.compute_savings["linear"] == pytest.approx(2 / 7)
+    with pytest.raises(ValueError, match="needs mode=request"):
+        simulate(t, "lru", 2, mode="block", order="tail_first")
+
+
 def test_block_vs_prefix_hits_hole_accounting():
-    # [A,B,C,D] then [A,E], then [A,B,C,D] at capacity 5, LRU request mode.
+    # [A,B,C,D] then [A,E], then [A,B,C,D] at capacity 5, LRU request mode (forward walk).
     # r1 inserts E (5 resident). r2: A,B,C,D resident -> 4 hits; nothing to evict.
     t = Trace.from_requests([[A, B, C, D], [A, E], [A, B, C, D]])
-    r = simulate(t, "lru", 5)[0]
+    r = simulate(t, "lru", 5, order="forward")[0]
     assert r.hits == 1 + 4
     # capacity 4: r1 evicts LRU non-pinned block B; r2 = [A hit, B miss, C hit, D hit]
-    r4 = simulate(t, "lru", 4)[0]
+    r4 = simulate(t, "lru", 4, order="forward")[0]
     assert r4.hits == 1 + 3
     assert r4.holes_per_request_max == 1
     assert r4.holes_total == 1 + 1 + 1  # r0 all miss, r1 E, r2 B
-    p4 = simulate(t, "lru", 4, hits="prefix")[0]
+    p4 = simulate(t, "lru", 4, hits="prefix", order="forward")[0]
     assert p4.hits == 1 + 1  # r2 stops at B
     assert p4.recomputed_blocks == 10 - 2
+    # tail-first: r0 leaves D oldest, so r1 evicts D; r2 = [A, B, C hit, D miss]:
+    # one hole at the tail, and prefix hits lose nothing
+    for h in ("block", "prefix"):
+        t4 = simulate(t, "lru", 4, hits=h)[0]
+        assert t4.hits == 1 + 3 and t4.holes_total == 3
 
 
 def test_block_mode_hole_count_and_lengths():
@@ -224,9 +247,10 @@ def test_belady_equals_brute_force_optimum_in_request_mode():
         assert hits(t, "belady", cap) == brute_force_opt_request(dense, cap), (reqs, cap)
 
 
-def reference_request_mode(reqs, cap, policy):
+def reference_request_mode(reqs, cap, policy, walk="forward"):
     """Plain-Python FIFO / LFU under the residency constraint (the engine's request
-    mode): returns block hits. LFU ties go to the block that reached its count first."""
+    mode): returns block hits. LFU ties go to the block that reached its count first.
+    `walk`: the order that touches a served request's blocks (tail_first: last first)."""
     order = []  # FIFO: insertion order; LFU: (count, stamp) per block
     freq, stamp, clock = {}, {}, itertools.count()
     hits_ = 0
@@ -243,7 +267,7 @@ def reference_request_mode(reqs, cap, policy):
                 v = min((b for b in freq if b not in r), key=lambda b: (freq[b], stamp[b]))
                 del freq[v], stamp[v]
             cached.discard(v)
-        for b in r:
+        for b in (r[::-1] if walk == "tail_first" else r):
             if b in cached:
                 hits_ += 1
                 if policy == "lfu":
@@ -258,8 +282,9 @@ def reference_request_mode(reqs, cap, policy):
     return hits_
 
 
+@pytest.mark.parametrize("order", ["forward", "tail_first"])
 @pytest.mark.parametrize("policy", ["fifo", "lfu"])
-def test_request_mode_equals_plain_python_reference(policy):
+def test_request_mode_equals_plain_python_reference(policy, order):
     """Long requests that hit many old blocks and then evict many times exercise the
     eviction cursors (walks resume after the request's pinned blocks)."""
     rng = np.random.default_rng(11)
@@ -270,7 +295,8 @@ def test_request_mode_equals_plain_python_reference(policy):
         cap = int(rng.integers(1, pool))
         t = Trace.from_requests(reqs)
         dense = [[int(x) for x in t.request_blocks(i)] for i in range(t.n_requests)]
-        assert hits(t, policy, cap, one_pass=False) == reference_request_mode(dense, cap, policy), (reqs, cap)
+        assert (hits(t, policy, cap, one_pass=False, order=order)
+                == reference_request_mode(dense, cap, policy, order)), (reqs, cap)
 
 
 @pytest.mark.parametrize("policy", sorted(n for n, s in __import__("sim_core").REGISTRY.items() if s.solve is None))

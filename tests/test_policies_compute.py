@@ -212,7 +212,7 @@ def test_libcachesim_mooncake():
 def test_radix_nodes_by_hand():
     # [S,A,B,C] [S,D,E] [S,A,B] [X]: S branches (children A, D) -> nodes {S}, {A,B,C}, {D,E}, {X}
     t = Trace.from_requests([[S, A, B, C], [S, D, E], [S, A, B], [X]])
-    child, nstart, nidx = radix_nodes(t.req_offsets, t.blocks, t.n_unique)
+    child, nstart, nidx = radix_nodes(t.req_offsets, t.blocks, t.n_unique, False)
     s, a, b, c, d, e, x = range(7)  # dense ids in order of first appearance
     assert list(nstart) == [s, a, a, a, d, d, x]
     assert list(nidx) == [0, 0, 1, 2, 0, 1, 0]

@@ -32,12 +32,17 @@ def hits(trace, policy, cap, **kw):
 def test_workload_aware_keeps_a_prompts_head_over_its_tail(mode):
     # [A,B,C] then [D] then [A,B] at capacity 3, one category (no sessions).
     # A, B, C share their request's time, so ReuseProb ties and the offset decides: D
-    # evicts C (deepest), and [A,B] hits twice. LRU walks the request in order, so A is
-    # its least recent block: block mode D evicts A, then A evicts B, B evicts C -> 0
-    # hits; request mode D evicts A, then [A,B] pins B and evicts C for A -> 1 hit.
+    # evicts C (deepest), and [A,B] hits twice, whatever order the engine walks a request
+    # in. LRU walking the request forward makes A its least recent block: block mode D
+    # evicts A, then A evicts B, B evicts C -> 0 hits; request mode D evicts A, then [A,B]
+    # pins B and evicts C for A -> 1 hit. Request mode's default tail-first walk leaves C
+    # least recent, as Workload-aware does -> 2 hits.
     t = Trace.from_requests([[A, B, C], [D], [A, B]])
     assert hits(t, "workload_aware", 3, mode=mode) == 2
-    assert hits(t, "lru", 3, mode=mode) == (0 if mode == "block" else 1)
+    if mode == "request":
+        assert hits(t, "workload_aware", 3, mode=mode, order="forward") == 2
+        assert hits(t, "lru", 3, mode=mode, order="forward") == 1
+    assert hits(t, "lru", 3, mode=mode) == (0 if mode == "block" else 2)
     # with the access-index clock there are no ties: the offset never decides
     assert hits(t, "workload_aware", 3, mode=mode, clock="access") == hits(t, "lru", 3, mode=mode)
 

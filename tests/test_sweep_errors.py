@@ -24,6 +24,8 @@ CASES = [
     (["trace=file"], ["trace.path"]),
     (["trace=file", "trace.path=/no/such/trace.jsonl"], ["/no/such/trace.jsonl", "does not exist"]),
     (["sim.mode=fast"], ["fast", "request", "block"]),
+    (["sim.order=sideways"], ["sideways", "tail_first", "forward"]),
+    (["sim.mode=block", "sim.order=tail_first"], ["sim.order", "mode=request"]),
     (["tracking=server"], ["tracking.uri"]),
 ]
 

@@ -60,17 +60,23 @@ class PartialNodeState(NamedTuple):
 
 
 @njit
-def radix_nodes(offsets, blocks, n_unique):
-    """child, node start and index in node of every block (see module docstring)."""
+def radix_nodes(offsets, blocks, n_unique, tail_first):
+    """child, node start and index in node of every block (see module docstring).
+    `tail_first`: requests are stored deepest block first (Trace.tail_first)."""
     parent = np.full(n_unique, -2, np.int64)
     order = np.empty(n_unique, np.int64)
     k = 0
     for r in range(offsets.shape[0] - 1):
         s = offsets[r]
-        for j in range(s, offsets[r + 1]):
+        e = offsets[r + 1]
+        for i in range(e - s):
+            j = e - 1 - i if tail_first else s + i  # head first
             b = blocks[j]
             if parent[b] == -2:
-                parent[b] = blocks[j - 1] if j > s else -1
+                if tail_first:
+                    parent[b] = blocks[j + 1] if j < e - 1 else -1
+                else:
+                    parent[b] = blocks[j - 1] if j > s else -1
                 order[k] = b
                 k += 1
     nchild = np.zeros(n_unique, np.int64)
@@ -102,7 +108,7 @@ def make_state(ctx) -> PartialNodeState:
     if chunk < 1:
         raise ValueError(f"chunk_blocks must be >= 1, got {chunk}")
     chunk = min(chunk, max(1, int(ctx.capacity)))
-    child, nstart, nidx = radix_nodes(t.req_offsets, t.blocks, t.n_unique)
+    child, nstart, nidx = radix_nodes(t.req_offsets, t.blocks, t.n_unique, t.tail_first)
     return PartialNodeState(new_pool(ctx), child=child, nstart=nstart, nidx=nidx,
                             hint=nstart.copy(), chunk=np.array([chunk, -1, 0], np.int64))
 

@@ -134,8 +134,8 @@ B_BTIME, B_RTIME, B_OFFS, B_LAM, B_LOGP, B_PW, B_LLIFE, B_NACC, B_NREU, B_HSUM, 
     B_CFG = range(14, 27)
 F_HEADER = 27
 # cfg entries (F[B_CFG + k])
-C_REFIT, C_FIT, C_MINS, C_DECAY, C_LMULT, C_LIFE, C_RATIO, C_COND, C_MISS, C_CLOCK = range(10)
-N_CFG = 10
+C_REFIT, C_FIT, C_MINS, C_DECAY, C_LMULT, C_LIFE, C_RATIO, C_COND, C_MISS, C_CLOCK, C_GROUPED = range(11)
+N_CFG = 11
 # meta entries (I[B_META + k])
 M_LAST_R, M_SINCE = 0, 1
 
@@ -254,6 +254,10 @@ def make_state(ctx) -> WorkloadAwareState:
     F[cfg + C_COND] = 1.0 if p["conditional"] else 0.0
     F[cfg + C_MISS] = 1.0 if p["count_miss_reuses"] else 0.0
     F[cfg + C_CLOCK] = CLOCKS.index(clock)
+    # a request's blocks share a time: the group keeps them in offset order, deepest
+    # nearest the tail. A forward walk appends each after the group; a tail-first walk
+    # (deepest first) puts each at the head, which builds the same order.
+    F[cfg + C_GROUPED] = 1.0 if clock != "access" and not t.tail_first else 0.0
     st = WorkloadAwareState(I, F)
     refit_all(st)
     return st
@@ -369,7 +373,7 @@ def _touch(st, b, j, r, d, hit):
             hist_record(F, hb + W * H_BINS, sb + W, cb + W, dt)
             F[int(F[B_NREU]) + pc] += 1.0
         F[int(F[B_NACC]) + c] += 1.0
-    cat_push(I, _lists(st), c, b, r, F[cfg + C_CLOCK] != 2.0)
+    cat_push(I, _lists(st), c, b, r, F[cfg + C_GROUPED] > 0.0)
     I[bcat + b] = c
     I[int(F[B_BOFF]) + b] = d
     F[btime + b] = now

@@ -15,16 +15,15 @@ log = logging.getLogger("sim_core.synth")
 
 
 @njit
-def _fill_blocks(offsets, a_start, a_len, b_start, b_len, out):
-    for r in range(len(a_len)):
+def _fill_blocks(offsets, starts, lengths, out):
+    """Request r is the id ranges starts[r, k] .. + lengths[r, k], k = 0, 1, 2, in turn."""
+    for r in range(lengths.shape[0]):
         o = offsets[r]
-        s = a_start[r]
-        for j in range(a_len[r]):
-            out[o + j] = s + j
-        o += a_len[r]
-        s = b_start[r]
-        for j in range(b_len[r]):
-            out[o + j] = s + j
+        for k in range(lengths.shape[1]):
+            s = starts[r, k]
+            for j in range(lengths[r, k]):
+                out[o + j] = s + j
+            o += lengths[r, k]
 
 
 @njit
@@ -67,8 +66,8 @@ def generate_labeled(profile: str | SynthProfile = "freeinference", *, scale: fl
     offsets = np.zeros(len(order) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     blocks = np.empty(int(offsets[-1]), dtype=np.int32)
-    _fill_blocks(offsets, plan.a_start[order].astype(np.int64), plan.a_len[order].astype(np.int64),
-                 plan.b_start[order].astype(np.int64), plan.b_len[order].astype(np.int64), blocks)
+    _fill_blocks(offsets, np.stack([plan.a_start, plan.b_start, plan.c_start], 1)[order].astype(np.int64),
+                 np.stack([plan.a_len, plan.b_len, plan.c_len], 1)[order].astype(np.int64), blocks)
     dense, n_unique = _densify(blocks, len(plan.raw_category))
     used = dense >= 0
     block_category = np.empty(n_unique, dtype=np.int8)
@@ -92,6 +91,7 @@ def generate_labeled(profile: str | SynthProfile = "freeinference", *, scale: fl
         "multi_turn_requests": plan.n_multi_requests,
         "compressed_sessions": plan.compressed_sessions,
         "padded_sessions": plan.padded_sessions,
+        "compactions": plan.compactions,
         "max_blocks": MAX_BLOCKS,
     }
     if prof.name not in PROFILES or PROFILES[prof.name] != prof:

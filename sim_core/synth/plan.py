@@ -33,14 +33,17 @@ class Plan:
     output_tokens: np.ndarray  # int64[R]
     a_start: np.ndarray  # int64[R] first id range (base prompt or template), raw ids
     a_len: np.ndarray
-    b_start: np.ndarray  # second id range (session stream or unique tail)
+    b_start: np.ndarray  # second id range (session system suffix or single-turn unique tail)
     b_len: np.ndarray
+    c_start: np.ndarray  # third id range (the history of the session's current context; 0 for single-turn)
+    c_len: np.ndarray
     raw_category: np.ndarray  # int8[U_raw]
     n_multi_requests: int
     n_multi_sessions: int
     window_s: float
     compressed_sessions: int
     padded_sessions: int
+    compactions: int
 
 
 @dataclass
@@ -56,7 +59,9 @@ class MultiTurn:
     turn: np.ndarray  # int64[Rm] 0-based turn
     delta: np.ndarray  # int64[Rm] blocks added by each turn (0 for the first)
     m_blocks: np.ndarray  # int64[Rm] request length
-    stream_len: np.ndarray  # int64[M] session-private blocks
+    context: np.ndarray  # int64[Rm] context (history stream) of each request, numbered across sessions
+    history_len: np.ndarray  # int64[C] history blocks of each context
+    compactions: int  # contexts rewritten by compaction
 
     @property
     def M(self) -> int:
@@ -110,6 +115,12 @@ def multi_turn_sessions(prof: SynthProfile, scale: float, r_turns, r_sys, r_grow
     total = np.add.reduceat(delta, starts)
     final = first_req + total
     big = final > cap
+    sys_len = base_len[prompt] + tail
+    if prof.compaction and big.any():
+        m_blocks, context, history_len = compact(first_req, sys_len, delta, n, cap, prof.compact_summary, r_grow)
+        return MultiTurn(n=n, prompt=prompt, base_len=base_len, tail=tail, sess=sess, starts=starts, turn=turn,
+                         delta=delta, m_blocks=m_blocks, context=context, history_len=history_len,
+                         compactions=len(history_len) - M)
     if big.any():
         # final request lands just under the cap: cap minus a fraction of a turn's growth
         target = cap - np.floor(r_grow.random(M) * np.minimum(mean_growth, cap / 64)).astype(np.int64)
@@ -119,9 +130,38 @@ def multi_turn_sessions(prof: SynthProfile, scale: float, r_turns, r_sys, r_grow
         factor = np.where(big, room / np.maximum(extra, 1), 1.0)
         delta = np.where(turn > 0, 1 + np.floor((delta - 1) * factor[sess]), 0).astype(np.int64)
     m_blocks = first_req[sess] + segment_cumsum(delta, n)
-    stream_len = m_blocks[starts + n - 1] - base_len[prompt]  # session-private blocks
     return MultiTurn(n=n, prompt=prompt, base_len=base_len, tail=tail, sess=sess, starts=starts,
-                     turn=turn, delta=delta, m_blocks=m_blocks, stream_len=stream_len)
+                     turn=turn, delta=delta, m_blocks=m_blocks, context=sess.copy(),
+                     history_len=m_blocks[starts + n - 1] - sys_len, compactions=0)
+
+
+def compact(first_req, sys_len, delta, n, cap, summary_knots, rng):
+    """Context compaction (``SynthProfile.compaction``): a session grows at its natural
+    pace, and a turn that would overrun the context window instead starts a new context:
+    the system prompt, a summary of the history so far (fresh blocks, ``compact_summary``)
+    and the turn's new blocks. The new context shares only the system prompt with the old
+    one. Returns (request lengths, context of each request, history blocks per context)."""
+    Rm = len(delta)
+    m_blocks = np.empty(Rm, np.int64)
+    context = np.empty(Rm, np.int64)
+    hist = []
+    u = rng.random(Rm)
+    summ = np.rint(knot_quantile(u, summary_knots, 1, cap // 4)).astype(np.int64)
+    j = 0
+    for i in range(len(n)):
+        ctx = int(first_req[i])
+        for k in range(int(n[i])):
+            if k > 0:
+                if ctx + delta[j] > cap:
+                    hist.append(ctx - int(sys_len[i]))
+                    ctx = min(int(sys_len[i]) + int(summ[j]) + int(delta[j]), cap)
+                else:
+                    ctx += int(delta[j])
+            m_blocks[j] = ctx
+            context[j] = len(hist)
+            j += 1
+        hist.append(ctx - int(sys_len[i]))
+    return m_blocks, context, np.array(hist, np.int64)
 
 
 def single_turn_requests(prof: SynthProfile, scale: float, r_single) -> SingleTurn:
@@ -145,33 +185,36 @@ def single_turn_requests(prof: SynthProfile, scale: float, r_single) -> SingleTu
 
 
 def id_layout(mt: MultiTurn, st: SingleTurn, scale: float):
-    """Raw id ranges (a_start, a_len, b_start, b_len) of every request and the category
-    of every raw id. Layout: [base prompts][templates][session streams][single-turn
-    unique content]."""
-    base_len, tpl_len, stream_len, s_unique = mt.base_len, st.tpl_len, mt.stream_len, st.s_unique
+    """Raw id ranges (a, b, c: start and length each) of every request and the category
+    of every raw id. Layout: [base prompts][templates][session system suffixes]
+    [session contexts' histories][single-turn unique content]."""
+    base_len, tpl_len, s_unique, tail = mt.base_len, st.tpl_len, st.s_unique, mt.tail
     prompt, sess, is_tpl, s_tpl = mt.prompt, mt.sess, st.is_tpl, st.s_tpl
-    base_off = np.concatenate(([0], np.cumsum(base_len)[:-1]))
-    o_tpl = int(base_len.sum())
-    tpl_off = o_tpl + np.concatenate(([0], np.cumsum(tpl_len)[:-1]))
-    o_stream = o_tpl + int(tpl_len.sum())
-    stream_off = o_stream + np.concatenate(([0], np.cumsum(stream_len)[:-1]))
-    o_uniq = o_stream + int(stream_len.sum())
-    uniq_off = o_uniq + np.concatenate(([0], np.cumsum(s_unique)[:-1]))
-    n_raw = o_uniq + int(s_unique.sum())
+
+    def offsets(lengths, at):
+        return at + np.concatenate(([0], np.cumsum(lengths)[:-1])), at + int(lengths.sum())
+
+    base_off, o = offsets(base_len, 0)
+    tpl_off, o = offsets(tpl_len, o)
+    tail_off, o = offsets(tail, o)
+    hist_off, o = offsets(mt.history_len, o)
+    uniq_off, n_raw = offsets(s_unique, o)
     if n_raw >= np.iinfo(np.int32).max:
         raise ValueError(f"scale={scale} needs {n_raw} block ids, more than int32 holds")
-    hist_len = stream_len - mt.tail
-    seg_len = np.concatenate((base_len, tpl_len, np.stack([mt.tail, hist_len], 1).ravel(), s_unique))
-    seg_cat = np.concatenate((
-        np.full(len(base_len), SYSTEM, np.int8), np.full(len(tpl_len), SINGLE_TURN, np.int8),
-        np.tile(np.array([SYSTEM, HISTORY], np.int8), mt.M), np.full(st.Rs, SINGLE_TURN, np.int8)))
+    seg_len = np.concatenate((base_len, tpl_len, tail, mt.history_len, s_unique))
+    seg_cat = np.repeat(np.array([SYSTEM, SINGLE_TURN, SYSTEM, HISTORY, SINGLE_TURN], np.int8),
+                        [len(base_len), len(tpl_len), len(tail), len(mt.history_len), st.Rs])
     raw_category = np.repeat(seg_cat, seg_len)
 
+    zero = np.zeros(st.Rs, np.int64)
+    sys_len = base_len[prompt][sess] + tail[sess]
     a_start = np.concatenate((base_off[prompt][sess], np.where(is_tpl, tpl_off[np.maximum(s_tpl, 0)], 0)))
     a_len = np.concatenate((base_len[prompt][sess], np.where(is_tpl, tpl_len[np.maximum(s_tpl, 0)], 0)))
-    b_start = np.concatenate((stream_off[sess], uniq_off))
-    b_len = np.concatenate((mt.m_blocks - base_len[prompt][sess], s_unique))
-    return a_start, a_len, b_start, b_len, raw_category
+    b_start = np.concatenate((tail_off[sess], uniq_off))
+    b_len = np.concatenate((tail[sess], s_unique))
+    c_start = np.concatenate((hist_off[mt.context], zero))
+    c_len = np.concatenate((mt.m_blocks - sys_len, zero))
+    return a_start, a_len, b_start, b_len, c_start, c_len, raw_category
 
 
 def arrival_times(prof: SynthProfile, mt: MultiTurn, Rs: int, concurrency: float, r_time):
@@ -223,10 +266,27 @@ def arrival_times(prof: SynthProfile, mt: MultiTurn, Rs: int, concurrency: float
         clip_session_gaps(gap, starts, n, dur, limit)
         dur = np.minimum(dur, limit)
     offs = segment_cumsum(gap, n)
-    t0 = r_time.random(M) * np.maximum(window - dur, 0.0)
+    room = np.maximum(window - dur, 0.0)
+    t0 = diurnal_times(r_time.random(M), room, prof.diurnal)
     arrival_m = t0[sess] + offs
-    arrival_s = r_time.random(Rs) * window
+    arrival_s = diurnal_times(r_time.random(Rs), np.full(Rs, window), prof.diurnal)
     return arrival_m, arrival_s, window, compressed, padded
+
+
+def diurnal_times(u: np.ndarray, room: np.ndarray, amplitude: float) -> np.ndarray:
+    """Start times on [0, room] for uniforms u: uniform when amplitude is 0, otherwise
+    drawn from a daily cycle with density proportional to 1 + amplitude * sin(2 pi t /
+    1 day) (inverse transform on a grid). Little's law still holds: only when sessions
+    start moves, not how long they last."""
+    if amplitude <= 0:
+        return u * room
+    day = 86_400.0
+    top = float(room.max())
+    grid = np.linspace(0.0, top, max(2, int(top / 60.0) + 2))  # one-minute steps
+    dens = 1.0 + amplitude * np.sin(2 * np.pi * grid / day)
+    cdf = np.concatenate(([0.0], np.cumsum(0.5 * (dens[1:] + dens[:-1]) * np.diff(grid))))
+    # each start is drawn inside its own [0, room_i]: scale u to the CDF mass there
+    return np.interp(u * np.interp(room, grid, cdf), cdf, grid)
 
 
 def token_counts(prof: SynthProfile, mt: MultiTurn, n_blocks: np.ndarray, Rs: int, r_tok):
@@ -253,17 +313,17 @@ def plan_requests(prof: SynthProfile, scale: float, seed: int, concurrency: floa
     r_turns, r_sys, r_grow, r_time, r_single, r_tok = (np.random.default_rng(s) for s in ss.spawn(6))
     mt = multi_turn_sessions(prof, scale, r_turns, r_sys, r_grow)
     st = single_turn_requests(prof, scale, r_single)
-    a_start, a_len, b_start, b_len, raw_category = id_layout(mt, st, scale)
-    n_blocks = a_len + b_len
+    a_start, a_len, b_start, b_len, c_start, c_len, raw_category = id_layout(mt, st, scale)
+    n_blocks = a_len + b_len + c_len
     arrival_m, arrival_s, window, compressed, padded = arrival_times(prof, mt, st.Rs, concurrency, r_time)
     input_tokens, output_tokens = token_counts(prof, mt, n_blocks, st.Rs, r_tok)
     return Plan(
         session=np.concatenate((mt.sess, mt.M + np.arange(st.Rs, dtype=np.int64))),
         arrival_s=np.concatenate((arrival_m, arrival_s)),
         n_blocks=n_blocks, input_tokens=input_tokens, output_tokens=output_tokens,
-        a_start=a_start, a_len=a_len, b_start=b_start, b_len=b_len,
+        a_start=a_start, a_len=a_len, b_start=b_start, b_len=b_len, c_start=c_start, c_len=c_len,
         raw_category=raw_category, n_multi_requests=mt.Rm, n_multi_sessions=mt.M,
-        window_s=window, compressed_sessions=compressed, padded_sessions=padded,
+        window_s=window, compressed_sessions=compressed, padded_sessions=padded, compactions=mt.compactions,
     )
 
 

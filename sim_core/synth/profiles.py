@@ -87,6 +87,10 @@ class SynthProfile:
     pause_s: tuple[float, float]  # long pauses: log-uniform on this range
     concurrency: float  # default mean number of concurrently active sessions
     max_session_span_frac: float = 0.9
+    diurnal: float = 0.0  # daily load cycle: start-time density 1 + diurnal * sin(2 pi t / day)
+    # ---- context compaction (off: a session that would overrun the window grows slower)
+    compaction: bool = False
+    compact_summary: Knots = ((0.5, 125.0), (0.9, 500.0))  # summary that replaces the history
     min_gap_s: float = 0.25
     # ---- output tokens (not calibrated)
     output_median: float = 300.0
@@ -104,11 +108,12 @@ class SynthProfile:
         need(0.0 < self.max_session_span_frac <= 1.0, "max_session_span_frac must be in (0, 1]")
         need(0.0 < self.pause_s[0] < self.pause_s[1], "pause_s must be an increasing positive range")
         need(self.concurrency > 0 and self.min_gap_s >= 0, "concurrency and min_gap_s")
+        need(0.0 <= self.diurnal < 1.0, "diurnal must be in [0, 1)")
         lim = math.pi / math.sqrt(3)
         need(0 <= self.growth_turn_sigma < lim and 0 <= self.gap_turn_sigma < lim,
              f"per-turn spreads must be below {lim:.2f}")
         for name in ("turns", "sys_len", "sys_tail", "first_msg", "growth", "template_len",
-                     "template_suffix", "plain_len", "gap"):
+                     "template_suffix", "plain_len", "gap", "compact_summary"):
             knots = getattr(self, name)
             try:
                 knot_quantile(np.array([0.5]), knots)
