@@ -7,6 +7,7 @@ hand-built trace whose every statistic is derived by hand below.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -83,17 +84,36 @@ def test_prefix_chain_depth_and_parent_are_properties_of_the_id(fi):
     assert not np.any(same & (req[1:] == req[:-1]))
 
 
-def test_sessions_grow_append_only(fi):
-    t, _, _ = fi
+def _turn_pairs(t):
     order = np.lexsort((t.arrival_s, t.session))
     s = t.session[order]
-    pairs = np.flatnonzero(s[1:] == s[:-1])
+    return [(t.request_blocks(order[i]), t.request_blocks(order[i + 1])) for i in np.flatnonzero(s[1:] == s[:-1])]
+
+
+def test_sessions_grow_append_only_or_compact(fi):
+    """A turn extends the previous request, or (compaction) keeps only its system prompt
+    and continues with new blocks, shorter than the window it would have overrun."""
+    t, cat, _ = fi
+    pairs = _turn_pairs(t)
     assert len(pairs) > 100
-    for i in pairs:
-        a = t.request_blocks(order[i])
-        b = t.request_blocks(order[i + 1])
-        assert len(b) > len(a)
-        assert np.array_equal(b[: len(a)], a)
+    compacted = 0
+    for a, b in pairs:
+        if len(b) > len(a) and np.array_equal(b[: len(a)], a):
+            continue
+        compacted += 1
+        n_sys = int(np.sum(cat[a] == synth.SYSTEM))
+        assert np.array_equal(b[:n_sys], a[:n_sys]) and b[n_sys] != a[n_sys]
+        assert not np.isin(b[n_sys:], a).any()  # the summary and the turn are new blocks
+        assert len(b) <= synth.MAX_BLOCKS
+    assert compacted == t.meta["compactions"]
+
+
+def test_without_compaction_sessions_only_append():
+    prof = dataclasses.replace(synth.FREEINFERENCE, compaction=False)
+    t = synth.generate(prof, seed=0)
+    assert t.meta["compactions"] == 0
+    for a, b in _turn_pairs(t):
+        assert len(b) > len(a) and np.array_equal(b[: len(a)], a)
 
 
 def test_block_categories_match_where_blocks_appear(fi):
@@ -117,12 +137,31 @@ def test_block_categories_match_where_blocks_appear(fi):
 
 
 # ----------------------------------------------------------------- calibration
-@pytest.mark.parametrize("name", list(TARGETS_FREEINFERENCE))
-def test_freeinference_calibration(fi, name):
-    _, _, stats = fi
-    target = TARGETS_FREEINFERENCE[name]
-    assert stats[name] == pytest.approx(target, rel=TOL), (
-        "\n" + format_table(calibration_table(stats, TARGETS_FREEINFERENCE)))
+#: Published statistics the generator meets at scale 0.1 besides TARGETS_FREEINFERENCE
+#: (README "How close the generated trace is to the paper" lists the ones it misses:
+#: compulsory misses, the top-1% footprint share, the largest footprint, and the median
+#: accesses per system-prompt block, which depends on the scale: 13 at full scale, 19 here).
+MET_SECONDARY = ("history_accesses_median", "one_hit_block_share")
+
+
+@pytest.fixture(scope="module")
+def fi_tenth():
+    """A tenth of the full trace (790 multi-turn sessions): the smallest scale whose
+    pools are large enough for the popularity statistics; about 6 s."""
+    trace, cat = synth.generate_labeled("freeinference", scale=0.1, seed=0)
+    return characterize(trace, cat)
+
+
+@pytest.mark.parametrize("name", list(TARGETS_FREEINFERENCE) + list(MET_SECONDARY))
+def test_freeinference_calibration(fi_tenth, name):
+    targets = {**TARGETS_FREEINFERENCE, **SECONDARY_TARGETS_FREEINFERENCE}
+    assert fi_tenth[name] == pytest.approx(targets[name], rel=TOL), (
+        "\n" + format_table(calibration_table(fi_tenth, targets)))
+
+
+def test_span_scales_to_the_published_week(fi_tenth):
+    # the window is proportional to scale (Little's law over a tenth of the sessions)
+    assert fi_tenth["span_s"] / 0.1 == pytest.approx(SECONDARY_TARGETS_FREEINFERENCE["span_s"], rel=TOL)
 
 
 def test_secondary_statistics_are_reported(fi):

@@ -28,11 +28,19 @@ Model (lengths in 16-token blocks, times in seconds):
   requests share a block id iff they share the whole prefix up to that block: depth and
   parent are properties of the id, as with real chained KV-block hashes. Dense ids are
   numbered in order of first appearance.
-* **Context cap.** No request exceeds ``MAX_BLOCKS`` (256K tokens). The cap is applied
-  while planning, never by dropping: a session whose growth would overrun it has its
-  per-turn growth scaled down so its last request ends just under the cap (its first
-  request is at most half the cap); template suffixes and unique prompts are clipped.
-  Request counts are therefore exact and ``dropped_requests == 0``.
+* **Context cap and compaction.** No request exceeds ``MAX_BLOCKS`` (256K tokens), and
+  nothing is dropped (``dropped_requests == 0``). With ``compaction`` (on for
+  ``freeinference``) a session grows at its natural pace, and a turn that would overrun
+  the window starts a new context instead: the system prompt, a summary of the history
+  (fresh blocks, ``compact_summary``) and the turn's new blocks, as agent harnesses do
+  when the context fills (Claude Code's auto-compact, Codex CLI's compaction, OpenHands'
+  summarizing condenser). The new context shares only the system prompt with the old
+  one, so a session's footprint can exceed the window many times over: the paper's
+  largest FreeInference session holds 234 GiB of KV, ten 24-GiB windows, which
+  append-only sessions cannot produce. Without it, a session whose growth would overrun
+  the cap has its per-turn growth scaled down so its last request ends just under the
+  cap. Either way a first request is at most half the cap; template suffixes and unique
+  prompts are clipped.
 * **Time.** Gaps between consecutive requests of a session are lognormal-like around a
   per-session median (``gap``; sessions with many turns are agent loops and a bit
   faster: ``(n_i / 10) ** -gap_turns_exponent``); a ``pause_share`` of the sessions
@@ -42,6 +50,12 @@ Model (lengths in 16-token blocks, times in seconds):
   ``concurrency``: ``sum(durations) = concurrency * W``. Session starts are uniform on
   ``[0, W - duration]`` (a Poisson process conditioned on the number of sessions, with
   no session cut by the window edges); single-turn arrivals are uniform on ``[0, W]``.
+  With ``diurnal`` = a > 0, both follow a daily cycle instead: start-time density
+  proportional to ``1 + a sin(2 pi t / 1 day)``. The mean concurrency is unchanged, the
+  peak one is higher, and cache pressure at the peaks is what lowers 24 GiB hit and
+  savings ratios. The paper gives no hourly load for FreeInference; ``freeinference``'s
+  a = 0.9 is fitted to LRU's and Belady's 24 GiB compute savings (README: "How close
+  the generated trace is to the paper"), not measured.
   No session may last more than ``max_session_span_frac * W``: longer ones lose the
   excess from their longest gaps (the pauses first). A small trace (a few dozen
   multi-turn sessions) cannot hold a high concurrency at its sessions' natural pace:
