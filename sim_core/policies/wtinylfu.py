@@ -146,10 +146,12 @@ def make_state(ctx) -> WTinyLFUState:
     p = ctx.params
     U = ctx.trace.n_unique
     cap = int(ctx.capacity)
-    keys = np.arange(1, U + 1, dtype=np.uint64)  # the ids written to oracleGeneral files
     cnt = np.zeros(16, np.int64)
     lcs = bool(p["libcachesim"])
     if lcs:
+        # libCacheSim hashes each object's 8-byte id: hash the ids it is given for this
+        # trace (the blocks' source ids, else dense id + 1; what sim_core.reference writes)
+        keys = ctx.trace.object_ids()
         g = lcs_geometry(cap, float(p["window"]))
         wcap = max(1, g["window"])
         mcap = cap - wcap
@@ -160,6 +162,7 @@ def make_state(ctx) -> WTinyLFUState:
         door = np.zeros(1, np.bool_)
         cnt[AGE_EVERY] = max(1, 32 * mcap)
     else:
+        keys = np.arange(1, U + 1, dtype=np.uint64)  # our own sketch: dense id + 1
         wcap = min(cap, max(1, int(round(float(p["window"]) * cap))))
         mcap = cap - wcap
         max1 = int(float(p["protected"]) * mcap)
