@@ -24,14 +24,16 @@ def source_digest() -> str:
 
 
 def trace_digest(trace) -> str:
-    """blake2b over the trace's arrays (dtype, shape and bytes) and block size; cached on
+    """blake2b over the trace's arrays (dtype, shape and bytes), its blocks' source ids
+    when it has them (W-TinyLFU's libcachesim mode hashes them) and block size; cached on
     the trace. Names and provenance are not part of it: the same requests are the same
     trace. About 1 s per GB of arrays."""
     cached = getattr(trace, "_content_digest", None)
     if cached is None:
         h = hashlib.blake2b(digest_size=16)
         h.update(f"block_tokens={int(trace.block_tokens)}".encode())
-        for name in _TRACE_ARRAYS:
+        names = _TRACE_ARRAYS + (("source_ids",) if getattr(trace, "source_ids", None) is not None else ())
+        for name in names:
             a = np.ascontiguousarray(getattr(trace, name))
             h.update(f"{name}:{a.dtype.str}:{a.shape}".encode())
             h.update(memoryview(a).cast("B"))

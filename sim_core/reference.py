@@ -27,12 +27,13 @@ LCS_NAMES = lcs_names()
 
 
 def write_oracle_general(trace, path: str | Path) -> Path:
-    """Write the trace's block accesses (unit size) as an oracleGeneral file."""
+    """Write the trace's block accesses (unit size) as an oracleGeneral file; each block's
+    object id is `trace.object_ids()` (its source id, else dense id + 1)."""
     path = Path(path)
     rec = np.empty(trace.n_accesses, dtype=ORACLE_DTYPE)
     # one tick per request keeps time monotone; libCacheSim's policies here ignore it
     rec["t"] = np.repeat(np.arange(trace.n_requests, dtype=np.uint32), trace.request_lengths)
-    rec["id"] = trace.blocks.astype(np.uint64) + 1  # id 0 is reserved in some readers
+    rec["id"] = trace.object_ids()[trace.blocks]
     rec["size"] = 1
     nu = next_use(trace)
     rec["next"] = np.where(nu == NEVER, -1, nu)

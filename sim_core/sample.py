@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from .jit import njit
-from .trace import Trace, remap_dense
+from .trace import Trace, remap_dense_ids
 
 SAMPLE_BY = ("depth", "block", "session")
 
@@ -133,14 +133,14 @@ def sample(trace: Trace, rate: float, seed: int = 0, by: str = "block") -> Trace
     per_req = np.bincount(req, minlength=trace.n_requests)
     kept_req = per_req > 0
     offsets = np.concatenate([[0], np.cumsum(per_req[kept_req])]).astype(np.int64)
-    blocks, _ = remap_dense(trace.blocks[idx])
+    blocks, old = remap_dense_ids(trace.blocks[idx])
     depth = trace.depth[idx] if trace.depth is not None else (idx - trace.req_offsets[req]).astype(np.int32)
     meta = dict(trace.meta, sample_rate=rate, sample_seed=int(seed), sample_by=by,
                 sampled_from_accesses=trace.n_accesses)
     return Trace(offsets, blocks, trace.arrival_s[kept_req], trace.session[kept_req],
                  trace.input_tokens[kept_req], trace.output_tokens[kept_req], block_tokens=trace.block_tokens,
                  name=trace.name, source=trace.source, dropped_requests=trace.dropped_requests, meta=meta,
-                 depth=depth)
+                 depth=depth, source_ids=None if trace.source_ids is None else trace.source_ids[old])
 
 
 # A scaled cache below this many blocks is too coarse to stand for the full one: such a

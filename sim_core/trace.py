@@ -41,6 +41,10 @@ class Trace:
             request, which is what its compute cost depends on. None: depth = position.
         tail_first: True for the view a tail-first replay walks (`tail_first_view`):
             each request's blocks are stored deepest first, `depth` holds true depths.
+        source_ids: uint64[U] or None: the id each dense block had in the source (the
+            hashes given to `from_requests` or read from a trace file; int64 hashes as
+            their two's-complement bits), indexed by dense id. None when there were none
+            (synthetic traces, native files with dense ids). See :meth:`object_ids`.
     """
 
     req_offsets: np.ndarray
@@ -56,6 +60,7 @@ class Trace:
     meta: dict = field(default_factory=dict)
     depth: np.ndarray | None = None
     tail_first: bool = False
+    source_ids: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.req_offsets = np.ascontiguousarray(self.req_offsets, dtype=np.int64)
@@ -66,6 +71,8 @@ class Trace:
         self.output_tokens = np.ascontiguousarray(self.output_tokens, dtype=np.int64)
         if self.depth is not None:
             self.depth = np.ascontiguousarray(self.depth, dtype=np.int32)
+        if self.source_ids is not None:
+            self.source_ids = _as_uint64(self.source_ids)
         self.validate()
 
     # ------------------------------------------------------------------ shape
@@ -127,6 +134,16 @@ class Trace:
             self.__dict__["_tail_first_view"] = got
         return got
 
+    def object_ids(self) -> np.ndarray:
+        """uint64[U]: the object id of each dense block when the trace is handed to
+        libCacheSim: its source id, else dense id + 1 (id 0 is reserved in some of its
+        readers). `sim_core.reference.write_oracle_general` writes these, and W-TinyLFU's
+        ``libcachesim`` mode hashes these: libCacheSim's admission sketch hashes the
+        8-byte object id, so both sides must see the same ids to agree."""
+        if self.source_ids is not None:
+            return self.source_ids
+        return np.arange(1, self.n_unique + 1, dtype=np.uint64)
+
     def request_blocks(self, r: int) -> np.ndarray:
         return self.blocks[self.req_offsets[r] : self.req_offsets[r + 1]]
 
@@ -151,6 +168,9 @@ class Trace:
             raise ValueError("block_tokens must be positive")
         if self.depth is not None and len(self.depth) != len(self.blocks):
             raise ValueError(f"depth has {len(self.depth)} entries, expected {len(self.blocks)}")
+        if self.source_ids is not None and self.source_ids.shape != (self.n_unique,):
+            raise ValueError(f"source_ids has shape {self.source_ids.shape}, expected ({self.n_unique},): "
+                             f"one id per dense block")
 
     # ------------------------------------------------------------ construction
     @classmethod
@@ -169,7 +189,8 @@ class Trace:
     ) -> "Trace":
         """Build a trace from per-request lists of block hashes (any hashable ints).
 
-        Hashes are remapped to dense ids in order of first appearance.
+        Hashes are remapped to dense ids in order of first appearance; the hashes stay
+        the blocks' `source_ids`.
         """
         lists = [np.asarray(list(req), dtype=np.int64) for req in requests]
         R = len(lists)
@@ -177,11 +198,12 @@ class Trace:
         offsets = np.zeros(R + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         raw = np.concatenate(lists) if R else np.zeros(0, dtype=np.int64)
-        blocks, _ = remap_dense(raw)
+        blocks, ids = remap_dense_ids(raw)
         arrival = np.arange(R, dtype=np.float64) if arrival_s is None else np.asarray(arrival_s, dtype=np.float64)
         sess = np.full(R, -1, dtype=np.int64) if session is None else np.asarray(session, dtype=np.int64)
         itok = lengths * block_tokens if input_tokens is None else np.asarray(input_tokens, dtype=np.int64)
         otok = np.zeros(R, dtype=np.int64) if output_tokens is None else np.asarray(output_tokens, dtype=np.int64)
+        kwargs.setdefault("source_ids", ids)
         return cls(offsets, blocks, arrival, sess, itok, otok, block_tokens=block_tokens,
                    name=name, source=source, **kwargs)
 
@@ -196,6 +218,7 @@ class Trace:
                                "meta": self.meta, "format": NATIVE_FORMAT_VERSION})
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp.npz")
+        optional = {} if self.source_ids is None else {"source_ids": self.source_ids}
         np.savez(
             tmp,
             req_offsets=self.req_offsets,
@@ -205,6 +228,7 @@ class Trace:
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
             header=np.array([header]),
+            **optional,
         )
         tmp.replace(path)  # never leave a half-written trace behind
         return path
@@ -217,7 +241,9 @@ class Trace:
         a renamed JSONL), damaged, a member missing, or arrays of the wrong kind or order
         (see :func:`check_native_arrays`). Block ids that are not already dense 0..U-1
         (e.g. raw hashes, or sparse ids written by another tool) are remapped to dense ids
-        in order of first appearance, as :meth:`from_requests` does; dense ids are kept.
+        in order of first appearance, as :meth:`from_requests` does, and then stay the
+        blocks' `source_ids`; dense ids are kept. A `source_ids` member (written by
+        :meth:`save`) is read back.
         """
         import ast
 
@@ -244,9 +270,16 @@ class Trace:
                 if header.get("format") != NATIVE_FORMAT_VERSION:
                     raise ValueError(f"{path}: unsupported native trace format {header.get('format')!r}")
                 arrays = {k: _member(z, k, path) for k in NATIVE_ARRAYS}
+                source_ids = _member(z, "source_ids", path) if "source_ids" in z.files else None
         except (zipfile.BadZipFile, EOFError, zlib.error) as e:
             raise ValueError(f"{path} is a damaged native trace ({type(e).__name__}: {e})") from e
+        if source_ids is not None and (source_ids.ndim != 1 or source_ids.dtype.kind not in "iu"):
+            raise ValueError(f"{path}: source_ids must be a 1-D integer array, got "
+                             f"{source_ids.dtype} of shape {source_ids.shape}")
+        stored_blocks = arrays["blocks"]
         arrays, remapped = check_native_arrays(arrays, str(path))
+        if remapped and source_ids is None:  # the file's own (sparse) ids
+            source_ids = remap_dense_ids(stored_blocks)[1]
         bt = header.get("block_tokens")
         if isinstance(bt, bool) or not isinstance(bt, int) or bt <= 0:
             raise ValueError(f"{path}: header block_tokens must be a positive integer, got {bt!r}")
@@ -256,18 +289,20 @@ class Trace:
         try:
             return cls(**arrays, block_tokens=bt, name=str(header.get("name") or path.stem),
                        source=header.get("source", "real"),
-                       dropped_requests=int(header.get("dropped_requests") or 0), meta=meta)
+                       dropped_requests=int(header.get("dropped_requests") or 0), meta=meta,
+                       source_ids=source_ids)
         except ValueError as e:
             raise ValueError(f"{path}: {e}") from None
 
     def subset(self, n_requests: int) -> "Trace":
         """The first n requests, block ids re-densified."""
         end = int(self.req_offsets[n_requests])
-        blocks, _ = remap_dense(self.blocks[:end])
+        blocks, old = remap_dense_ids(self.blocks[:end])
         return Trace(self.req_offsets[: n_requests + 1].copy(), blocks, self.arrival_s[:n_requests].copy(),
                      self.session[:n_requests].copy(), self.input_tokens[:n_requests].copy(),
                      self.output_tokens[:n_requests].copy(), block_tokens=self.block_tokens,
-                     name=self.name, source=self.source, meta=dict(self.meta, subset=n_requests))
+                     name=self.name, source=self.source, meta=dict(self.meta, subset=n_requests),
+                     source_ids=None if self.source_ids is None else self.source_ids[old])
 
 
 NATIVE_FORMAT_VERSION = 1
@@ -415,8 +450,15 @@ def check_native_arrays(arrays: dict, where: str) -> tuple[dict, bool]:
 
 def remap_dense(raw: np.ndarray) -> tuple[np.ndarray, int]:
     """Map arbitrary integer ids to 0..U-1 in order of first appearance."""
+    blocks, ids = remap_dense_ids(raw)
+    return blocks, len(ids)
+
+
+def remap_dense_ids(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(dense ids as remap_dense gives them, the original id of each dense id)."""
+    raw = np.asarray(raw)
     if len(raw) == 0:
-        return np.zeros(0, dtype=np.int32), 0
+        return np.zeros(0, dtype=np.int32), raw[:0].copy()
     uniq, first_idx, inverse = np.unique(raw, return_index=True, return_inverse=True)
     # rank unique values by first appearance so ids are stable and readable
     order = np.argsort(first_idx, kind="stable")
@@ -424,4 +466,14 @@ def remap_dense(raw: np.ndarray) -> tuple[np.ndarray, int]:
     rank[order] = np.arange(len(uniq))
     if len(uniq) > np.iinfo(np.int32).max:
         raise ValueError("more than 2^31 unique blocks")
-    return rank[inverse].astype(np.int32), len(uniq)
+    return rank[inverse.reshape(-1)].astype(np.int32), uniq[order]
+
+
+def _as_uint64(ids) -> np.ndarray:
+    """Integer ids as uint64 (signed ones by their two's-complement bits)."""
+    a = np.ascontiguousarray(ids)
+    if a.dtype.kind not in "iu":
+        raise ValueError(f"source_ids must hold integers, got dtype {a.dtype}")
+    if a.dtype.kind == "i":
+        a = np.ascontiguousarray(a, dtype=np.int64).view(np.uint64)
+    return np.ascontiguousarray(a, dtype=np.uint64)

@@ -144,7 +144,8 @@ def to_payload(trace) -> dict:
                 "samples": [(list(k), to_payload(t)) for k, t in trace._samples.items()]}
     d = {k: getattr(trace, k) for k in _ARRAYS}
     d.update(block_tokens=trace.block_tokens, name=trace.name, source=trace.source,
-             dropped_requests=trace.dropped_requests, meta=dict(trace.meta), depth=trace.depth)
+             dropped_requests=trace.dropped_requests, meta=dict(trace.meta), depth=trace.depth,
+             source_ids=trace.source_ids)
     return d
 
 
@@ -160,7 +161,8 @@ def from_payload(d: dict):
         if not isinstance(a, np.ndarray):
             raise TypeError(f"trace payload field {k} is {type(a)}")
     return Trace(**arrays, block_tokens=d["block_tokens"], name=d["name"], source=d["source"],
-                 dropped_requests=d["dropped_requests"], meta=d["meta"], depth=d.get("depth"))
+                 dropped_requests=d["dropped_requests"], meta=d["meta"], depth=d.get("depth"),
+                 source_ids=d.get("source_ids"))
 
 
 def payload_bytes(d: dict) -> int:

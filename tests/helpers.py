@@ -53,3 +53,35 @@ def engine_kw(kw: dict) -> dict:
     out = {k: v for k, v in kw.items() if k in ENGINE_KEYS}
     params = {k: v for k, v in kw.items() if k not in ENGINE_KEYS}
     return {**out, "params": params} if params else out
+
+
+def chained_sessions(n_sessions=100, concurrent=8, turns=(4, 30), new_blocks=(2, 24), seed=0,
+                     stride=1_000_000) -> tuple[list[list[int]], Trace]:
+    """Interleaved prefix-chained sessions, named as a prefix hash would name them:
+    `concurrent` sessions are open at once; each step picks an open one at random and
+    issues its next request = its previous request's blocks + a few new ones; a session
+    that has made its last turn is replaced by a new one. Block k of session s has the id
+    s * stride + k + 1 (unique per session prefix, so not in order of first appearance
+    once sessions interleave). Returns (requests, trace)."""
+    rng = np.random.default_rng(seed)
+    started = 0
+
+    def start():
+        nonlocal started
+        started += 1
+        return [started - 1, 0, int(rng.integers(turns[0], turns[1] + 1))]  # session, length, turns left
+
+    live = [start() for _ in range(min(concurrent, n_sessions))]
+    requests = []
+    while live:
+        i = int(rng.integers(len(live)))
+        s = live[i]
+        s[1] += int(rng.integers(new_blocks[0], new_blocks[1] + 1))
+        requests.append([s[0] * stride + k + 1 for k in range(s[1])])
+        s[2] -= 1
+        if s[2] == 0:
+            if started < n_sessions:
+                live[i] = start()
+            else:
+                live.pop(i)
+    return requests, Trace.from_requests(requests, name="chained_sessions")

@@ -12,7 +12,7 @@ from sim_core.engine import new_engine_state, replay_range
 from sim_core.policies import PolicyContext, get_policy
 from sim_core.policies import lecar, lhd, wtinylfu
 from sim_core.simulate import depth_totals
-from tests.helpers import engine_kw, mooncake_trace, session_trace
+from tests.helpers import chained_sessions, engine_kw, mooncake_trace, session_trace
 
 POLICIES = ["wtinylfu", "lecar", "lhd"]
 A, B, C, D = 1, 2, 3, 4
@@ -97,6 +97,152 @@ def test_wtinylfu_sketch_saturates_ages_and_doorkeeper():
     assert wtinylfu._estimate(st, 3) == 4 and not st.door.any()
 
 
+# ---- the default mode, access by access: the published W-TinyLFU (Einziger et al.,
+# ToS 2017) and Caffeine's static configuration: an LRU window, a segmented-LRU main
+# cache (probation / protected), and a count-min sketch that counts every access
+# (hits included), saturates at 15, halves after a sample of accesses (optionally behind
+# a doorkeeper) and admits a window victim only if it is strictly more frequent than the
+# main cache's victim. (Caffeine also sizes its window by hill climbing and admits a warm
+# candidate (frequency >= 6) that lost the duel with probability 1/128 against hash
+# flooding; both are left out here, as in the paper.) A wide sketch (4096 counters a
+# row) keeps these few blocks apart. E, F = 5, 6.
+E, F = 5, 6
+NAMES = {A: "A", B: "B", C: "C", D: "D", E: "E", F: "F"}
+NO_AGING = dict(sample_factor=100.0, sketch_width=4096)
+
+
+def hit_sequence(seq, cap, policy="wtinylfu", **params):
+    """(hit or miss of each access of seq, final state, trace): one block a request."""
+    t = singles(seq)
+    spec = get_policy(policy)
+    st = spec.make_state(PolicyContext(trace=t, capacity=cap, mode="block", cost_per_depth=None,
+                                       params={**spec.defaults, **params}))
+    es = new_engine_state(t.n_unique, t.n_requests, len(depth_totals(t)), cap)
+    seen = []
+    for r in range(t.n_requests):
+        before = int(es.hit_by_depth.sum())
+        replay_range(t.req_offsets, t.blocks, np.zeros(0, np.int32), np.int64(cap), False, False, st, es, r, r + 1)
+        seen.append(int(es.hit_by_depth.sum()) - before)
+    return seen, st, t
+
+
+def tinylfu_lists(st, t):
+    """Window, probation and protected as strings of block names, MRU first."""
+    U = st.where.shape[0]
+    out = []
+    for k in (wtinylfu.WIN, wtinylfu.PROB, wtinylfu.PROT):
+        names, b = "", st.nxt[U + k]
+        while b != U + k:
+            names += NAMES[int(t.source_ids[b])]
+            b = st.nxt[b]
+        out.append(names)
+    return tuple(out)
+
+
+def tinylfu_estimates(st, t):
+    return {NAMES[int(t.source_ids[b])]: int(wtinylfu._estimate(st, b)) for b in range(t.n_unique)}
+
+
+def test_wtinylfu_segmented_main_promotes_on_probation_hit_and_demotes_protected_overflow():
+    # capacity 5, window 0.2: W = 1, main M = 4 of which protected int(0.5 * 4) = 2.
+    # A..E: while the main cache has room a block leaving the window goes straight to
+    #   probation, no duel, even past probation's 2-slot share (protected is empty):
+    #   window [E], probation [D C B A] (MRU first).
+    # A, B hit in probation: promoted to protected's MRU end -> protected [B A].
+    # C hits: protected [C B A] overflows, its LRU block A is demoted to probation's
+    #   MRU end -> probation [A D], protected [C B].
+    seen, st, t = hit_sequence([A, B, C, D, E, A, B, C], 5, window=0.2, protected=0.5, **NO_AGING)
+    assert seen == [0, 0, 0, 0, 0, 1, 1, 1]
+    assert tinylfu_lists(st, t) == ("E", "AD", "CB")
+    # F: candidate E (count 1) duels probation's LRU block D (count 1); a tie keeps the
+    #   resident, so E is evicted -> window [F].
+    # D hits in probation: promoted, protected [D C B] overflows and B is demoted.
+    # E misses (rejected above); its eviction duels candidate F (1) with probation's LRU
+    #   block, now A (count 2): F is evicted.
+    seen, st, t = hit_sequence([A, B, C, D, E, A, B, C, F, D, E], 5, window=0.2, protected=0.5, **NO_AGING)
+    assert seen == [0, 0, 0, 0, 0, 1, 1, 1, 0, 1, 0]
+    assert tinylfu_lists(st, t) == ("E", "BA", "DC")
+    assert tinylfu_estimates(st, t) == dict(A=2, B=2, C=2, D=2, E=2, F=1)
+
+
+def test_wtinylfu_window_is_lru_and_every_access_counts():
+    # capacity 4, window 0.5: W = 2, main 2 (probation 1 + protected 1 at steady state).
+    # A B C D: A and B pass to probation -> window [D C], probation [B A].
+    # C hits in the window: moved to the window's MRU end (and counted: C = 2).
+    # E: the candidate is the window's LRU block, now D (1), against A (1): tie, D goes.
+    #   (Had the window been FIFO the candidate would be C (2) and A would have gone.)
+    # A hits in probation -> protected [A], probation [B].
+    # D misses: candidate C (2, its window hit counted) beats B (1): B is evicted, C
+    #   enters probation.
+    seen, st, t = hit_sequence([A, B, C, D, C, E, A, D], 4, window=0.5, protected=0.5, **NO_AGING)
+    assert seen == [0, 0, 0, 0, 1, 0, 1, 0]
+    assert tinylfu_lists(st, t) == ("DE", "C", "A")
+
+
+AGING_TRACE = [A, A, A, B, C, D, C, D, C, D, C, A]
+
+
+def test_wtinylfu_aging_halves_counts_and_lets_a_new_block_displace_an_old_hot_one():
+    # capacity 3 (SMALL: window 1, probation 1, protected 1); sample_factor 3: the sketch
+    # halves after round(3 * 3) = 9 recorded accesses (and the count of additions: 9 -> 4).
+    # 1-3 A A A: A = 3.  4 B, 5 C: A then B pass to probation -> probation [B A].
+    # 6 D, 7 C, 8 D, 9 C: each miss duels the window's block (1, 1, 2, 2) against A (3)
+    #   and loses. After access 9 (C = 3, D = 2, B = 1, A = 3) the sketch halves:
+    #   A = 1, B = 0, C = 1, D = 1.
+    # 10 D: candidate C (1) vs A (1): tie, C goes; D = 2.
+    # 11 C: candidate D (2) beats A (1): A is evicted, D enters probation [D B]; C = 2.
+    # 12 A misses: candidate C (2) beats B (0): probation [C D], A in the window (A = 2).
+    seen, st, t = hit_sequence(AGING_TRACE, 3, sample_factor=3.0, **SMALL)
+    assert seen == [0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+    assert tinylfu_lists(st, t) == ("A", "CD", "")
+    assert tinylfu_estimates(st, t) == dict(A=2, B=0, C=2, D=2) and st.cnt[wtinylfu.ADDS] == 7
+    # the sketch state right after the reset (access 9)
+    _, st9, t9 = hit_sequence(AGING_TRACE[:9], 3, sample_factor=3.0, **SMALL)
+    assert tinylfu_estimates(st9, t9) == dict(A=1, B=0, C=1, D=1) and st9.cnt[wtinylfu.ADDS] == 4
+    # never aged, A (3) keeps winning every duel and hits at the end; C ended up counted
+    # 4 times against A's 4 (at 12 nothing is evicted: A is a hit)
+    seen, st, t = hit_sequence(AGING_TRACE, 3, sample_factor=100.0, **SMALL)
+    assert seen == [0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1]
+    assert tinylfu_estimates(st, t) == dict(A=4, B=1, C=4, D=3)
+
+
+def test_wtinylfu_doorkeeper_absorbs_first_accesses_and_is_cleared_by_the_reset():
+    # Same trace and reset as above with a doorkeeper: a block's first access only sets
+    # its doorkeeper bits; the estimate is the sketch's count + 1 for a doorkeeper member.
+    # Up to access 9 the estimates are those above, but the sketch held one count less:
+    # A 2, C 2, D 1 -> halved A 1, C 1, D 0, and the reset clears the doorkeeper:
+    # estimates A 1, B 0, C 1, D 0.
+    # 10 D: candidate C (1) vs A (1): tie, C goes. D is new to the cleared doorkeeper:
+    #   its access only sets the bits: D = 0 + 1 = 1 (2 without the doorkeeper).
+    # 11 C: candidate D (1) vs A (1): tie again, D goes: A survives and 12 A hits.
+    _, st9, t9 = hit_sequence(AGING_TRACE[:9], 3, sample_factor=3.0, doorkeeper=True, **SMALL)
+    assert tinylfu_estimates(st9, t9) == dict(A=1, B=0, C=1, D=0) and not st9.door.any()
+    _, st10, t10 = hit_sequence(AGING_TRACE[:10], 3, sample_factor=3.0, doorkeeper=True, **SMALL)
+    assert tinylfu_estimates(st10, t10)["D"] == 1
+    seen, st, t = hit_sequence(AGING_TRACE, 3, sample_factor=3.0, doorkeeper=True, **SMALL)
+    assert seen == [0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1]
+    assert tinylfu_lists(st, t) == ("C", "B", "A")
+
+
+def test_wtinylfu_count_min_takes_the_row_minimum_and_conservative_update():
+    # White-box: block 1 shares its row-0 counter with block 0, nothing else. Recording
+    # block 0 three times puts 3 in that counter, yet block 1's estimate is the minimum
+    # over its rows: 0. Recording block 1 once: the plain update increments all its
+    # counters (shared one 3 -> 4); the conservative (minimal-increment) update only its
+    # smallest ones (rows 1-3: 0 -> 1), leaving the shared counter at 3.
+    t = singles(range(8))
+    for conservative, shared_after in ((False, 4), (True, 3)):
+        st = new_state("wtinylfu", t, 10, sample_factor=100.0, sketch_width=64, conservative=conservative)
+        st.pos[0] = [0, 64, 128, 192]
+        st.pos[1] = [0, 64 + 1, 128 + 1, 192 + 1]
+        for _ in range(3):
+            wtinylfu._record(st, 0)
+        assert wtinylfu._estimate(st, 0) == 3 and wtinylfu._estimate(st, 1) == 0
+        wtinylfu._record(st, 1)
+        assert wtinylfu._estimate(st, 1) == 1 and st.sketch[0] == shared_after
+        assert wtinylfu._estimate(st, 0) == 3
+
+
 # ---- libCacheSim's WTinyLFU: each deviation from the paper on a hand-computed trace
 lcs = pytest.importorskip("libcachesim")
 
@@ -177,6 +323,97 @@ def test_wtinylfu_libcachesim_mode_equals_libcachesim(name, traces, tmp_path):
     # the four exact capacities, plus capacities whose SLRU segments lose a slot
     extra = {"mooncake": (100, 800), "sessions": (200, 800)}[name]
     _lcs_compare_exact(traces[name], LCS_EXACT_CAPS[name] + extra, tmp_path)
+
+
+# A held-out workload: interleaved prefix-chained sessions whose block ids are their
+# own (session * 10^6 + position + 1), not the dense ids + 1. libCacheSim's sketch hashes
+# the 8-byte object id; our libcachesim mode used to hash dense id + 1 whatever ids
+# libCacheSim was given, which only agreed through sim_core.reference. Given the
+# workload's own ids, libCacheSim then had 13,584 hits at 2,000 blocks (0.2497) and our
+# mode 11,083 (0.2037, what libCacheSim has on dense id + 1): a 4.6-point gap from hash
+# collisions alone. On chained_sessions(seed=2) the first duel that differed (access
+# 18,517) had the probation victim at estimate 2 under one set of ids and 4 under the
+# other (the candidate had 3): the sketch, sized for the main cache's M blocks, counts
+# every block ever inserted and is never aged at these hit counts, so collisions
+# decide close duels, and at 2,000 blocks one duel changes which sessions stay cached.
+HELD_OUT = dict(n_sessions=147, concurrent=13, turns=(2, 10), new_blocks=(1, 33), seed=468851)
+
+
+def _oracle_of_ids(requests, path):
+    """An oracleGeneral file of the requests' own block ids, written independently of
+    sim_core.reference."""
+    from sim_core.reference import ORACLE_DTYPE
+
+    ids = np.concatenate([np.asarray(r, np.uint64) for r in requests])
+    rec = np.zeros(len(ids), dtype=ORACLE_DTYPE)
+    rec["t"] = np.repeat(np.arange(len(requests), dtype=np.uint32), [len(r) for r in requests])
+    rec["id"], rec["size"], rec["next"] = ids, 1, -1
+    rec.tofile(path)
+    return path
+
+
+def test_wtinylfu_libcachesim_mode_equals_libcachesim_on_the_workloads_own_ids(tmp_path):
+    from sim_core.reference import libcachesim_hit_ratio
+
+    requests, t = chained_sessions(**HELD_OUT)
+    assert t.n_accesses == 54404
+    path = _oracle_of_ids(requests, tmp_path / "own_ids.oracleGeneral")
+    for cap, expect in ((150, 2564), (1000, 6815), (2000, 13584), (2048, 18084), (8000, 34176), (32000, 40691)):
+        theirs = round(libcachesim_hit_ratio(path, "wtinylfu", cap) * t.n_accesses)
+        st, ours = replay_state(t, "wtinylfu", cap, libcachesim=True)
+        zombies = int(st.cnt[wtinylfu.ZHITS])
+        assert ours - zombies == theirs == expect, (cap, ours, zombies, theirs)
+        if cap % 500 == 0:  # SLRU segments add up to the main size: no zombies
+            assert zombies == 0
+    # the same trace through sim_core.reference (which writes these ids) agrees too; on
+    # dense id + 1 libCacheSim itself lands 4.6 points lower at 2,000 blocks
+    assert lcs_hits(t, "wtinylfu", 2000, tmp_path) == 13584
+    dense = Trace(t.req_offsets, t.blocks, t.arrival_s, t.session, t.input_tokens, t.output_tokens)
+    assert dense.source_ids is None
+    assert lcs_hits(dense, "wtinylfu", 2000, tmp_path) == 11083
+    assert replay_state(dense, "wtinylfu", 2000, libcachesim=True)[1] == 11083
+
+
+def test_wtinylfu_libcachesim_mode_is_libcachesim_hit_for_hit(tmp_path):
+    # every access of the held-out workload at 2,000 blocks, fed one by one
+    requests, _ = chained_sessions(**HELD_OUT)
+    ids = [x for r in requests for x in r]
+    cache = lcs.WTinyLFU(cache_size=2000)
+    req = lcs.Request()
+    req.obj_size = 1
+    theirs = []
+    for i, x in enumerate(ids):
+        req.obj_id, req.clock_time = x, i
+        theirs.append(int(cache.get(req)))
+    ours, _, _ = hit_sequence(ids, 2000, libcachesim=True)
+    assert sum(theirs) == 13584
+    assert ours == theirs
+
+
+def test_wtinylfu_default_differs_from_libcachesim_by_its_aging():
+    # Why the default mode is ~30 points above libCacheSim at small capacities on
+    # prefix-chained sessions (0.535 against 0.226 at 2,000 blocks here): the paper
+    # halves its sketch every 10 * C recorded accesses (20,000 here: a dozen times over
+    # the trace), libCacheSim only after 32 * M main-cache hits (63,360), which this
+    # trace never reaches: its counts only grow, so blocks of sessions that ended long
+    # ago but were read many times keep beating the live sessions' blocks in the duel.
+    # Ageing the paper's sketch as rarely brings it down to libCacheSim's level; never
+    # ageing it sinks it below (libCacheSim's unsaturated counters then still tell the
+    # hottest blocks apart, the paper's 4-bit ones all stop at 15).
+    _, t = chained_sessions(seed=0)
+    n = t.n_accesses
+    assert n == 240897
+
+    def ratio(**params):
+        return round(simulate(t, "wtinylfu", 2000, mode="block", params=params)[0].hits / n, 3)
+
+    assert ratio() == 0.535
+    assert ratio(libcachesim=True) == 0.226
+    assert ratio(sample_factor=32.0) == 0.253  # halving every 32 * C accesses
+    assert ratio(sample_factor=1e9) == 0.090  # never
+    assert ratio(counter_max=0) == 0.475  # unsaturated counters alone: a smaller part
+    st, hits = replay_state(t, "wtinylfu", 2000, libcachesim=True)
+    assert hits < st.cnt[wtinylfu.AGE_EVERY] == 32 * 1980  # so libCacheSim never halved
 
 
 # ========================================================================= LeCaR

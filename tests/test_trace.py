@@ -60,6 +60,34 @@ def test_remap_dense_first_appearance():
     assert ids.tolist() == [] and n == 0
 
 
+def test_source_ids_are_the_hashes_and_the_libcachesim_object_ids(tmp_path):
+    # from_requests keeps each dense block's hash (negative ones by their 64-bit pattern);
+    # object_ids (what libCacheSim is given) are those, or dense id + 1 when there are none
+    t = Trace.from_requests([[7, -3], [7, 2**40, 0]])
+    assert t.source_ids.dtype == np.uint64
+    assert t.source_ids.tolist() == [7, 2**64 - 3, 2**40, 0] and t.object_ids() is t.source_ids
+    bare = Trace(t.req_offsets, t.blocks, t.arrival_s, t.session, t.input_tokens, t.output_tokens)
+    assert bare.source_ids is None and bare.object_ids().tolist() == [1, 2, 3, 4]
+    with pytest.raises(ValueError, match="source_ids"):
+        Trace(t.req_offsets, t.blocks, t.arrival_s, t.session, t.input_tokens, t.output_tokens,
+              source_ids=[1, 2])
+    # subset re-densifies and keeps each block's id
+    sub = Trace.from_requests([[5, 6], [8, 6], [9]]).subset(2)
+    assert sub.source_ids.tolist() == [5, 6, 8]
+    # a native file written by another tool with sparse ids: they are its source ids
+    arrays = dict(req_offsets=np.array([0, 2, 3]), blocks=np.array([40, 10, 40]),
+                  arrival_s=np.array([0.0, 1.0]), session=np.array([-1, -1]),
+                  input_tokens=np.array([32, 16]), output_tokens=np.array([0, 0]))
+    p = tmp_path / "sparse.npz"
+    np.savez(p, **arrays, header=np.array([repr({"block_tokens": 16, "format": NATIVE_FORMAT_VERSION})]))
+    back = Trace.load(p)
+    assert back.blocks.tolist() == [0, 1, 0] and back.source_ids.tolist() == [40, 10]
+    # dense ids in a file are kept and have no source ids (libCacheSim then gets id + 1)
+    arrays["blocks"] = np.array([1, 0, 1])
+    np.savez(p, **arrays, header=np.array([repr({"block_tokens": 16, "format": NATIVE_FORMAT_VERSION})]))
+    assert Trace.load(p).source_ids is None
+
+
 def _arrays(**override):
     base = dict(req_offsets=[0, 2, 3], blocks=[0, 1, 0], arrival_s=[0.0, 1.0], session=[-1, -1],
                 input_tokens=[32, 16], output_tokens=[0, 0])
@@ -106,6 +134,10 @@ def _assert_same(a: Trace, b: Trace) -> None:
         np.testing.assert_array_equal(x, y, err_msg=name)
     assert (a.block_tokens, a.name, a.source, a.dropped_requests, a.meta) == \
            (b.block_tokens, b.name, b.source, b.dropped_requests, b.meta)
+    assert (a.source_ids is None) == (b.source_ids is None)
+    if a.source_ids is not None:
+        assert a.source_ids.dtype == b.source_ids.dtype == np.uint64
+        np.testing.assert_array_equal(a.source_ids, b.source_ids, err_msg="source_ids")
 
 
 def test_native_round_trip_is_exact(tmp_path):
@@ -119,8 +151,9 @@ def test_native_round_trip_is_exact(tmp_path):
     assert Trace.load(p, mmap=True).blocks.tolist() == t.blocks.tolist()
     # the stored arrays are exactly the in-memory ones
     with np.load(p, allow_pickle=False) as z:
-        assert sorted(z.files) == sorted(ARRAYS + ("header",))
+        assert sorted(z.files) == sorted(ARRAYS + ("header", "source_ids"))
         assert z["blocks"].dtype == np.int32 and z["req_offsets"].dtype == np.int64
+        assert z["source_ids"].tolist() == [3, 1, 4, 5, 9, 2, 6]  # the hashes, by dense id
 
 
 def test_native_save_adds_npz_suffix(tmp_path):

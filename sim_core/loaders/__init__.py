@@ -61,7 +61,7 @@ FORMATS = ("auto", "mooncake", "qwen_bailian", "freeinference", "native")
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 # Bump when parsing changes in a way that alters the produced arrays: invalidates caches.
-_LOADER_VERSION = 1
+_LOADER_VERSION = 2  # 2: traces keep the file's block hashes (Trace.source_ids)
 
 
 # ---------------------------------------------------------------- bundled data

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..models import QWEN3_CODER_30B
-from ..trace import Trace, remap_dense
+from ..trace import Trace, remap_dense_ids
 from .lines import TraceFormatError, check_exists, default_name
 
 log = logging.getLogger("sim_core.loaders")
@@ -83,7 +83,8 @@ class Builder:
 
         offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        blocks, n_unique = remap_dense(raw)
+        blocks, source_ids = remap_dense_ids(raw)
+        n_unique = len(source_ids)
         meta = {
             "loader": loader,
             "path": str(self.path.resolve()),
@@ -96,7 +97,7 @@ class Builder:
         meta.update(extra_meta or {})
         trace = Trace(offsets, blocks, arrival.copy(), session.copy(), itok.copy(), otok.copy(),
                       block_tokens=self.block_tokens, name=name or default_name(self.path),
-                      source="real", dropped_requests=self.dropped, meta=meta)
+                      source="real", dropped_requests=self.dropped, meta=meta, source_ids=source_ids)
         log.info("loaded %s (%s): %d requests, %d block accesses, %d unique blocks, %d dropped",
                  self.path, loader, trace.n_requests, trace.n_accesses, n_unique, self.dropped)
         return trace

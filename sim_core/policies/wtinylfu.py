@@ -22,14 +22,28 @@ Published algorithm (the default, ``libcachesim: false``):
   Bloom filter of ``sketch_width`` bits in front of the sketch: a block's first access
   only sets its doorkeeper bits, and the estimate adds 1 for a doorkeeper member.
   ``conservative: true`` uses the paper's minimal-increment update (only the smallest
-  counters grow). Row hashes come from XXH64 of the block id (double hashing).
+  counters grow). Row hashes come from XXH64 of dense id + 1 (double hashing), whatever
+  the blocks' source ids: results do not depend on how the trace named its blocks.
 - request mode: pinned blocks (the current request's) are skipped when choosing the
   candidate and the victim; the window may then hold a few more than W blocks until the
   next eviction.
 
+These are the paper's and Caffeine's static semantics, each pinned access by access on
+hand-computed traces in tests/test_policies_frequency.py. Caffeine also resizes its
+window by hill climbing and lets a warm candidate (frequency >= 6) that lost its duel in
+with probability 1/128 (against hash flooding); neither is modelled.
+
 ``libcachesim: true`` reproduces libCacheSim's WTinyLFU.c (as shipped in libcachesim
-0.3.5) access for access in block mode; it differs from the paper in these ways, all
-reproduced on purpose in that mode (see tests/test_policies_frequency.py):
+0.3.5) hit for hit in block mode (but for the zombies of 4), given the same object ids.
+libCacheSim's sketch hashes each object's 8-byte id, so this mode hashes
+``Trace.object_ids()``: the blocks' source ids (the hashes the trace was built from),
+else dense id + 1; ``sim_core.reference.write_oracle_general`` gives libCacheSim the
+same ids. (This mode used to hash dense id + 1 whatever ids libCacheSim saw: on
+interleaved prefix-chained sessions given to libCacheSim with their own block ids, it
+had 0.2037 where libCacheSim had 0.2497 at 2,000 blocks, for that reason alone: hash
+collisions decide close duels in libCacheSim's never-aged sketch.) It differs from the paper in
+these ways, all reproduced on purpose in that mode (see
+tests/test_policies_frequency.py):
 
 1. sketch: one shared array of ``ceil(14.38 * M)`` unsaturated counters (its
    "minimal increment CBF" sized for error 0.001, 10 hash functions by double hashing of
@@ -42,7 +56,9 @@ reproduced on purpose in that mode (see tests/test_policies_frequency.py):
    block stays in the window until the first eviction, which first moves the window's
    LRU blocks into the main cache until it is full (so 20% go to probation and the
    rest straight to protected, see 4), then holds the first duel; each later eviction
-   removes exactly one block (a duel, or a main-cache eviction if the window is empty);
+   removes exactly one block (a duel, or a main-cache eviction if the window is empty).
+   That is the 0.3.5 wheel's behaviour, measured; the WTinyLFU.c source on GitHub
+   (commit a98824e) reads as if an admitted candidate led to a further duel;
 4. SLRU segments are floor(0.2 M) / floor(0.8 M); an insertion goes to probation, or
    to protected if probation is full, or to an over-full probation when both are full
    (possible when the floors lose a slot); then a later probation hit cools protected
@@ -53,6 +69,15 @@ reproduced on purpose in that mode (see tests/test_policies_frequency.py):
    count a hit, libCacheSim a miss): ``zombie_hits`` in ``st.cnt`` tracks it.
 5. capacities below 100 blocks give W = 0 and libCacheSim then caches nothing at all
    (its can_insert refuses every object); we keep W >= 1.
+
+The two modes can be far apart at small capacities. On prefix-chained sessions the
+default mode has 0.535 at 2,000 blocks where libCacheSim has 0.226
+(tests/test_policies_frequency.py, chained_sessions(seed=0)), mostly because of the
+aging in 2: the paper halves its sketch every 10 * C recorded accesses, libCacheSim
+after 32 * M main-cache hits, which that trace never reaches, so counts only grow and
+blocks of long-finished but much-read sessions keep winning the duel against live
+sessions' blocks. Halving the default mode's sketch every 32 * C accesses instead gives 0.253,
+never halving it 0.090; unsaturated counters alone give 0.475.
 """
 from __future__ import annotations
 
@@ -146,10 +171,12 @@ def make_state(ctx) -> WTinyLFUState:
     p = ctx.params
     U = ctx.trace.n_unique
     cap = int(ctx.capacity)
-    keys = np.arange(1, U + 1, dtype=np.uint64)  # the ids written to oracleGeneral files
     cnt = np.zeros(16, np.int64)
     lcs = bool(p["libcachesim"])
     if lcs:
+        # libCacheSim hashes each object's 8-byte id: hash the ids it is given for this
+        # trace (the blocks' source ids, else dense id + 1; what sim_core.reference writes)
+        keys = ctx.trace.object_ids()
         g = lcs_geometry(cap, float(p["window"]))
         wcap = max(1, g["window"])
         mcap = cap - wcap
@@ -160,6 +187,7 @@ def make_state(ctx) -> WTinyLFUState:
         door = np.zeros(1, np.bool_)
         cnt[AGE_EVERY] = max(1, 32 * mcap)
     else:
+        keys = np.arange(1, U + 1, dtype=np.uint64)  # our own sketch: dense id + 1
         wcap = min(cap, max(1, int(round(float(p["window"]) * cap))))
         mcap = cap - wcap
         max1 = int(float(p["protected"]) * mcap)
