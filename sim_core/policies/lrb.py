@@ -55,11 +55,11 @@ import numpy as np
 
 from ..jit import njit
 from ..structures.learned import HEAD as LEARNED_HEAD
-from ..structures.learned import (NROWS, add_row, catch_up, catch_up_evict, dense_add, dense_remove,
-                                 distance_features, fit_rows, lru_push, lru_remove, lru_touch,
-                                 lru_unpinned, on_hit, predict, register_learned, trained)
+from ..structures.learned import INSIZE, NROWS, O_INARR, O_LAST, O_PDI, O_STATUS
+from ..structures.learned import (add_row, admit, catch_up, catch_up_evict, dense_add, dense_remove,
+                                 distance_features, fit_rows, lru_touch, lru_unpinned, on_hit,
+                                 predict, record_reuse, register_learned, retire, trained)
 from ..structures.learned import new_state as new_learned_state
-from ..structures.ring import ring_record
 from ..structures.rng import below_mod, seed_word
 from .api import PolicySpec, register_hooks
 
@@ -71,13 +71,12 @@ BASE_EDC = 10
 
 # I64 head after the learned policies' slots (structures/learned.py): scalars, then
 # configuration (offsets of the packed tables)
-(SAMPLING, INSIZE, TRSIZE, FREETOP, NTRAIN, STAMP, NSLOT, NFORCED, RNG,
+(SAMPLING, TRSIZE, FREETOP, NTRAIN, STAMP, NSLOT, NFORCED, RNG,
  W, BATCH, K, MAXIDX, ONE,
- O_LAST, O_MARK, O_PTIME,  # in I64
- O_STATUS, O_XSLOT, O_PDI, O_INPOS, O_TRARR, O_TRPOS, O_SHEAD, O_INARR, O_CAND,
- O_PNEXT, O_PFREE, O_DIST,  # in I32
+ O_MARK, O_PTIME,  # in I64
+ O_XSLOT, O_TRARR, O_TRPOS, O_SHEAD, O_CAND, O_PNEXT, O_PFREE, O_DIST,  # in I32
  O_HASH, O_EDC,  # in F64
- HEAD) = range(LEARNED_HEAD, LEARNED_HEAD + 32)
+ HEAD) = range(LEARNED_HEAD, LEARNED_HEAD + 26)
 
 
 class LRBState(NamedTuple):
@@ -85,11 +84,11 @@ class LRBState(NamedTuple):
     the number of arrays in a state tuple, so all per-block and pool arrays share three
     buffers by dtype."""
 
-    I64: np.ndarray  # scalars/config | last access[U] | dedup stamp[U] | sample time[P] | forest meta
-    I32: np.ndarray  # status, distance slot, past-distance index, resident pos, tracked
-    #                  array/pos, first pending sample [U each] | resident array [cap] |
-    #                  candidates [K] | pending next/free [P] | distances [S*31] |
-    #                  LRU prev/next [U+1] | forest ints
+    I64: np.ndarray  # scalars/config | dedup stamp[U] | sample time[P] | last access[U] | forest meta
+    I32: np.ndarray  # distance slot, tracked array/pos, first pending sample [U each] |
+    #                  candidates [K] | pending next/free [P] | distances [S*31] | status,
+    #                  distance count [U] | resident array [cap] / pos [U] | LRU prev/next
+    #                  [U+1] | forest ints
     F64: np.ndarray  # 2^-i table | EDCs [S*10] (float32-rounded) | rows [(R+1)*44] (last
     #                  row scratch) | labels [R] | forest floats
     offsets: np.ndarray  # trace request offsets (shared, read-only)
@@ -112,16 +111,15 @@ def make_state(ctx) -> LRBState:
     counts = np.bincount(t.blocks, minlength=u)
     n_slots = max(1, int((counts >= 2).sum()))  # only reused blocks ever get distances
     pool = max(1, min(n, 1 << 22))
-    cap = max(1, min(int(ctx.capacity), u))
-    st, o64, o32, of = new_learned_state(
-        LRBState, ctx, N_FEAT, HEAD, [u, u, pool],
-        [u, u, u, u, u, u, u, cap, k, pool, pool, n_slots * N_PD], [maxidx + 1, n_slots * N_EDC])
+    st, o64, o32, of = new_learned_state(LRBState, ctx, N_FEAT, HEAD, [u, pool],
+                                         [u, u, u, u, k, pool, pool, n_slots * N_PD],
+                                         [maxidx + 1, n_slots * N_EDC])
     I64, I32, F64 = st.I64, st.I32, st.F64
     I64[RNG] = seed_word(ctx.seed, 0x632BE59BD9B4E019, 31)
     I64[FREETOP] = pool
     I64[W:ONE + 1] = [w, batch, k, maxidx, 1]
-    I64[O_LAST:O_PTIME + 1] = o64
-    I64[O_STATUS:O_DIST + 1] = o32
+    I64[O_MARK:O_PTIME + 1] = o64
+    I64[O_XSLOT:O_DIST + 1] = o32
     I64[O_HASH:O_EDC + 1] = of
     I64[I64[O_MARK]:I64[O_MARK] + u] = -1  # dedup stamps
     I32[I64[O_XSLOT]:I64[O_XSLOT] + u] = -1  # no distance slot
@@ -139,10 +137,10 @@ def _features(st, b, t, xo):
     h = st.I64
     I32 = st.I32
     F = st.F64
-    p = I32[h[O_PDI] + b]  # past distances, in the ring of distance slot `slot`
-    slot = I32[h[O_XSLOT] + b]
+    slot = I32[h[O_XSLOT] + b]  # its past distances' ring
+    F[xo + N_TS + 1] = distance_features(st, b, t, xo, h[O_DIST] + slot * N_PD, N_PD, h[W])
+    p = I32[h[O_PDI] + b]
     age = t - h[h[O_LAST] + b]
-    F[xo + N_TS + 1] = distance_features(F, xo, age, I32, h[O_DIST] + slot * N_PD, N_PD, p, h[W])
     oe = h[O_EDC] + slot * N_EDC
     for i in range(N_EDC):
         x = _decay(h, F, age, i)
@@ -203,8 +201,7 @@ def _update(st, b, now):
     for i in range(N_EDC):
         x = _decay(h, F, d, i)
         F[oe + i] = np.float32((F[oe + i] * x if p > 0 else x) + 1.0)  # libCacheSim keeps EDCs as float
-    I32[h[O_PDI] + b] = ring_record(I32, h[O_DIST] + slot * N_PD, N_PD, p, d)
-    h[h[O_LAST] + b] = now
+    record_reuse(st, b, h[O_DIST] + slot * N_PD, N_PD, now)
 
 
 @njit
@@ -239,19 +236,12 @@ def _lookup(st, j):
 register_learned(LRBState, _lookup, _features)
 
 
-# ------------------------------------------------------------------ hooks (on_hit: learned's)
+# ------------------------------------------------------------------ hooks (on_hit: learned.on_hit)
 @njit
 def on_insert(st, b, j, r, d):
     catch_up(st, j + 1)
-    h = st.I64
-    I32 = st.I32
-    if I32[h[O_STATUS] + b] == 0:
-        h[h[O_LAST] + b] = j
-        I32[h[O_PDI] + b] = 0
-        dense_add(h, I32, TRSIZE, O_TRARR, O_TRPOS, b)
-    I32[h[O_STATUS] + b] = 1
-    dense_add(h, I32, INSIZE, O_INARR, O_INPOS, b)
-    lru_push(st, b)
+    if admit(st, b, j) == 0:
+        dense_add(st.I64, st.I32, TRSIZE, O_TRARR, O_TRPOS, b)
 
 
 @njit
@@ -294,7 +284,6 @@ def _ranked_victim(st, r, pin, now):
 def evict(st, j, r, pin):
     catch_up_evict(st, j, r)
     h = st.I64
-    I32 = st.I32
     w = h[W]
     v = lru_unpinned(st, pin, r)  # LRU tail, skipping the request's pinned blocks
     if v < 0:
@@ -305,14 +294,11 @@ def evict(st, j, r, pin):
         if c >= 0:
             v = c
     h[SAMPLING] = 1
-    lru_remove(st, v)
-    dense_remove(h, I32, INSIZE, O_INARR, O_INPOS, v)
+    retire(st, v)
     if j - h[olast + v] >= w:
         _mature(st, v, j - h[olast + v] + w, j)
         _untrack(st, v)
         h[NFORCED] += 1
-    else:
-        I32[h[O_STATUS] + v] = 2
     return v
 
 

@@ -56,14 +56,14 @@ import numpy as np
 
 from ..jit import njit
 from ..structures.heap import scored_clear, scored_drop, scored_pop, scored_push
-from ..structures.learned import CUR, NROWS, U
+from ..structures.learned import CUR, INSIZE, NROWS, O_INARR, O_LAST, O_STATUS, U
 from ..structures.learned import HEAD as LEARNED_HEAD
-from ..structures.learned import (add_row, catch_up, catch_up_evict, dense_add, dense_remove,
-                                 distance_features, fit_rows, lru_newer, lru_oldest, lru_push,
-                                 lru_remove, lru_touch, lru_unpinned, on_hit, predict,
-                                 register_learned, trained)
+from ..structures.learned import (add_row, admit, catch_up, catch_up_evict, distance_features,
+                                 fit_rows, lru_newer, lru_oldest, lru_touch, lru_unpinned, on_hit,
+                                 predict, record_reuse, register_learned, retire, trained)
 from ..structures.learned import new_state as new_learned_state
-from ..structures.ring import fifo_at, fifo_drop, fifo_push, ring_record
+from ..structures.log2hist import log2_count, log2_quantile
+from ..structures.ring import fifo_at, fifo_drop, fifo_push
 from ..structures.rng import below_mod, seed_word
 from .api import PolicySpec, register_hooks
 
@@ -72,18 +72,16 @@ N_FEAT = 6
 FREQ_MAX = 65535
 
 # I64 head, after the learned policies' slots (structures/learned.py)
-(SAMPLING, INSIZE, OFRONT, OSIZE, QHEAD, QSIZE, NEWSIZE, HSIZE, NPRED,
+(SAMPLING, OFRONT, OSIZE, QHEAD, QSIZE, NEWSIZE, HSIZE, NPRED,
  EVN, SR, SB, SLRU, RES, SP, SCAN, IQL, ED0, ED1, ED2, ED3, HSW, MAB0, MAB1, ISFULL, NREQ,
  NHIT, NWHIT, SPTS, ORIGIN, READY, NTRAIN, RNG, SEEN,
  BATCH, EVR, RC, QC, HC, CC,
  OBJD,  # 16 slots: evictions per log2(frequency)
- ) = range(LEARNED_HEAD, LEARNED_HEAD + 41)
-O_LAST = OBJD + 16
+ ) = range(LEARNED_HEAD, LEARNED_HEAD + 40)
 (O_STIME,  # in I64
- O_STATUS, O_POS, O_PDI, O_DIST, O_FREQ, O_HASP, O_INKEY, O_OKEY, O_Q, O_HKEY, O_CAND,  # in I32
+ O_HSLOT, O_DIST, O_FREQ, O_HASP, O_OKEY, O_Q, O_HKEY, O_CAND,  # in I32
  O_PRED, O_HVAL,  # in F64
- ) = range(O_LAST + 1, O_LAST + 15)
-HEAD = O_LAST + 15
+ HEAD) = range(OBJD + 16, OBJD + 28)
 PH = (O_HVAL, O_HKEY, HSIZE, HC, O_HASP, O_PRED, NPRED)  # the prediction heap (structures/heap.py)
 HIST = (O_OKEY, OFRONT, OSIZE, RC)  # the history, a FIFO ring (tombstone: -1; structures/ring.py)
 NEWQ = (O_Q, QHEAD, QSIZE, QC)  # the queue of blocks admitted since the model was trained
@@ -92,11 +90,11 @@ NEWQ = (O_Q, QHEAD, QSIZE, QC)  # the queue of blocks admitted since the model w
 class ThreeLState(NamedTuple):
     """Packed tables (offsets in I64's head), few fields to keep numba compiles short."""
 
-    I64: np.ndarray  # scalars/config | last access [U] | pending sample time [U] | forest meta
-    I32: np.ndarray  # status, position (resident slot / history ring slot), distance index,
-    #                  distances [3U], frequency, has-prediction [U] | resident keys [cap]
+    I64: np.ndarray  # scalars/config | pending sample time [U] | last access [U] | forest meta
+    I32: np.ndarray  # history ring slot [U], distances [3U], frequency, has-prediction [U]
     #                  | history ring [RC] | new-object queue [QC] | heap keys [HC] |
-    #                  candidates [CC] | LRU prev/next [U+1] | forest ints
+    #                  candidates [CC] | status, distance count [U] | resident keys [cap]
+    #                  / positions [U] | LRU prev/next [U+1] | forest ints
     F64: np.ndarray  # prediction per block [U] | heap values [HC] | rows [(R+1)*6] |
     #                  labels [R] | forest floats
     offsets: np.ndarray  # trace request offsets (shared, read-only)
@@ -114,9 +112,8 @@ def make_state(ctx) -> ThreeLState:
     qc = 2 * cap + 4096
     hc = 2 * cap + 4096
     cc = cap + 4096
-    st, o64, o32, of = new_learned_state(
-        ThreeLState, ctx, N_FEAT, HEAD, [u, u],
-        [u, u, u, N_PD * u, u, u, cap, rc, qc, hc, cc], [u, hc])
+    st, o64, o32, of = new_learned_state(ThreeLState, ctx, N_FEAT, HEAD, [u],
+                                         [u, N_PD * u, u, u, rc, qc, hc, cc], [u, hc])
     I64 = st.I64
     I64[RNG] = seed_word(ctx.seed, 0x7F4A7C159E3779B9, 29)
     I64[SR] = 1024
@@ -126,8 +123,8 @@ def make_state(ctx) -> ThreeLState:
     I64[HSW] = 2
     I64[SP] = -1
     I64[BATCH:CC + 1] = [batch, 2, rc, qc, hc, cc]
-    I64[O_LAST:O_STIME + 1] = o64
-    I64[O_STATUS:O_CAND + 1] = o32
+    I64[O_STIME] = o64[0]
+    I64[O_HSLOT:O_CAND + 1] = o32
     I64[O_PRED:O_HVAL + 1] = of
     return st
 
@@ -144,10 +141,8 @@ def _keeps(h, t):
 def _features(st, b, t, xo):
     """Feature row of block b as of time t into F64[xo:xo+6] (libCacheSim's layout)."""
     h = st.I64
-    I32 = st.I32
-    distance_features(st.F64, xo, t - h[h[O_LAST] + b], I32, h[O_DIST] + N_PD * b, N_PD,
-                      I32[h[O_PDI] + b], 0)
-    st.F64[xo + 5] = I32[h[O_FREQ] + b]
+    distance_features(st, b, t, xo, h[O_DIST] + N_PD * b, N_PD, 0)
+    st.F64[xo + 5] = st.I32[h[O_FREQ] + b]
 
 
 @njit
@@ -177,9 +172,7 @@ def _lookup(st, j):
             _add_row(st, b, t, j - t)
         h[ks] = 0
         # meta update: distance ring, last access, frequency
-        kp = h[O_PDI] + b
-        I32[kp] = ring_record(I32, h[O_DIST] + N_PD * b, N_PD, I32[kp], j - h[h[O_LAST] + b])
-        h[h[O_LAST] + b] = j
+        record_reuse(st, b, h[O_DIST] + N_PD * b, N_PD, j)
         kf = h[O_FREQ] + b
         if I32[kf] < FREQ_MAX:
             I32[kf] += 1
@@ -193,7 +186,7 @@ def _lookup(st, j):
         if n_all > 0:
             pos = below_mod(h, RNG, n_all)
             if pos < h[INSIZE]:
-                v = I32[h[O_INKEY] + pos]
+                v = I32[h[O_INARR] + pos]
             else:  # tombstones (-1) swallow the sample
                 v = fifo_at(h, I32, HIST, pos - h[INSIZE])
             if v >= 0 and h[h[O_STIME] + v] == 0:
@@ -242,21 +235,7 @@ def _sample_rate_for(iql, evr):
 def _retune(st):
     """End of a sampling-pointer pass: libCacheSim's parameter auto-tuning."""
     h = st.I64
-    total = 0
-    for i in range(16):
-        total += h[OBJD + i]
-    acc = 0
-    for i in range(16):
-        acc += h[OBJD + i]
-        if acc >= 0.99 * total:
-            if i == 0:
-                h[SB] = 1
-            else:
-                lo = 2.0 ** (i - 1)
-                hi = 2.0 ** i
-                frac = (0.99 * total + h[OBJD + i] - acc) / h[OBJD + i]
-                h[SB] = np.int64(lo + np.ceil((hi - lo) * frac)) & 0xFFFF
-            break
+    h[SB] = log2_quantile(h, OBJD, 16, 0.99) & 0xFFFF  # p99 of evicted blocks' frequency
     if h[ED2] * h[ED1] > h[ED0] * h[ED3]:
         h[SLRU] = (h[SLRU] + 1) & 0xFF
     elif h[SLRU] > 1:
@@ -362,12 +341,7 @@ def _predicted_victim(st, j, r, pin):
             if pin[key] == r:
                 scored_drop(h, I32, PH, key)
                 continue
-            f = I32[h[O_FREQ] + key]
-            lg = 0
-            while f > 1:
-                f >>= 1
-                lg += 1
-            h[OBJD + lg] += 1
+            log2_count(h, OBJD, I32[h[O_FREQ] + key])
             if h[h[O_LAST] + key] <= h[SPTS]:
                 h[ED0] += 1
             return key
@@ -376,26 +350,21 @@ def _predicted_victim(st, j, r, pin):
         h[EVN] = 0
 
 
-# ------------------------------------------------------------------ hooks (on_hit: learned's)
+# ------------------------------------------------------------------ hooks (on_hit: learned.on_hit)
 @njit
 def on_insert(st, b, j, r, d):
     catch_up(st, j + 1)
     h = st.I64
     I32 = st.I32
-    s = I32[h[O_STATUS] + b]
+    s = admit(st, b, j)
     if s == 0:
-        h[h[O_LAST] + b] = j
         I32[h[O_FREQ] + b] = 1
-        I32[h[O_PDI] + b] = 0
         h[h[O_STIME] + b] = 0
     elif s == 2:  # back from the history: its entry becomes a tombstone
-        I32[h[O_OKEY] + I32[h[O_POS] + b]] = -1
-    I32[h[O_STATUS] + b] = 1
-    dense_add(h, I32, INSIZE, O_INKEY, O_POS, b)
+        I32[h[O_OKEY] + I32[h[O_HSLOT] + b]] = -1
     if h[SEEN] == 0:  # libCacheSim's sampling pointer starts at resident slot 0
         h[SEEN] = 1
         h[SP] = b
-    lru_push(st, b)
     if trained(h):
         if h[QSIZE] >= h[QC]:  # full: forget the oldest new object
             fifo_drop(h, NEWQ, 1)
@@ -423,11 +392,8 @@ def evict(st, j, r, pin):
     # into the history
     if h[OSIZE] >= h[RC]:
         _pop_history(st, j, False)
-    I32[h[O_STATUS] + v] = 2
-    # out of the resident table (the last slot moves into the hole)
-    dense_remove(h, I32, INSIZE, O_INKEY, O_POS, v)
-    I32[h[O_POS] + v] = fifo_push(h, I32, HIST, v)
-    lru_remove(st, v)
+    retire(st, v)
+    I32[h[O_HSLOT] + v] = fifo_push(h, I32, HIST, v)
     return v
 
 

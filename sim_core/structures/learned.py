@@ -1,11 +1,14 @@
 """What the learned policies (lrb, threelcache) share: their packed state's common part
-(structures/packed.py), its lookups, training rows, model and features.
+(structures/packed.py), its lookups, per-block records, training rows, model and features.
 
 Conventions they share with it:
 * State. A NamedTuple (I64, I32, F64, offsets, blocks) built by new_state: I64 opens with
   the header slots below (a policy numbers its own from HEAD), and the arrays end with
-  the segments kept here: the LRU list of resident blocks, the training rows and
-  labels, and the model.
+  the segments kept here: the per-block records, the resident blocks (a dense array and
+  an LRU list), the training rows and labels, and the model.
+* Blocks. A block's status is 0 (untracked), 1 (resident) or 2 (evicted, still tracked
+  until the policy forgets it: status 0 again); a tracked block keeps its last access
+  and its past distances (the count here, the ring in the policy's own segment).
 * Lookups. A policy looks up each access itself, in order, as the engine's hooks reach
   it (catch_up calls the policy's lookup). In request mode a request's evictions happen
   as it arrives (time = its first access), before its blocks are looked up; pinned
@@ -40,50 +43,57 @@ from ..result import Mode
 from .dlist import move_to_head, new_list, push_head, unlink
 from .gbdt import Forest, export, fit, lightgbm_params, new_forest, predict_one
 from .packed import layout
-from .ring import ring_newest
+from .ring import ring_newest, ring_record
 
 # I64 header slots of every learned state
 (CUR,  # the next access to look up (next_access)
  RCUR,  # its request
  SKIPLEN,  # requests longer than this are never served (skip_len)
  NROWS, ROWCAP, NFEAT,  # training rows held, room for them, features per row
- U,  # blocks in the trace (the LRU list's sentinel)
- O_PREV, O_NXT, O_X, O_Y, O_MI, L_MI, O_MF, L_MF, O_FM,  # offsets (and lengths) of the
- #                 LRU links (I32), the rows and labels (F64), the forest (I32, F64, I64)
+ U, INSIZE,  # blocks in the trace (the LRU list's sentinel), resident blocks
+ # offsets of the segments: per block last access (I64), status and number of past
+ # distances (I32); the resident blocks' dense array, their positions in it and their
+ # LRU links (I32); training rows and labels (F64); the forest (I32, F64, I64; lengths)
+ O_LAST, O_STATUS, O_PDI, O_INARR, O_INPOS, O_PREV, O_NXT, O_X, O_Y,
+ O_MI, L_MI, O_MF, L_MF, O_FM,
  HEAD,  # the policy's own slots start here
- ) = range(17)
+ ) = range(23)
 
 
 def new_state(cls, ctx, n_feat: int, head: int, i64, i32, f64):
     """A learned policy's state cls(I64, I32, F64, offsets, blocks), zeros but for the
     shared header, the empty LRU list and the empty model: I64 holds the `head` header
-    slots, the policy's segments of sizes i64 and the forest meta; I32 the policy's
-    segments i32, the LRU links and the forest's ints; F64 the policy's segments f64, the
+    slots, the policy's segments of sizes i64, the last accesses and the forest meta;
+    I32 the policy's segments i32, the statuses, past-distance counts, resident array and
+    positions, LRU links and the forest's ints; F64 the policy's segments f64, the
     training rows (2 x batch_size rows of n_feat features, then a scratch row), their
     labels and the forest's floats. Returns the state and the offsets of the policy's
     segments in I64, I32 and F64."""
     p = ctx.params
     t = ctx.trace
     u = t.n_unique
+    cap = max(1, min(int(ctx.capacity), u))
     rowcap = 2 * int(p["batch_size"])
     forest = new_forest(int(p["num_iterations"]), int(p["num_leaves"]))
     prev, nxt = new_list(u)
-    o64, n64 = layout([head, *i64, len(forest.fm)])
-    o32, n32 = layout([*i32, u + 1, u + 1, len(forest.mi)])
+    o64, n64 = layout([head, *i64, u, len(forest.fm)])
+    o32, n32 = layout([*i32, u, u, cap, u, u + 1, u + 1, len(forest.mi)])
     of, nf = layout([*f64, (rowcap + 1) * n_feat, rowcap, len(forest.mf)])
     I64 = np.zeros(n64, np.int64)
     I32 = np.zeros(n32, np.int32)
     F64 = np.zeros(nf, np.float64)
     h = I64
     h[SKIPLEN], h[ROWCAP], h[NFEAT], h[U] = skip_len(ctx), rowcap, n_feat, u
-    h[O_PREV], h[O_NXT], h[O_MI], h[L_MI] = o32[-3], o32[-2], o32[-1], len(forest.mi)
-    h[O_X], h[O_Y], h[O_MF], h[L_MF], h[O_FM] = of[-3], of[-2], of[-1], len(forest.mf), o64[-1]
-    I64[o64[-1]:] = forest.fm
-    I32[o32[-3]:o32[-2]] = prev
-    I32[o32[-2]:o32[-1]] = nxt
-    I32[o32[-1]:] = forest.mi
-    F64[of[-1]:] = forest.mf
-    return cls(I64, I32, F64, t.req_offsets, t.blocks), o64[1:-1], o32[:-3], of[:-3]
+    h[O_LAST], h[O_FM] = o64[-2:]
+    h[O_STATUS], h[O_PDI], h[O_INARR], h[O_INPOS], h[O_PREV], h[O_NXT], h[O_MI] = o32[-7:]
+    h[O_X], h[O_Y], h[O_MF] = of[-3:]
+    h[L_MI], h[L_MF] = len(forest.mi), len(forest.mf)
+    I64[h[O_FM]:] = forest.fm
+    I32[h[O_PREV]:h[O_NXT]] = prev
+    I32[h[O_NXT]:h[O_MI]] = nxt
+    I32[h[O_MI]:] = forest.mi
+    F64[h[O_MF]:] = forest.mf
+    return cls(I64, I32, F64, t.req_offsets, t.blocks), o64[1:-2], o32[:-7], of[:-3]
 
 
 def skip_len(ctx) -> int:
@@ -231,23 +241,64 @@ def predict(st, b, now):
 
 
 @njit
-def distance_features(F, xo, age, I, o, n, k, w):
-    """The features libCacheSim's learned policies open with, into F[xo:xo+n+2]: the
-    age, the n newest past distances of the ring at I[o:o+n] holding k (absent: 0) and
-    the size (1). Returns how many of them have a running sum below w."""
-    F[xo] = age
+def distance_features(st, b, t, xo, o, n, w):
+    """The features libCacheSim's learned policies open with, for block b as of access t
+    into F64[xo:xo+n+2]: its age, its n newest past distances (ring at I32[o:o+n];
+    absent: 0) and its size (1). Returns how many of them have a running sum below w."""
+    h = st.I64
+    F = st.F64
+    k = st.I32[h[O_PDI] + b]
+    F[xo] = t - h[h[O_LAST] + b]
     for i in range(1, n + 1):
         F[xo + i] = 0.0
     acc = 0
     n_within = 0
     for i in range(min(k, n)):
-        d = ring_newest(I, o, n, k, i)
+        d = ring_newest(st.I32, o, n, k, i)
         acc += d
         F[xo + 1 + i] = d
         if acc < w:
             n_within += 1
     F[xo + n + 1] = 1.0
     return n_within
+
+
+# ------------------------------------------------------------ blocks
+@njit
+def admit(st, b, j):
+    """Missing block b, inserted at access j, becomes resident (a block not tracked yet
+    starts its record: last access j, no past distance); returns its status before."""
+    h = st.I64
+    I32 = st.I32
+    k = h[O_STATUS] + b
+    s = I32[k]
+    if s == 0:
+        h[h[O_LAST] + b] = j
+        I32[h[O_PDI] + b] = 0
+    I32[k] = 1
+    dense_add(h, I32, INSIZE, O_INARR, O_INPOS, b)
+    lru_push(st, b)
+    return s
+
+
+@njit
+def retire(st, v):
+    """Resident block v leaves the cache and stays tracked (status 2)."""
+    h = st.I64
+    st.I32[h[O_STATUS] + v] = 2
+    dense_remove(h, st.I32, INSIZE, O_INARR, O_INPOS, v)
+    lru_remove(st, v)
+
+
+@njit
+def record_reuse(st, b, o, n, now):
+    """Tracked block b is accessed again at `now`: the distance since its last access
+    joins its ring (n distances at I32[o:o+n]); its last access becomes now."""
+    h = st.I64
+    kp = h[O_PDI] + b
+    kl = h[O_LAST] + b
+    st.I32[kp] = ring_record(st.I32, o, n, st.I32[kp], now - h[kl])
+    h[kl] = now
 
 
 # ------------------------------------------------------------ dense sets (in I32)
