@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 from numba.extending import overload
 
-from ..jit import njit
+from ..jit import inline_njit, njit
 from ..result import Mode
 from .dlist import move_to_head, new_list, push_head, unlink
 from .gbdt import Forest, export, fit, lightgbm_params, new_forest, predict_one
@@ -195,7 +195,7 @@ def catch_up(st, upto):
         j = next_access(h, st.offsets, upto)
 
 
-@njit
+@inline_njit
 def catch_up_evict(st, j, r):
     """Catch up before an eviction for access j of request r: in block mode (r == -2)
     the missing access is looked up before the eviction, as in libCacheSim; in request
@@ -210,7 +210,7 @@ def on_hit(st, b, j, r, d):
 
 
 # ------------------------------------------------------------------ rows and model
-@njit
+@inline_njit
 def add_row(st, b, t, y):
     """A training row: block b's features as of access t, label log1p(y) rounded to
     float32 (as libCacheSim keeps it); dropped when the row buffer is full."""
@@ -222,13 +222,13 @@ def add_row(st, b, t, y):
         h[NROWS] = n + 1
 
 
-@njit
+@inline_njit
 def trained(h):
     """Has a model been fitted yet (its tree count, in the forest meta, is positive)?"""
     return h[h[O_FM] + 2] > 0
 
 
-@njit
+@inline_njit
 def predict(st, b, now):
     """The model's output for block b's features as of access `now` (built in the
     scratch row after the row buffer)."""
@@ -240,7 +240,7 @@ def predict(st, b, now):
     return predict_one(mi, mf, h[h[O_FM]:h[O_FM] + 4], st.F64[xo:xo + h[NFEAT]])
 
 
-@njit
+@inline_njit
 def distance_features(st, b, t, xo, o, n, w):
     """The features libCacheSim's learned policies open with, for block b as of access t
     into F64[xo:xo+n+2]: its age, its n newest past distances (ring at I32[o:o+n];
@@ -264,7 +264,7 @@ def distance_features(st, b, t, xo, o, n, w):
 
 
 # ------------------------------------------------------------ blocks
-@njit
+@inline_njit
 def admit(st, b, j):
     """Missing block b, inserted at access j, becomes resident (a block not tracked yet
     starts its record: last access j, no past distance); returns its status before."""
@@ -281,7 +281,7 @@ def admit(st, b, j):
     return s
 
 
-@njit
+@inline_njit
 def retire(st, v):
     """Resident block v leaves the cache and stays tracked (status 2)."""
     h = st.I64
@@ -290,7 +290,7 @@ def retire(st, v):
     lru_remove(st, v)
 
 
-@njit
+@inline_njit
 def record_reuse(st, b, o, n, now):
     """Tracked block b is accessed again at `now`: the distance since its last access
     joins its ring (n distances at I32[o:o+n]); its last access becomes now."""
@@ -323,41 +323,41 @@ def dense_remove(h, I, size, o_arr, o_pos, b):
 
 
 # ------------------------------------------------ the LRU list of resident blocks
-@njit
+@inline_njit
 def _lru(st):
     h = st.I64
     u1 = h[U] + 1
     return st.I32[h[O_PREV]:h[O_PREV] + u1], st.I32[h[O_NXT]:h[O_NXT] + u1]
 
 
-@njit
+@inline_njit
 def lru_push(st, b):
     """Block b enters the list at the recent end."""
     prev, nxt = _lru(st)
     push_head(prev, nxt, b)
 
 
-@njit
+@inline_njit
 def lru_touch(st, b):
     """Block b moves to the recent end."""
     prev, nxt = _lru(st)
     move_to_head(prev, nxt, b)
 
 
-@njit
+@inline_njit
 def lru_remove(st, b):
     prev, nxt = _lru(st)
     unlink(prev, nxt, b)
 
 
-@njit
+@inline_njit
 def lru_oldest(st):
     """The least recently used block (the sentinel h[U] when the list is empty)."""
     h = st.I64
     return np.int64(st.I32[h[O_PREV] + h[U]])
 
 
-@njit
+@inline_njit
 def lru_newer(st, b):
     """The block after b towards the recent end, the oldest after the newest (the
     circular `next` of libCacheSim's 3L-Cache)."""
@@ -368,7 +368,7 @@ def lru_newer(st, b):
     return np.int64(p)
 
 
-@njit
+@inline_njit
 def lru_unpinned(st, pin, r):
     """The least recently used block that request r has not pinned, or -1; not removed."""
     h = st.I64

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..jit import njit
+from ..jit import inline_njit, njit
 
 
-@njit
+@inline_njit
 def log2_count(H, o, x):
     """Count x >= 1 in bucket floor(log2 x) (the caller's n buckets must reach it)."""
     k = 0

@@ -9,7 +9,7 @@
 """
 from __future__ import annotations
 
-from ..jit import njit
+from ..jit import inline_njit, njit
 
 
 @njit
@@ -27,13 +27,13 @@ def ring_newest(I, o, n, k, i):
     return I[o + (k - 1 - i) % n]
 
 
-@njit
+@inline_njit
 def fifo_at(h, I, s, i):
     """The i-th oldest entry of FIFO ring s."""
     return I[h[s[0]] + (h[s[1]] + i) % h[s[3]]]
 
 
-@njit
+@inline_njit
 def fifo_push(h, I, s, b):
     """Append b to FIFO ring s; returns its slot (I[h[s[0]] + slot] holds it)."""
     slot = (h[s[1]] + h[s[2]]) % h[s[3]]
@@ -42,7 +42,7 @@ def fifo_push(h, I, s, b):
     return slot
 
 
-@njit
+@inline_njit
 def fifo_drop(h, s, n):
     """Forget the n oldest entries of FIFO ring s."""
     h[s[1]] = (h[s[1]] + n) % h[s[3]]
