@@ -9,6 +9,7 @@ from sim_core import Trace, simulate
 from sim_core.engine import FAILED, new_engine_state, replay_range
 from sim_core.policies import PolicyContext, get_policy
 from sim_core.structures.gbdt import export, fit, forest_predict, lightgbm_params, new_forest
+from sim_core.structures.learned import forest_view
 from tests.helpers import mooncake_trace, session_trace
 
 lgb = pytest.importorskip("lightgbm")
@@ -57,7 +58,6 @@ def _replay_with_state(trace, policy, cap, mode="block", **params):
                         params={**spec.defaults, **params}, seed=0)
     st = spec.make_state(ctx)
     es = new_engine_state(trace.n_unique, trace.n_requests, max(trace.max_request_blocks, 1), cap)
-    mod = __import__(spec.make_state.__module__, fromlist=["forest_of"])
     snaps = []
     step = spec.train_every
     for r0 in range(0, trace.n_requests, step):
@@ -65,24 +65,24 @@ def _replay_with_state(trace, policy, cap, mode="block", **params):
         replay_range(trace.req_offsets, trace.blocks, np.zeros(0, np.int32), np.int64(cap), mode == "request", False,
                      st, es, r0, r1)
         assert not es.counters[FAILED]
-        before = mod.forest_of(st).mf.copy()
+        before = forest_view(st).mf.copy()
         spec.train(st, ctx, r1)
-        after = mod.forest_of(st)
+        after = forest_view(st)
         if not np.array_equal(before, after.mf):
             snaps.append((r1, after.mi.copy(), after.mf.copy(), int(after.fm[2])))
-    return st, es, snaps, mod
+    return st, es, snaps
 
 
 @pytest.mark.parametrize("policy", LEARNED)
 def test_models_are_trained_and_replaced(policy):
     t = session_trace(n_sessions=100, seed=2)
-    st, es, snaps, mod = _replay_with_state(t, policy, 60, **SMALL[policy])
+    st, es, snaps = _replay_with_state(t, policy, 60, **SMALL[policy])
     assert len(snaps) >= 2, "expected several trainings"
     r1, mi, mf, n_trees = snaps[0]
     assert n_trees == SMALL[policy]["num_iterations"]
     assert not np.array_equal(mf, snaps[-1][2])  # retraining rewrote the trees in place
     # the live model is what the last training wrote
-    assert np.array_equal(mod.forest_of(st).mf, snaps[-1][2])
+    assert np.array_equal(forest_view(st).mf, snaps[-1][2])
 
 
 @pytest.mark.parametrize("policy", LEARNED)

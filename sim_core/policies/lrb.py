@@ -54,11 +54,12 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
-from ..structures.dlist import move_to_head, new_list, push_head, unlink
-from ..structures.gbdt import Forest, new_forest, predict_one
-from ..structures.learned import (dense_add, dense_remove, fit_rows, forest_view, lru_unpinned, model_views,
-                                 next_access, ring_newest, ring_record, skip_len, trained)
-from ..structures.packed import layout
+from ..structures.learned import HEAD as LEARNED_HEAD
+from ..structures.learned import INSIZE, NROWS, O_INARR, O_LAST, O_PDI, O_STATUS
+from ..structures.learned import (add_row, admit, catch_up, catch_up_evict, dense_add, dense_remove,
+                                 distance_features, fit_rows, lru_touch, lru_unpinned, on_hit,
+                                 predict, record_reuse, register_learned, retire, trained)
+from ..structures.learned import new_state as new_learned_state
 from ..structures.rng import below_mod, seed_word
 from .api import PolicySpec, register_hooks
 
@@ -68,14 +69,14 @@ N_EDC = 10
 N_FEAT = N_TS + 2 + N_EDC  # 44
 BASE_EDC = 10
 
-# I64 head: scalars, then configuration (offsets of the packed tables)
-(CUR, RCUR, SAMPLING, NROWS, INSIZE, TRSIZE, FREETOP, NTRAIN, STAMP, NSLOT, NFORCED, RNG,
- W, BATCH, K, SKIPLEN, MAXIDX, ROWCAP, U, ONE,
- O_LAST, O_MARK, O_PTIME, O_FM,  # in I64
- O_STATUS, O_XSLOT, O_PDI, O_INPOS, O_TRARR, O_TRPOS, O_SHEAD, O_PREV, O_NXT, O_INARR, O_CAND,
- O_PNEXT, O_PFREE, O_DIST, O_MI, L_MI,  # in I32
- O_X, O_Y, O_HASH, O_EDC, O_MF, L_MF,  # in F64
- HEAD) = range(47)
+# I64 head after the learned policies' slots (structures/learned.py): scalars, then
+# configuration (offsets of the packed tables)
+(SAMPLING, TRSIZE, FREETOP, NTRAIN, STAMP, NSLOT, NFORCED, RNG,
+ W, BATCH, K, MAXIDX, ONE,
+ O_MARK, O_PTIME,  # in I64
+ O_XSLOT, O_TRARR, O_TRPOS, O_SHEAD, O_CAND, O_PNEXT, O_PFREE, O_DIST,  # in I32
+ O_HASH, O_EDC,  # in F64
+ HEAD) = range(LEARNED_HEAD, LEARNED_HEAD + 26)
 
 
 class LRBState(NamedTuple):
@@ -83,13 +84,13 @@ class LRBState(NamedTuple):
     the number of arrays in a state tuple, so all per-block and pool arrays share three
     buffers by dtype."""
 
-    I64: np.ndarray  # scalars/config | last access[U] | dedup stamp[U] | sample time[P] | forest meta
-    I32: np.ndarray  # status, distance slot, past-distance index, resident pos, tracked
-    #                  array/pos, first pending sample [U each] | LRU prev/next [U+1] |
-    #                  resident array [cap] | candidates [K] | pending next/free [P] |
-    #                  distances [S*31] | forest ints
-    F64: np.ndarray  # rows [(R+1)*44] (last row scratch) | labels [R] | 2^-i table |
-    #                  EDCs [S*10] (float32-rounded) | forest floats
+    I64: np.ndarray  # scalars/config | dedup stamp[U] | sample time[P] | last access[U] | forest meta
+    I32: np.ndarray  # distance slot, tracked array/pos, first pending sample [U each] |
+    #                  candidates [K] | pending next/free [P] | distances [S*31] | status,
+    #                  distance count [U] | resident array [cap] / pos [U] | LRU prev/next
+    #                  [U+1] | forest ints
+    F64: np.ndarray  # 2^-i table | EDCs [S*10] (float32-rounded) | rows [(R+1)*44] (last
+    #                  row scratch) | labels [R] | forest floats
     offsets: np.ndarray  # trace request offsets (shared, read-only)
     blocks: np.ndarray  # trace blocks (shared, read-only)
 
@@ -110,39 +111,23 @@ def make_state(ctx) -> LRBState:
     counts = np.bincount(t.blocks, minlength=u)
     n_slots = max(1, int((counts >= 2).sum()))  # only reused blocks ever get distances
     pool = max(1, min(n, 1 << 22))
-    cap = max(1, min(int(ctx.capacity), u))
-    rowcap = 2 * batch
-    forest = new_forest(int(p["num_iterations"]), int(p["num_leaves"]))
-    o64, n64 = layout([HEAD, u, u, pool, 4])
-    o32, n32 = layout([u, u, u, u, u, u, u, u + 1, u + 1, cap, k, pool, pool, n_slots * N_PD,
-                        len(forest.mi)])
-    of, nf = layout([(rowcap + 1) * N_FEAT, rowcap, maxidx + 1, n_slots * N_EDC, len(forest.mf)])
-    I64 = np.zeros(n64, np.int64)
-    I32 = np.zeros(n32, np.int32)
-    F64 = np.zeros(nf, np.float64)
+    st, o64, o32, of = new_learned_state(LRBState, ctx, N_FEAT, HEAD, [u, pool],
+                                         [u, u, u, u, k, pool, pool, n_slots * N_PD],
+                                         [maxidx + 1, n_slots * N_EDC])
+    I64, I32, F64 = st.I64, st.I32, st.F64
     I64[RNG] = seed_word(ctx.seed, 0x632BE59BD9B4E019, 31)
     I64[FREETOP] = pool
-    I64[W:ONE + 1] = [w, batch, k, skip_len(ctx), maxidx, rowcap, u, 1]
-    I64[O_LAST:O_FM + 1] = o64[1:]
-    I64[O_STATUS:L_MI + 1] = o32 + [len(forest.mi)]
-    I64[O_X:L_MF + 1] = of + [len(forest.mf)]
-    I64[o64[2]:o64[2] + u] = -1  # dedup stamps
-    I64[o64[4]:o64[4] + 4] = forest.fm
-    I32[o32[1]:o32[1] + u] = -1  # no distance slot
-    I32[o32[6]:o32[6] + u] = -1  # no pending sample
-    prev, nxt = new_list(u)
-    I32[o32[7]:o32[7] + u + 1] = prev
-    I32[o32[8]:o32[8] + u + 1] = nxt
-    I32[o32[11]:o32[11] + pool] = -1
-    I32[o32[12]:o32[12] + pool] = np.arange(pool, dtype=np.int32)
-    I32[o32[14]:] = forest.mi
-    F64[of[2]:of[2] + maxidx + 1] = 0.5 ** np.arange(maxidx + 1, dtype=np.float64)
-    return LRBState(I64, I32, F64, t.req_offsets, t.blocks)
-
-
-def forest_of(st: LRBState) -> Forest:
-    """Views of the model inside the packed state (Python side)."""
-    return forest_view(st, O_MI, L_MI, O_MF, L_MF, O_FM)
+    I64[W:ONE + 1] = [w, batch, k, maxidx, 1]
+    I64[O_MARK:O_PTIME + 1] = o64
+    I64[O_XSLOT:O_DIST + 1] = o32
+    I64[O_HASH:O_EDC + 1] = of
+    I64[I64[O_MARK]:I64[O_MARK] + u] = -1  # dedup stamps
+    I32[I64[O_XSLOT]:I64[O_XSLOT] + u] = -1  # no distance slot
+    I32[I64[O_SHEAD]:I64[O_SHEAD] + u] = -1  # no pending sample
+    I32[I64[O_PNEXT]:I64[O_PNEXT] + pool] = -1
+    I32[I64[O_PFREE]:I64[O_PFREE] + pool] = np.arange(pool, dtype=np.int32)
+    F64[I64[O_HASH]:I64[O_HASH] + maxidx + 1] = 0.5 ** np.arange(maxidx + 1, dtype=np.float64)
+    return st
 
 
 # ------------------------------------------------------------------ primitives
@@ -152,25 +137,10 @@ def _features(st, b, t, xo):
     h = st.I64
     I32 = st.I32
     F = st.F64
-    w = h[W]
-    age = t - h[h[O_LAST] + b]
-    F[xo] = age
-    for i in range(1, N_TS):
-        F[xo + i] = 0.0
-    n_within = 0
+    slot = I32[h[O_XSLOT] + b]  # its past distances' ring
+    F[xo + N_TS + 1] = distance_features(st, b, t, xo, h[O_DIST] + slot * N_PD, N_PD, h[W])
     p = I32[h[O_PDI] + b]
-    slot = I32[h[O_XSLOT] + b]
-    if p > 0:
-        acc = 0
-        m = p if p < N_PD else N_PD
-        for i in range(m):
-            d = ring_newest(I32, h[O_DIST] + slot * N_PD, N_PD, p, i)
-            acc += d
-            F[xo + i + 1] = d
-            if acc < w:
-                n_within += 1
-    F[xo + N_TS] = 1.0
-    F[xo + N_TS + 1] = n_within
+    age = t - h[h[O_LAST] + b]
     oe = h[O_EDC] + slot * N_EDC
     for i in range(N_EDC):
         x = _decay(h, F, age, i)
@@ -197,11 +167,7 @@ def _mature(st, b, lab_fixed, now):
         return
     while i >= 0:
         t = h[h[O_PTIME] + i]
-        if h[NROWS] < h[ROWCAP]:
-            _features(st, b, t, h[O_X] + h[NROWS] * N_FEAT)
-            lab = now - t if lab_fixed < 0 else lab_fixed
-            st.F64[h[O_Y] + h[NROWS]] = np.float32(np.log1p(np.float64(lab)))
-            h[NROWS] += 1
+        add_row(st, b, t, now - t if lab_fixed < 0 else lab_fixed)
         nx = I32[h[O_PNEXT] + i]
         I32[h[O_PFREE] + h[FREETOP]] = i
         h[FREETOP] += 1
@@ -235,8 +201,7 @@ def _update(st, b, now):
     for i in range(N_EDC):
         x = _decay(h, F, d, i)
         F[oe + i] = np.float32((F[oe + i] * x if p > 0 else x) + 1.0)  # libCacheSim keeps EDCs as float
-    I32[h[O_PDI] + b] = ring_record(I32, h[O_DIST] + slot * N_PD, N_PD, p, d)
-    h[h[O_LAST] + b] = now
+    record_reuse(st, b, h[O_DIST] + slot * N_PD, N_PD, now)
 
 
 @njit
@@ -258,8 +223,7 @@ def _lookup(st, j):
         _mature(st, b, -h[ONE], j)
         _update(st, b, j)
         if s == 1:
-            u1 = h[U] + 1
-            move_to_head(I32[h[O_PREV]:h[O_PREV] + u1], I32[h[O_NXT]:h[O_NXT] + u1], b)
+            lru_touch(st, b)
     if h[SAMPLING] != 0 and h[TRSIZE] > 0 and h[FREETOP] > 0:
         v = I32[h[O_TRARR] + below_mod(h, RNG, h[TRSIZE])]
         h[FREETOP] -= 1
@@ -269,36 +233,15 @@ def _lookup(st, j):
         I32[h[O_SHEAD] + v] = i
 
 
-@njit
-def _catch_up(st, upto):
-    """Process the lookups of all accesses before `upto`, in order."""
-    h = st.I64
-    j = next_access(h, st.offsets, CUR, RCUR, SKIPLEN, upto)
-    while j >= 0:
-        _lookup(st, j)
-        h[CUR] = j + 1
-        j = next_access(h, st.offsets, CUR, RCUR, SKIPLEN, upto)
+register_learned(LRBState, _lookup, _features)
 
 
-# ------------------------------------------------------------------ hooks
-@njit
-def on_hit(st, b, j, r, d):
-    _catch_up(st, j + 1)
-
-
+# ------------------------------------------------------------------ hooks (on_hit: learned.on_hit)
 @njit
 def on_insert(st, b, j, r, d):
-    _catch_up(st, j + 1)
-    h = st.I64
-    I32 = st.I32
-    if I32[h[O_STATUS] + b] == 0:
-        h[h[O_LAST] + b] = j
-        I32[h[O_PDI] + b] = 0
-        dense_add(h, I32, TRSIZE, O_TRARR, O_TRPOS, b)
-    I32[h[O_STATUS] + b] = 1
-    dense_add(h, I32, INSIZE, O_INARR, O_INPOS, b)
-    u1 = h[U] + 1
-    push_head(I32[h[O_PREV]:h[O_PREV] + u1], I32[h[O_NXT]:h[O_NXT] + u1], b)
+    catch_up(st, j + 1)
+    if admit(st, b, j) == 0:
+        dense_add(st.I64, st.I32, TRSIZE, O_TRARR, O_TRPOS, b)
 
 
 @njit
@@ -328,13 +271,9 @@ def _ranked_victim(st, r, pin, now):
         rows += 1
     best = -1
     best_s = -np.inf
-    xo = h[O_X] + h[ROWCAP] * N_FEAT  # scratch row
-    x = st.F64[xo:xo + N_FEAT]
-    mi, mf, fm = model_views(st, O_MI, L_MI, O_MF, L_MF, O_FM)
     for i in range(rows):
         b = np.int64(I32[oc + i])
-        _features(st, b, now, xo)
-        s = predict_one(mi, mf, fm, x)
+        s = predict(st, b, now)
         if best < 0 or s > best_s:
             best = b
             best_s = s
@@ -343,32 +282,23 @@ def _ranked_victim(st, r, pin, now):
 
 @njit
 def evict(st, j, r, pin):
-    # block mode (r == -2): the missing access was looked up before the eviction, as in
-    # libCacheSim; request mode: evictions precede the request's lookups
-    _catch_up(st, j + 1 if r == -2 else j)
+    catch_up_evict(st, j, r)
     h = st.I64
-    I32 = st.I32
     w = h[W]
-    u1 = h[U] + 1
-    prev = I32[h[O_PREV]:h[O_PREV] + u1]
-    nxt = I32[h[O_NXT]:h[O_NXT] + u1]
-    v = lru_unpinned(I32, h[O_PREV], h[U], pin, r)  # LRU tail, skipping the request's pinned blocks
+    v = lru_unpinned(st, pin, r)  # LRU tail, skipping the request's pinned blocks
     if v < 0:
         return -1
     olast = h[O_LAST]
-    if trained(h, O_FM) and j - h[olast + v] < w:
+    if trained(h) and j - h[olast + v] < w:
         c = np.int64(_ranked_victim(st, r, pin, j))
         if c >= 0:
             v = c
     h[SAMPLING] = 1
-    unlink(prev, nxt, v)
-    dense_remove(h, I32, INSIZE, O_INARR, O_INPOS, v)
+    retire(st, v)
     if j - h[olast + v] >= w:
         _mature(st, v, j - h[olast + v] + w, j)
         _untrack(st, v)
         h[NFORCED] += 1
-    else:
-        I32[h[O_STATUS] + v] = 2
     return v
 
 
@@ -379,7 +309,7 @@ def train(st: LRBState, ctx, next_request: int) -> None:
     """Fit a new model once batch_size rows have matured (called between segments)."""
     if int(st.I64[NROWS]) < int(st.I64[BATCH]):
         return
-    fit_rows(st, ctx, NROWS, O_X, O_Y, N_FEAT, forest_of(st))
+    fit_rows(st, ctx)
     st.I64[NTRAIN] += 1
 
 

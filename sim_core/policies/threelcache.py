@@ -55,12 +55,15 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
-from ..structures.dlist import move_to_head, new_list, push_head, unlink
-from ..structures.gbdt import Forest, new_forest, predict_one
 from ..structures.heap import scored_clear, scored_drop, scored_pop, scored_push
-from ..structures.learned import (dense_add, dense_remove, fit_rows, forest_view, lru_unpinned,
-                                 model_views, next_access, ring_newest, ring_record, skip_len, trained)
-from ..structures.packed import layout
+from ..structures.learned import CUR, INSIZE, NROWS, O_INARR, O_LAST, O_STATUS, U
+from ..structures.learned import HEAD as LEARNED_HEAD
+from ..structures.learned import (add_row, admit, catch_up, catch_up_evict, distance_features,
+                                 fit_rows, lru_newer, lru_oldest, lru_touch, lru_unpinned, on_hit,
+                                 predict, record_reuse, register_learned, retire, trained)
+from ..structures.learned import new_state as new_learned_state
+from ..structures.log2hist import log2_count, log2_quantile
+from ..structures.ring import fifo_at, fifo_drop, fifo_push
 from ..structures.rng import below_mod, seed_word
 from .api import PolicySpec, register_hooks
 
@@ -68,31 +71,30 @@ N_PD = 3  # past distances (max_n_past_distances)
 N_FEAT = 6
 FREQ_MAX = 65535
 
-# I64 head
-(CUR, RCUR, SAMPLING, NROWS, INSIZE, OFRONT, OSIZE, QHEAD, QSIZE, NEWSIZE, HSIZE, NPRED,
+# I64 head, after the learned policies' slots (structures/learned.py)
+(SAMPLING, OFRONT, OSIZE, QHEAD, QSIZE, NEWSIZE, HSIZE, NPRED,
  EVN, SR, SB, SLRU, RES, SP, SCAN, IQL, ED0, ED1, ED2, ED3, HSW, MAB0, MAB1, ISFULL, NREQ,
  NHIT, NWHIT, SPTS, ORIGIN, READY, NTRAIN, RNG, SEEN,
- BATCH, EVR, U, SKIPLEN, RC, QC, HC, CC, ROWCAP,
+ BATCH, EVR, RC, QC, HC, CC,
  OBJD,  # 16 slots: evictions per log2(frequency)
- ) = range(47)
-O_LAST = OBJD + 16
-(O_STIME, O_FM,  # in I64
- O_STATUS, O_POS, O_PDI, O_DIST, O_FREQ, O_HASP, O_PREV, O_NXT, O_INKEY, O_OKEY, O_OVALID,
- O_Q, O_HKEY, O_CAND, O_MI, L_MI,  # in I32
- O_PRED, O_HVAL, O_X, O_Y, O_MF, L_MF,  # in F64
- ) = range(O_LAST + 1, O_LAST + 25)
-HEAD = O_LAST + 25
+ ) = range(LEARNED_HEAD, LEARNED_HEAD + 40)
+(O_STIME,  # in I64
+ O_HSLOT, O_DIST, O_FREQ, O_HASP, O_OKEY, O_Q, O_HKEY, O_CAND,  # in I32
+ O_PRED, O_HVAL,  # in F64
+ HEAD) = range(OBJD + 16, OBJD + 28)
 PH = (O_HVAL, O_HKEY, HSIZE, HC, O_HASP, O_PRED, NPRED)  # the prediction heap (structures/heap.py)
+HIST = (O_OKEY, OFRONT, OSIZE, RC)  # the history, a FIFO ring (tombstone: -1; structures/ring.py)
+NEWQ = (O_Q, QHEAD, QSIZE, QC)  # the queue of blocks admitted since the model was trained
 
 
 class ThreeLState(NamedTuple):
     """Packed tables (offsets in I64's head), few fields to keep numba compiles short."""
 
-    I64: np.ndarray  # scalars/config | last access [U] | pending sample time [U] | forest meta
-    I32: np.ndarray  # status, position (resident slot / history ring slot), distance index,
-    #                  distances [3U], frequency, has-prediction [U] | LRU prev/next [U+1]
-    #                  | resident keys [cap] | history ring keys/valid [RC] | new-object
-    #                  queue [QC] | heap keys [HC] | candidates [CC] | forest ints
+    I64: np.ndarray  # scalars/config | pending sample time [U] | last access [U] | forest meta
+    I32: np.ndarray  # history ring slot [U], distances [3U], frequency, has-prediction [U]
+    #                  | history ring [RC] | new-object queue [QC] | heap keys [HC] |
+    #                  candidates [CC] | status, distance count [U] | resident keys [cap]
+    #                  / positions [U] | LRU prev/next [U+1] | forest ints
     F64: np.ndarray  # prediction per block [U] | heap values [HC] | rows [(R+1)*6] |
     #                  labels [R] | forest floats
     offsets: np.ndarray  # trace request offsets (shared, read-only)
@@ -101,9 +103,8 @@ class ThreeLState(NamedTuple):
 
 def make_state(ctx) -> ThreeLState:
     t = ctx.trace
-    p = ctx.params
     u = t.n_unique
-    batch = int(p["batch_size"])
+    batch = int(ctx.params["batch_size"])
     if batch < 2:
         raise ValueError("threelcache batch_size must be >= 2")
     cap = max(1, min(int(ctx.capacity), u))
@@ -111,15 +112,9 @@ def make_state(ctx) -> ThreeLState:
     qc = 2 * cap + 4096
     hc = 2 * cap + 4096
     cc = cap + 4096
-    rowcap = 2 * batch
-    forest = new_forest(int(p["num_iterations"]), int(p["num_leaves"]))
-    o64, n64 = layout([HEAD, u, u, 4])
-    o32, n32 = layout([u, u, u, N_PD * u, u, u, u + 1, u + 1, cap, rc, rc, qc, hc, cc,
-                        len(forest.mi)])
-    of, nf = layout([u, hc, (rowcap + 1) * N_FEAT, rowcap, len(forest.mf)])
-    I64 = np.zeros(n64, np.int64)
-    I32 = np.zeros(n32, np.int32)
-    F64 = np.zeros(nf, np.float64)
+    st, o64, o32, of = new_learned_state(ThreeLState, ctx, N_FEAT, HEAD, [u],
+                                         [u, N_PD * u, u, u, rc, qc, hc, cc], [u, hc])
+    I64 = st.I64
     I64[RNG] = seed_word(ctx.seed, 0x7F4A7C159E3779B9, 29)
     I64[SR] = 1024
     I64[SB] = 1
@@ -127,21 +122,11 @@ def make_state(ctx) -> ThreeLState:
     I64[RES] = 2
     I64[HSW] = 2
     I64[SP] = -1
-    I64[BATCH:ROWCAP + 1] = [batch, 2, u, skip_len(ctx), rc, qc, hc, cc, rowcap]
-    I64[O_LAST:O_FM + 1] = o64[1:]
-    I64[O_STATUS:L_MI + 1] = o32 + [len(forest.mi)]
-    I64[O_PRED:L_MF + 1] = of + [len(forest.mf)]
-    I64[o64[3]:o64[3] + 4] = forest.fm
-    prev, nxt = new_list(u)
-    I32[o32[6]:o32[6] + u + 1] = prev
-    I32[o32[7]:o32[7] + u + 1] = nxt
-    I32[o32[14]:] = forest.mi
-    return ThreeLState(I64, I32, F64, t.req_offsets, t.blocks)
-
-
-def forest_of(st: ThreeLState) -> Forest:
-    """Views of the model inside the packed state (Python side)."""
-    return forest_view(st, O_MI, L_MI, O_MF, L_MF, O_FM)
+    I64[BATCH:CC + 1] = [batch, 2, rc, qc, hc, cc]
+    I64[O_STIME] = o64[0]
+    I64[O_HSLOT:O_CAND + 1] = o32
+    I64[O_PRED:O_HVAL + 1] = of
+    return st
 
 
 # ------------------------------------------------------------------ primitives
@@ -149,47 +134,23 @@ def forest_of(st: ThreeLState) -> Forest:
 def _keeps(h, t):
     """Does the pending sample taken at t (0: none) become a training row when it matures?
     Every one before the first model, one in 4 afterwards (libCacheSim)."""
-    return t != 0 and (below_mod(h, RNG, 4) == 0 or not trained(h, O_FM))
+    return t != 0 and (below_mod(h, RNG, 4) == 0 or not trained(h))
 
 
 @njit
 def _features(st, b, t, xo):
     """Feature row of block b as of time t into F64[xo:xo+6] (libCacheSim's layout)."""
     h = st.I64
-    I32 = st.I32
-    F = st.F64
-    F[xo] = t - h[h[O_LAST] + b]
-    F[xo + 1] = 0.0
-    F[xo + 2] = 0.0
-    F[xo + 3] = 0.0
-    p = I32[h[O_PDI] + b]
-    for i in range(min(p, N_PD)):
-        F[xo + 1 + i] = ring_newest(I32, h[O_DIST] + N_PD * b, N_PD, p, i)
-    F[xo + 4] = 1.0
-    F[xo + 5] = I32[h[O_FREQ] + b]
+    distance_features(st, b, t, xo, h[O_DIST] + N_PD * b, N_PD, 0)
+    st.F64[xo + 5] = st.I32[h[O_FREQ] + b]
 
 
 @njit
 def _add_row(st, b, t, future):
+    add_row(st, b, t, future)
     h = st.I64
-    if h[NROWS] < h[ROWCAP]:
-        _features(st, b, t, h[O_X] + h[NROWS] * N_FEAT)
-        st.F64[h[O_Y] + h[NROWS]] = np.float32(np.log1p(np.float64(future)))
-        h[NROWS] += 1
     if h[NROWS] >= h[BATCH] and h[EVN] <= 0:
         h[READY] = 1
-
-
-@njit
-def _next(st, b):
-    """libCacheSim's circular `next`: towards the recent end, wrapping to the oldest."""
-    h = st.I64
-    I32 = st.I32
-    sent = h[U]
-    p = I32[h[O_PREV] + b]
-    if p == sent:
-        p = I32[h[O_PREV] + sent]
-    return np.int64(p)
 
 
 @njit
@@ -211,29 +172,23 @@ def _lookup(st, j):
             _add_row(st, b, t, j - t)
         h[ks] = 0
         # meta update: distance ring, last access, frequency
-        kp = h[O_PDI] + b
-        I32[kp] = ring_record(I32, h[O_DIST] + N_PD * b, N_PD, I32[kp], j - h[h[O_LAST] + b])
-        h[h[O_LAST] + b] = j
+        record_reuse(st, b, h[O_DIST] + N_PD * b, N_PD, j)
         kf = h[O_FREQ] + b
         if I32[kf] < FREQ_MAX:
             I32[kf] += 1
         if s == 1:
             if h[SP] == b:
-                h[SP] = _next(st, b)
+                h[SP] = lru_newer(st, b)
             scored_drop(h, I32, PH, b)
-            u1 = h[U] + 1
-            move_to_head(I32[h[O_PREV]:h[O_PREV] + u1], I32[h[O_NXT]:h[O_NXT] + u1], b)
+            lru_touch(st, b)
     if h[SAMPLING] != 0:
         n_all = h[INSIZE] + h[OSIZE]
         if n_all > 0:
             pos = below_mod(h, RNG, n_all)
-            v = -1
             if pos < h[INSIZE]:
-                v = I32[h[O_INKEY] + pos]
-            else:
-                slot = (h[OFRONT] + pos - h[INSIZE]) % h[RC]
-                if I32[h[O_OVALID] + slot] != 0:  # tombstones swallow the sample
-                    v = I32[h[O_OKEY] + slot]
+                v = I32[h[O_INARR] + pos]
+            else:  # tombstones (-1) swallow the sample
+                v = fifo_at(h, I32, HIST, pos - h[INSIZE])
             if v >= 0 and h[h[O_STIME] + v] == 0:
                 h[h[O_STIME] + v] = j
     _erase_out(st, j)
@@ -244,9 +199,8 @@ def _pop_history(st, j, label):
     """Drop the oldest history entry; its block is forgotten (with a row if sampled)."""
     h = st.I64
     I32 = st.I32
-    slot = h[OFRONT] % h[RC]
-    if I32[h[O_OVALID] + slot] != 0:
-        b = np.int64(I32[h[O_OKEY] + slot])
+    b = np.int64(fifo_at(h, I32, HIST, 0))
+    if b >= 0:
         t = h[h[O_STIME] + b]
         if label and _keeps(h, t):
             age = j - h[h[O_LAST] + b]
@@ -256,9 +210,7 @@ def _pop_history(st, j, label):
         I32[h[O_STATUS] + b] = 0
         h[h[O_STIME] + b] = 0
         scored_drop(h, I32, PH, b)
-        I32[h[O_OVALID] + slot] = 0
-    h[OFRONT] += 1
-    h[OSIZE] -= 1
+    fifo_drop(h, HIST, 1)
 
 
 @njit
@@ -270,15 +222,7 @@ def _erase_out(st, j):
         _pop_history(st, j, True)
 
 
-@njit
-def _catch_up(st, upto):
-    """Process the lookups of all accesses before `upto`, in order."""
-    h = st.I64
-    j = next_access(h, st.offsets, CUR, RCUR, SKIPLEN, upto)
-    while j >= 0:
-        _lookup(st, j)
-        h[CUR] = j + 1
-        j = next_access(h, st.offsets, CUR, RCUR, SKIPLEN, upto)
+register_learned(ThreeLState, _lookup, _features)
 
 
 # ------------------------------------------------------------------ rank
@@ -291,21 +235,7 @@ def _sample_rate_for(iql, evr):
 def _retune(st):
     """End of a sampling-pointer pass: libCacheSim's parameter auto-tuning."""
     h = st.I64
-    total = 0
-    for i in range(16):
-        total += h[OBJD + i]
-    acc = 0
-    for i in range(16):
-        acc += h[OBJD + i]
-        if acc >= 0.99 * total:
-            if i == 0:
-                h[SB] = 1
-            else:
-                lo = 2.0 ** (i - 1)
-                hi = 2.0 ** i
-                frac = (0.99 * total + h[OBJD + i] - acc) / h[OBJD + i]
-                h[SB] = np.int64(lo + np.ceil((hi - lo) * frac)) & 0xFFFF
-            break
+    h[SB] = log2_quantile(h, OBJD, 16, 0.99) & 0xFFFF  # p99 of evicted blocks' frequency
     if h[ED2] * h[ED1] > h[ED0] * h[ED3]:
         h[SLRU] = (h[SLRU] + 1) & 0xFF
     elif h[SLRU] > 1:
@@ -339,27 +269,23 @@ def _rank(st, now):
     # quick demotion: blocks admitted since the model was trained, oldest first
     i = 0
     jq = 0
-    oq = h[O_Q]
     ost = h[O_STATUS]
     while (h[NEWSIZE] > (h[INSIZE] * h[RES]) // 100 and jq < np.int64(h[SR] * 1.5)
            and i < h[QSIZE]):
-        b = I32[oq + (h[QHEAD] + i) % h[QC]]
+        b = fifo_at(h, I32, NEWQ, i)
         h[NEWSIZE] -= 1
         if I32[ost + b] == 1 and c < ccap:
             I32[oc + c] = b
             c += 1
             jq += 1
         i += 1
-    h[QHEAD] = (h[QHEAD] + i) % h[QC]
-    h[QSIZE] -= i
+    fifo_drop(h, NEWQ, i)
     if h[QSIZE] == 0:
         h[NEWSIZE] = 0
     # scan from the sampling pointer towards the recent end
     if h[NEWSIZE] < (h[INSIZE] * h[RES]) // 10:
-        sent = h[U]
-        oldest = np.int64(I32[h[O_PREV] + sent])
         if h[SP] < 0 or I32[ost + h[SP]] != 1:
-            h[SP] = oldest
+            h[SP] = lru_oldest(st)
         idx_row = 0
         while idx_row < h[SR] and c < h[IQL] and c < ccap:
             sp = h[SP]
@@ -381,24 +307,20 @@ def _rank(st, now):
                 if h[SR] >= np.int64(h[IQL] * 0.01 + evr):
                     h[SR] = _sample_rate_for(h[IQL], evr)
                 idx_row = 0
-                h[SP] = np.int64(I32[h[O_PREV] + sent])
+                h[SP] = lru_oldest(st)
                 h[SCAN] = 0
                 scored_clear(h, I32, PH)
                 _retune(st)
                 continue
-            h[SP] = _next(st, sp)
+            h[SP] = lru_newer(st, sp)
         if c > 0:
             h[SPTS] = h[h[O_LAST] + I32[oc + c - 1]]
         h[ED1] += h[SR]
     # predict every candidate and queue its reuse distance
-    xo = h[O_X] + h[ROWCAP] * N_FEAT  # scratch row
-    x = st.F64[xo:xo + N_FEAT]
-    mi, mf, fm = model_views(st, O_MI, L_MI, O_MF, L_MF, O_FM)
     shift = np.float64(now - h[ORIGIN])
     for k in range(c):
         b = np.int64(I32[oc + k])
-        _features(st, b, now, xo)
-        val = np.float64(np.float32(np.exp(predict_one(mi, mf, fm, x)) + shift))
+        val = np.float64(np.float32(np.exp(predict(st, b, now)) + shift))
         scored_push(h, st.F64, I32, PH, val, b)
     return c
 
@@ -419,88 +341,59 @@ def _predicted_victim(st, j, r, pin):
             if pin[key] == r:
                 scored_drop(h, I32, PH, key)
                 continue
-            f = I32[h[O_FREQ] + key]
-            lg = 0
-            while f > 1:
-                f >>= 1
-                lg += 1
-            h[OBJD + lg] += 1
+            log2_count(h, OBJD, I32[h[O_FREQ] + key])
             if h[h[O_LAST] + key] <= h[SPTS]:
                 h[ED0] += 1
             return key
         if ranked:
-            return lru_unpinned(I32, h[O_PREV], h[U], pin, r)
+            return lru_unpinned(st, pin, r)
         h[EVN] = 0
 
 
-# ------------------------------------------------------------------ hooks
-@njit
-def on_hit(st, b, j, r, d):
-    _catch_up(st, j + 1)
-
-
+# ------------------------------------------------------------------ hooks (on_hit: learned.on_hit)
 @njit
 def on_insert(st, b, j, r, d):
-    _catch_up(st, j + 1)
+    catch_up(st, j + 1)
     h = st.I64
     I32 = st.I32
-    s = I32[h[O_STATUS] + b]
+    s = admit(st, b, j)
     if s == 0:
-        h[h[O_LAST] + b] = j
         I32[h[O_FREQ] + b] = 1
-        I32[h[O_PDI] + b] = 0
         h[h[O_STIME] + b] = 0
     elif s == 2:  # back from the history: its entry becomes a tombstone
-        I32[h[O_OVALID] + I32[h[O_POS] + b]] = 0
-    I32[h[O_STATUS] + b] = 1
-    dense_add(h, I32, INSIZE, O_INKEY, O_POS, b)
+        I32[h[O_OKEY] + I32[h[O_HSLOT] + b]] = -1
     if h[SEEN] == 0:  # libCacheSim's sampling pointer starts at resident slot 0
         h[SEEN] = 1
         h[SP] = b
-    u1 = h[U] + 1
-    push_head(I32[h[O_PREV]:h[O_PREV] + u1], I32[h[O_NXT]:h[O_NXT] + u1], b)
-    if trained(h, O_FM):
+    if trained(h):
         if h[QSIZE] >= h[QC]:  # full: forget the oldest new object
-            h[QHEAD] = (h[QHEAD] + 1) % h[QC]
-            h[QSIZE] -= 1
+            fifo_drop(h, NEWQ, 1)
             h[NEWSIZE] -= 1
-        I32[h[O_Q] + (h[QHEAD] + h[QSIZE]) % h[QC]] = b
-        h[QSIZE] += 1
+        fifo_push(h, I32, NEWQ, b)
         h[NEWSIZE] += 1
 
 
 @njit
 def evict(st, j, r, pin):
-    # block mode (r == -2): the missing access was looked up before the eviction, as in
-    # libCacheSim; request mode: evictions precede the request's lookups
-    _catch_up(st, j + 1 if r == -2 else j)
+    catch_up_evict(st, j, r)
     h = st.I64
     I32 = st.I32
-    if trained(h, O_FM):
+    if trained(h):
         v = _predicted_victim(st, j, r, pin)
     else:
-        v = lru_unpinned(I32, h[O_PREV], h[U], pin, r)
+        v = lru_unpinned(st, pin, r)
     if v < 0:
         return -1
     h[SAMPLING] = 1
     h[EVN] -= 1
     scored_drop(h, I32, PH, v)
     if h[SP] == v:
-        h[SP] = _next(st, v)
+        h[SP] = lru_newer(st, v)
     # into the history
     if h[OSIZE] >= h[RC]:
         _pop_history(st, j, False)
-    g = h[OFRONT] + h[OSIZE]
-    slot = g % h[RC]
-    I32[h[O_OKEY] + slot] = v
-    I32[h[O_OVALID] + slot] = 1
-    h[OSIZE] += 1
-    I32[h[O_STATUS] + v] = 2
-    # out of the resident table (the last slot moves into the hole)
-    dense_remove(h, I32, INSIZE, O_INKEY, O_POS, v)
-    I32[h[O_POS] + v] = slot
-    u1 = h[U] + 1
-    unlink(I32[h[O_PREV]:h[O_PREV] + u1], I32[h[O_NXT]:h[O_NXT] + u1], v)
+    retire(st, v)
+    I32[h[O_HSLOT] + v] = fifo_push(h, I32, HIST, v)
     return v
 
 
@@ -512,7 +405,7 @@ def train(st: ThreeLState, ctx, next_request: int) -> None:
     h = st.I64
     if not h[READY]:
         return
-    fit_rows(st, ctx, NROWS, O_X, O_Y, N_FEAT, forest_of(st))
+    fit_rows(st, ctx)
     h[READY] = 0
     h[NTRAIN] += 1
     # pending predictions belong to the old model

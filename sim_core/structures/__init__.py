@@ -11,6 +11,8 @@ policy: a structure two policies share lives here, once.
   gbdt      LightGBM forests flattened for njit prediction (LRB, 3L-Cache)
   packed    segment layout of states packed into a few flat arrays
   learned   what LRB and 3L-Cache share inside their packed states
+  log2hist  counts by log2 bucket and their quantile (3L-Cache)
+  ring      rings in packed states: past distances (LRB, 3L-Cache), FIFO rings of ids (3L-Cache)
   pool      the RandomCompute sampling pool (RandomCompute and its variants)
   catlists  per-category LRU lists with a per-request "exhausted" mark (Workload-aware)
   rng       the seeded random number generators

@@ -39,31 +39,29 @@ def _put(H, hb, P, pb, i, b):
 
 @njit
 def sift_up_at(H, hb, P, pb, K, kb, i):
+    """Move the block at slot i up while it sits above its parent."""
     b = H[hb + i]
-    while i > 0:
+    while i > 0 and above(K, kb, b, H[hb + ((i - 1) >> 1)]):
         p = (i - 1) >> 1
-        q = H[hb + p]
-        if not above(K, kb, b, q):
-            break
-        _put(H, hb, P, pb, i, q)
+        _put(H, hb, P, pb, i, H[hb + p])
         i = p
     _put(H, hb, P, pb, i, b)
 
 
 @njit
 def sift_down_at(H, hb, P, pb, K, kb, n, i):
+    """Move the block at slot i down below its children (the top one first); also the
+    step of a bottom-up heapify over arbitrary keys."""
     b = H[hb + i]
-    while True:
-        c = 2 * i + 1
-        if c >= n:
-            break
+    c = 2 * i + 1
+    while c < n:
         if c + 1 < n and above(K, kb, H[hb + c + 1], H[hb + c]):
             c += 1
-        q = H[hb + c]
-        if not above(K, kb, q, b):
+        if not above(K, kb, H[hb + c], b):
             break
-        _put(H, hb, P, pb, i, q)
+        _put(H, hb, P, pb, i, H[hb + c])
         i = c
+        c = 2 * i + 1
     _put(H, hb, P, pb, i, b)
 
 
