@@ -36,7 +36,6 @@ import numpy as np
 
 import numba
 
-from .jit import njit
 from .policies.api import p_evict, p_evict_more, p_on_hit, p_on_insert
 
 # counters layout

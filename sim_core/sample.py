@@ -30,7 +30,8 @@ from __future__ import annotations
 import numpy as np
 
 from .jit import njit
-from .trace import Trace, remap_dense_ids
+from .trace import Trace
+from .trace_file import remap_dense_ids
 
 SAMPLE_BY = ("depth", "block", "session")
 

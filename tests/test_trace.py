@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from sim_core.loaders import TraceFormatError, load_native
-from sim_core.trace import NATIVE_FORMAT_VERSION, Trace, remap_dense
+from sim_core.trace import Trace
+from sim_core.trace_file import NATIVE_FORMAT_VERSION, remap_dense
 
 ARRAYS = ("req_offsets", "blocks", "arrival_s", "session", "input_tokens", "output_tokens")
 DTYPES = {"req_offsets": np.int64, "blocks": np.int32, "arrival_s": np.float64,

@@ -42,7 +42,8 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
-from ..trace import NATIVE_FORMAT_VERSION, Trace
+from ..trace import Trace
+from ..trace_file import NATIVE_FORMAT_VERSION
 from .builder import DEFAULT_CONTEXT_TOKENS
 from .freeinference import load_freeinference
 from .lines import TraceFormatError, check_exists, default_name, iter_objects

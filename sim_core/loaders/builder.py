@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from ..models import QWEN3_CODER_30B
-from ..trace import Trace, remap_dense_ids
+from ..trace import Trace
+from ..trace_file import remap_dense_ids
 from .lines import TraceFormatError, check_exists, default_name
 
 log = logging.getLogger("sim_core.loaders")

@@ -250,13 +250,9 @@ def make_state(ctx) -> WorkloadAwareState:
     F[cfg + C_DECAY] = decay
     F[cfg + C_LMULT] = float(p["life_mult"])
     F[cfg + C_LIFE] = float(p["life"])
-    F[cfg + C_RATIO] = 1.0 if p["reuse_ratio"] else 0.0
-    F[cfg + C_COND] = 1.0 if p["conditional"] else 0.0
-    F[cfg + C_MISS] = 1.0 if p["count_miss_reuses"] else 0.0
-    F[cfg + C_CLOCK] = CLOCKS.index(clock)
-    # a request's blocks share a time: the group keeps them in offset order, deepest
-    # nearest the tail. A forward walk appends each after the group; a tail-first walk
-    # (deepest first) puts each at the head, which builds the same order.
+    F[cfg + C_RATIO], F[cfg + C_COND] = float(p["reuse_ratio"]), float(p["conditional"])
+    F[cfg + C_MISS], F[cfg + C_CLOCK] = float(p["count_miss_reuses"]), CLOCKS.index(clock)
+    # offset order in a request's group: a forward walk appends, a tail-first one pushes at the head
     F[cfg + C_GROUPED] = 1.0 if clock != "access" and not t.tail_first else 0.0
     st = WorkloadAwareState(I, F)
     refit_all(st)
