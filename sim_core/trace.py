@@ -128,12 +128,13 @@ class Trace:
         request's tail as older than its head. Kept on the trace (two per-access arrays)."""
         if self.tail_first:
             return self
-        got = self.__dict__.get("_tail_first_view")
-        if got is None or got.blocks.shape != self.blocks.shape:
+        got = self.__dict__.get("_tail_first_view")  # (the blocks it was made from, the view)
+        if got is None or got[0] is not self.blocks:
             blocks, depth = _reverse_requests(self.req_offsets, self.blocks, self.engine_depth())
-            got = dataclasses.replace(self, blocks=blocks, depth=depth, tail_first=True, meta=dict(self.meta))
+            got = (self.blocks, dataclasses.replace(self, blocks=blocks, depth=depth, tail_first=True,
+                                                    meta=dict(self.meta)))
             self.__dict__["_tail_first_view"] = got
-        return got
+        return got[1]
 
     def object_ids(self) -> np.ndarray:
         """uint64[U]: the object id of each dense block when the trace is handed to
