@@ -13,9 +13,9 @@ KEYS = ["hits", "hit_ratio", "recomputed_blocks", "holes_total", "holes_per_requ
         "hole_length_mean", "evictions", "oversized_requests", "max_resident_blocks"]
 
 
-def _compare(trace, caps, mode, hits):
-    one = simulate(trace, "lru", caps, mode=mode, hits=hits, cost_models=["uniform", "linear"])
-    each = simulate(trace, "lru", caps, mode=mode, hits=hits, cost_models=["uniform", "linear"],
+def _compare(trace, caps, mode, hits, order=None):
+    one = simulate(trace, "lru", caps, mode=mode, hits=hits, order=order, cost_models=["uniform", "linear"])
+    each = simulate(trace, "lru", caps, mode=mode, hits=hits, order=order, cost_models=["uniform", "linear"],
                     one_pass=False)
     for a, b in zip(one, each):
         for k in KEYS:
@@ -24,14 +24,15 @@ def _compare(trace, caps, mode, hits):
             assert a.compute_savings[m] == pytest.approx(b.compute_savings[m], rel=1e-12)
 
 
-@pytest.mark.parametrize("mode", ["request", "block"])
+@pytest.mark.parametrize("mode,order", [("request", None), ("request", "forward"), ("block", None)])
 @pytest.mark.parametrize("hits", ["block", "prefix"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_one_pass_equals_replay_on_session_traces(mode, hits, seed):
+def test_one_pass_equals_replay_on_session_traces(mode, order, hits, seed):
+    """Request mode in both walks: the default tail-first one and the forward one."""
     t = session_trace(n_sessions=150, seed=seed)
     lo = t.max_request_blocks
     caps = sorted({lo, lo + 1, lo + 7, 2 * lo, 3 * lo + 5, 10 * lo, t.n_unique, t.n_unique + 50})
-    _compare(t, caps, mode, hits)
+    _compare(t, caps, mode, hits, order)
 
 
 @pytest.mark.parametrize("mode", ["request", "block"])
