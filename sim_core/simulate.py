@@ -17,7 +17,6 @@ from .trace import Trace
 
 MODES = tuple(m.value for m in Mode)
 HITS = tuple(h.value for h in Hits)
-ORDERS = tuple(o.value for o in Order)
 
 # a one-pass curve (sim_core.onepass) costs about this many single-capacity replays
 ONE_PASS_COST = 2.0
