@@ -4,6 +4,8 @@
     python -m sweep.bench_fidelity ablation                # each mechanism off in turn
     python -m sweep.bench_fidelity seeds --seeds 10        # spread over trace seeds
     python -m sweep.bench_fidelity unfitted                # results the generator was not fitted to
+    python -m sweep.bench_fidelity spread --other 5        # where seeds 0 and 5 differ (README "Seed spread")
+    python -m sweep.bench_fidelity seeds --set diurnal=0   # the same, with a profile field changed
 
 Every run generates the full-scale trace (`--scale`, default 1.0) and replays it as the
 default study does: sampled at `--rate` (default 0.01), request mode, block hits, the
@@ -38,12 +40,81 @@ UNFITTED = ("random_compute", "belady_compute", "partial_node", "lru_session", "
             "s3fifo", "sieve", "arc")
 
 
-def _trace(overrides: dict, scale: float, seed: int, labeled: bool = False):
+def _trace(overrides: dict, scale: float, seed: int, labeled: bool = False, stream_seeds=None):
     from sim_core.synth import generate_labeled, get_profile
 
     prof = dataclasses.replace(get_profile("freeinference"), **overrides)
-    trace, cat = generate_labeled(prof, scale=scale, seed=seed)
+    trace, cat = generate_labeled(prof, scale=scale, seed=seed, stream_seeds=stream_seeds)
     return (trace, cat) if labeled else trace
+
+
+def back_to_back(a, b):
+    """Trace b after trace a, one hour later, with its own block ids and sessions: two
+    independent stretches of traffic through one cache."""
+    import numpy as np
+
+    from sim_core import Trace
+
+    cat = np.concatenate
+    return Trace(cat((a.req_offsets[:-1], b.req_offsets + a.req_offsets[-1])),
+                 cat((a.blocks, b.blocks + a.n_unique)),
+                 cat((a.arrival_s, b.arrival_s + float(a.arrival_s.max()) + 3600.0)),
+                 cat((a.session, b.session + int(a.session.max()) + 1)),
+                 cat((a.input_tokens, b.input_tokens)), cat((a.output_tokens, b.output_tokens)),
+                 block_tokens=a.block_tokens, name=f"{a.name}+{b.name}", source=a.source)
+
+
+def spread(a) -> list[dict]:
+    """Where the results of trace seeds `a.seed` and `a.other` differ: the sampling (five
+    sample seeds and the exact replay of each), each random stream of the generator
+    re-drawn alone from the other seed, and the two traces back to back. LRU at 24 and
+    48 GiB."""
+    from sim_core import simulate
+    from sim_core.synth.plan import STREAMS
+
+    caps = [16384, 32768]
+
+    def lru(trace, rate=a.rate, sample_seed=0):
+        return _curves(trace, ("lru",), caps, rate, sample_seed=sample_seed)
+
+    rows = []
+    for s in (a.seed, a.other):
+        t = _trace({}, a.scale, s)
+        exact = simulate(t, "lru", caps, cost_models=COSTS)
+        rows.append({"part": "sampling", "seed": s,
+                     "exact": {HEADLINE[r.capacity_blocks]: [round(r.hit_ratio, 4),
+                                                             round(r.compute_savings["qwen3_coder_30b"], 4)]
+                               for r in exact},
+                     **{f"sample_seed={k}": lru(t, sample_seed=k) for k in range(5)}})
+        del t
+    for names in [(n,) for n in STREAMS] + [("turns", "time")]:
+        t = _trace({}, a.scale, a.seed, stream_seeds={n: a.other for n in names})
+        rows.append({"part": "streams", "seed": a.seed, "from_seed": a.other, "streams": "+".join(names), **lru(t)})
+        del t
+    ta, tb = _trace({}, a.scale, a.seed), _trace({}, a.scale, a.other)
+    ra, rb, share = lru(ta), lru(tb), ta.n_accesses / (ta.n_accesses + tb.n_accesses)
+    both = lru(back_to_back(ta, tb))
+    rows.append({"part": "back_to_back", "seeds": [a.seed, a.other], "first": ra, "second": rb, "both": both,
+                 "access_weighted_mean": {k: [round(share * x + (1 - share) * y, 4) for x, y in zip(ra[k], rb[k])]
+                                          for k in ra}})
+    return rows
+
+
+def _overrides(pairs) -> dict:
+    """--set field=value pairs -> SynthProfile overrides (values parsed as JSON, else str)."""
+    from sim_core.synth import get_profile
+
+    fields = {f.name for f in dataclasses.fields(get_profile("freeinference"))}
+    out = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or key not in fields:
+            raise ValueError(f"--set expects field=value with a SynthProfile field, got {pair!r}")
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
+    return out
 
 
 def _curves(trace, policies, caps, rate, sample_seed=0, order=None) -> dict:
@@ -74,13 +145,20 @@ def targets(a, overrides=None, order=None) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sweep.bench_fidelity", description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("targets", "ablation", "seeds", "unfitted"))
+    ap.add_argument("what", choices=("targets", "ablation", "seeds", "unfitted", "spread"))
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--rate", type=float, default=0.01)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--exact-scale", type=float, default=0.1)
+    ap.add_argument("--other", type=int, default=5, help="spread: the seed compared with --seed")
+    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                    help="seeds: change a SynthProfile field (repeatable), e.g. --set diurnal=0")
     a = ap.parse_args(argv)
+    try:
+        over = _overrides(a.set)
+    except ValueError as e:
+        ap.error(str(e))
 
     def emit(obj):
         print(json.dumps(obj), flush=True)
@@ -93,8 +171,13 @@ def main(argv=None) -> int:
             emit({"variant": name, **targets(a, over, order)})
     elif a.what == "seeds":
         for s in range(a.seeds):
-            trace = _trace({}, a.scale, s)
-            emit({"seed": s, **_curves(trace, ("lru", "belady", "s3fifo"), HEADLINE, a.rate, sample_seed=s)})
+            trace = _trace(over, a.scale, s)
+            emit({"seed": s, **({"set": over} if over else {}),
+                  **_curves(trace, ("lru", "belady", "s3fifo"), HEADLINE, a.rate, sample_seed=s)})
+            del trace
+    elif a.what == "spread":
+        for row in spread(a):
+            emit(row)
     else:
         from sim_core import simulate
 

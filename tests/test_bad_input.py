@@ -151,22 +151,6 @@ def test_check_helpers():
         check_bool("yes", "b")
 
 
-@pytest.fixture(scope="module")
-def compose():
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    from sweep.config import find_conf_dir, register_generated
-
-    conf = find_conf_dir()
-    register_generated(conf)
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
-        yield lambda *ov: hydra_compose("config", overrides=list(ov))
-    GlobalHydra.instance().clear()
-
-
 SPEC_CASES = [
     ("cluster.actors=-3", "cluster.actors must be an integer >= 1 or null (one per CPU), got -3"),
     ("cluster.actors=0", "cluster.actors must be an integer >= 1"),

@@ -127,22 +127,6 @@ def test_summary_table_points_and_order():
 
 
 # --------------------------------------------------------------------- config
-@pytest.fixture(scope="module")
-def compose():
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    from sweep.config import find_conf_dir, register_generated
-
-    conf = find_conf_dir()
-    register_generated(conf)
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
-        yield lambda *ov: hydra_compose("config", overrides=list(ov))
-    GlobalHydra.instance().clear()
-
-
 def test_model_yaml_is_the_sim_core_model(compose):
     from sweep.spec import resolve_model
 
@@ -459,3 +443,33 @@ def test_bench_ray_scaling_runs_the_same_plan_on_1_and_2_actors():
 
     out = bench.ray_scaling(session_trace(n_sessions=30), capacity=200, n_caps=2)
     assert out["actors_1_acc_per_s"] > 0 and out["actors_2_acc_per_s"] > 0 and out["speedup"] > 0
+
+
+def test_bench_fidelity_back_to_back_is_two_independent_stretches():
+    """The `spread` experiment's concatenation: the second trace keeps its requests, with
+    fresh block ids and sessions, after the first; through a cache it gives the hits of
+    each alone, apart from the first one's blocks it must push out (hand-checked bound)."""
+    from sweep.bench_fidelity import back_to_back
+    from tests.helpers import session_trace
+
+    a, b = session_trace(n_sessions=30, seed=1), session_trace(n_sessions=20, seed=2)
+    ab = back_to_back(a, b)
+    assert ab.n_requests == a.n_requests + b.n_requests and ab.n_accesses == a.n_accesses + b.n_accesses
+    assert ab.n_unique == a.n_unique + b.n_unique  # no block shared across the two
+    assert np.all(np.diff(ab.arrival_s) >= 0) and ab.arrival_s[a.n_requests] > a.arrival_s.max() + 3599
+    assert len(np.unique(ab.session)) == len(np.unique(a.session)) + len(np.unique(b.session))
+    assert np.array_equal(ab.blocks[a.n_accesses:], b.blocks + a.n_unique)
+    cap = 300
+    ra, rb, rab = (simulate(t, "lru", cap)[0] for t in (a, b, ab))
+    # LRU: the second stretch's hits equal its own, since stale blocks never hit and a
+    # full cache of them is evicted exactly as an empty cache is filled
+    assert rab.hits == ra.hits + rb.hits
+
+
+def test_bench_fidelity_set_parses_profile_fields_and_rejects_others():
+    from sweep.bench_fidelity import _overrides
+
+    assert _overrides(["diurnal=0", "compaction=false"]) == {"diurnal": 0, "compaction": False}
+    for bad in (["nope=1"], ["diurnal"]):
+        with pytest.raises(ValueError, match="SynthProfile field"):
+            _overrides(bad)

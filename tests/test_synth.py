@@ -66,6 +66,26 @@ def test_deterministic_for_a_seed():
     assert not np.array_equal(c.arrival_s, a.arrival_s)
 
 
+def test_stream_seeds_redraw_only_the_named_steps():
+    """Every stream re-seeded from seed 4 is seed 4's trace; re-seeding only the arrival
+    times keeps seed 3's requests and moves only when they come."""
+    from sim_core.synth.plan import STREAMS
+
+    fields = ("req_offsets", "blocks", "arrival_s", "session", "input_tokens", "output_tokens")
+    a = synth.generate("freeinference", seed=4)
+    b = synth.generate("freeinference", seed=3, stream_seeds={s: 4 for s in STREAMS})
+    assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in fields)
+    base = synth.generate("freeinference", seed=3)
+    moved = synth.generate("freeinference", seed=3, stream_seeds={"time": 4})
+    assert moved.n_requests == base.n_requests and moved.n_unique == base.n_unique
+    assert np.array_equal(np.sort(moved.request_lengths), np.sort(base.request_lengths))
+    assert not np.array_equal(moved.arrival_s, base.arrival_s)
+    same = synth.generate("freeinference", seed=3, stream_seeds={"time": 3})
+    assert all(np.array_equal(getattr(same, f), getattr(base, f)) for f in fields)
+    with pytest.raises(ValueError, match="unknown stream 'clock'"):
+        synth.generate("freeinference", stream_seeds={"clock": 1})
+
+
 # ------------------------------------------------------------------- structure
 def test_prefix_chain_depth_and_parent_are_properties_of_the_id(fi):
     t, _, _ = fi

@@ -43,11 +43,14 @@ def _densify(blocks, n_raw):
 
 
 def generate_labeled(profile: str | SynthProfile = "freeinference", *, scale: float = DEFAULT_SCALE,
-                     seed: int = 0, concurrency: float | None = None) -> tuple[Trace, np.ndarray]:
+                     seed: int = 0, concurrency: float | None = None,
+                     stream_seeds: dict | None = None) -> tuple[Trace, np.ndarray]:
     """Generate a trace and the category of each dense block id.
 
     Returns ``(trace, block_category)`` with ``block_category`` int8[n_unique]:
     0 = system prompt, 1 = multi-turn history, 2 = single-turn prompt.
+    ``stream_seeds`` (diagnostics) draws the named steps of the plan (``plan.STREAMS``:
+    turns, sys, grow, time, single, tok) as that seed would, the others as ``seed``.
     """
     prof = get_profile(profile)
     if concurrency is None:
@@ -60,7 +63,7 @@ def generate_labeled(profile: str | SynthProfile = "freeinference", *, scale: fl
             conc = feasible
     else:
         conc = float(concurrency)
-    plan = plan_requests(prof, float(scale), int(seed), conc)
+    plan = plan_requests(prof, float(scale), int(seed), conc, stream_seeds)
     order = np.argsort(plan.arrival_s, kind="stable")  # keeps each session's turn order
     lengths = plan.n_blocks[order]
     offsets = np.zeros(len(order) + 1, dtype=np.int64)
@@ -94,6 +97,8 @@ def generate_labeled(profile: str | SynthProfile = "freeinference", *, scale: fl
         "compactions": plan.compactions,
         "max_blocks": MAX_BLOCKS,
     }
+    if stream_seeds:
+        meta["stream_seeds"] = dict(stream_seeds)
     if prof.name not in PROFILES or PROFILES[prof.name] != prof:
         meta["profile_params"] = repr(prof.to_dict())
     trace = Trace(offsets, blocks, plan.arrival_s[order], session, plan.input_tokens[order],
@@ -103,7 +108,7 @@ def generate_labeled(profile: str | SynthProfile = "freeinference", *, scale: fl
 
 
 def generate(profile: str | SynthProfile = "freeinference", *, scale: float = DEFAULT_SCALE,
-             seed: int = 0, concurrency: float | None = None) -> Trace:
+             seed: int = 0, concurrency: float | None = None, stream_seeds: dict | None = None) -> Trace:
     """Generate a synthetic trace (see the module docstring for the model).
 
     Args:
@@ -112,5 +117,7 @@ def generate(profile: str | SynthProfile = "freeinference", *, scale: float = DE
             327.5K requests / ~10.5B tokens for ``freeinference``).
         seed: the same seed gives the same arrays bit for bit.
         concurrency: mean number of concurrently active sessions (default: the profile's).
+        stream_seeds: diagnostics, see :func:`generate_labeled`.
     """
-    return generate_labeled(profile, scale=scale, seed=seed, concurrency=concurrency)[0]
+    return generate_labeled(profile, scale=scale, seed=seed, concurrency=concurrency,
+                            stream_seeds=stream_seeds)[0]

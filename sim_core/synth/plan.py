@@ -304,13 +304,31 @@ def token_counts(prof: SynthProfile, mt: MultiTurn, n_blocks: np.ndarray, Rs: in
     return input_tokens, np.concatenate((out_m, out[Rm:]))
 
 
-def plan_requests(prof: SynthProfile, scale: float, seed: int, concurrency: float) -> Plan:
+#: the plan's random streams, in spawn order (each step draws from its own)
+STREAMS = ("turns", "sys", "grow", "time", "single", "tok")
+
+
+def _streams(seed: int, stream_seeds: dict | None) -> list[np.random.Generator]:
+    """One generator per step; `stream_seeds` re-seeds named streams (the stream a
+    different seed would give), to find which step a seed-to-seed difference comes from."""
+    def spawn(s):
+        return np.random.SeedSequence([int(s), 0x5EED]).spawn(len(STREAMS))
+
+    seqs = spawn(seed)
+    for name, s in (stream_seeds or {}).items():
+        if name not in STREAMS:
+            raise ValueError(f"unknown stream {name!r}; streams: {', '.join(STREAMS)}")
+        seqs[STREAMS.index(name)] = spawn(s)[STREAMS.index(name)]
+    return [np.random.default_rng(q) for q in seqs]
+
+
+def plan_requests(prof: SynthProfile, scale: float, seed: int, concurrency: float,
+                  stream_seeds: dict | None = None) -> Plan:
     if not scale > 0:
         raise ValueError(f"scale must be positive, got {scale}")
     if not concurrency > 0:
         raise ValueError(f"concurrency must be positive, got {concurrency}")
-    ss = np.random.SeedSequence([int(seed), 0x5EED])
-    r_turns, r_sys, r_grow, r_time, r_single, r_tok = (np.random.default_rng(s) for s in ss.spawn(6))
+    r_turns, r_sys, r_grow, r_time, r_single, r_tok = _streams(seed, stream_seeds)
     mt = multi_turn_sessions(prof, scale, r_turns, r_sys, r_grow)
     st = single_turn_requests(prof, scale, r_single)
     a_start, a_len, b_start, b_len, c_start, c_len, raw_category = id_layout(mt, st, scale)

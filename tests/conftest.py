@@ -1,0 +1,21 @@
+"""Fixtures shared by several test modules."""
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def compose():
+    """Compose the sweep's Hydra config from conf/ with overrides: compose("policy=lru", ...)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from sweep.config import find_conf_dir, register_generated
+
+    conf = find_conf_dir()
+    register_generated(conf)
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        yield lambda *ov: hydra_compose("config", overrides=list(ov))
+    GlobalHydra.instance().clear()
