@@ -100,6 +100,26 @@ def spread(a) -> list[dict]:
     return rows
 
 
+def seed_summary(rows: list[dict]) -> dict:
+    """Per result key over the seeds' rows: mean, standard deviation (n - 1), min, max and
+    the largest deviations from the mean, in points for the last three (README "Seed
+    spread"). A value is [hit ratio, savings]; both are summarised."""
+    import numpy as np
+
+    out = {}
+    for key in rows[0]:
+        if not isinstance(rows[0][key], list):
+            continue
+        for i, metric in enumerate(("hit_ratio", "savings")):
+            v = np.array([r[key][i] for r in rows], dtype=np.float64)
+            out[f"{key}:{metric}"] = {
+                "mean": round(float(v.mean()), 4), "sd_points": round(100 * float(v.std(ddof=1)), 2) if len(v) > 1 else 0.0,
+                "min": round(float(v.min()), 4), "max": round(float(v.max()), 4),
+                "below_mean_points": round(100 * float(v.min() - v.mean()), 2),
+                "above_mean_points": round(100 * float(v.max() - v.mean()), 2)}
+    return out
+
+
 def _overrides(pairs) -> dict:
     """--set field=value pairs -> SynthProfile overrides (values parsed as JSON, else str)."""
     from sim_core.synth import get_profile
@@ -170,11 +190,13 @@ def main(argv=None) -> int:
         for name, (over, order) in ABLATION.items():
             emit({"variant": name, **targets(a, over, order)})
     elif a.what == "seeds":
+        rows = []
         for s in range(a.seeds):
             trace = _trace(over, a.scale, s)
-            emit({"seed": s, **({"set": over} if over else {}),
-                  **_curves(trace, ("lru", "belady", "s3fifo"), HEADLINE, a.rate, sample_seed=s)})
+            rows.append(_curves(trace, ("lru", "belady", "s3fifo"), HEADLINE, a.rate, sample_seed=s))
             del trace
+            emit({"seed": s, **({"set": over} if over else {}), **rows[-1]})
+        emit({"summary": f"{a.seeds} seeds", **({"set": over} if over else {}), **seed_summary(rows)})
     elif a.what == "spread":
         for row in spread(a):
             emit(row)

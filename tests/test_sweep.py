@@ -473,3 +473,14 @@ def test_bench_fidelity_set_parses_profile_fields_and_rejects_others():
     for bad in (["nope=1"], ["diurnal"]):
         with pytest.raises(ValueError, match="SynthProfile field"):
             _overrides(bad)
+
+
+def test_bench_fidelity_seed_summary_by_hand():
+    from sweep.bench_fidelity import seed_summary
+
+    rows = [{"lru@24GiB:qwen": [0.50, 0.40]}, {"lru@24GiB:qwen": [0.52, 0.46]}, {"lru@24GiB:qwen": [0.54, 0.43]}]
+    got = seed_summary(rows)
+    hr, sv = got["lru@24GiB:qwen:hit_ratio"], got["lru@24GiB:qwen:savings"]
+    assert hr == {"mean": 0.52, "sd_points": 2.0, "min": 0.5, "max": 0.54,
+                  "below_mean_points": -2.0, "above_mean_points": 2.0}
+    assert sv["mean"] == 0.43 and sv["sd_points"] == 3.0 and sv["below_mean_points"] == -3.0
