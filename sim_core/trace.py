@@ -278,15 +278,14 @@ class Trace:
         if source_ids is not None and (source_ids.ndim != 1 or source_ids.dtype.kind not in "iu"):
             raise ValueError(f"{path}: source_ids must be a 1-D integer array, got "
                              f"{source_ids.dtype} of shape {source_ids.shape}")
-        stored_blocks = arrays["blocks"]
-        arrays, remapped = check_native_arrays(arrays, str(path))
-        if remapped and source_ids is None:  # the file's own (sparse) ids
-            source_ids = remap_dense_ids(stored_blocks)[1]
+        arrays, stored_ids = check_native_arrays(arrays, str(path))
+        if source_ids is None:  # the file's own (sparse) ids, when they were remapped
+            source_ids = stored_ids
         bt = header.get("block_tokens")
         if isinstance(bt, bool) or not isinstance(bt, int) or bt <= 0:
             raise ValueError(f"{path}: header block_tokens must be a positive integer, got {bt!r}")
         meta = dict(header.get("meta") or {})
-        if remapped:
+        if stored_ids is not None:
             meta["block_ids_remapped"] = "first-appearance"
         try:
             return cls(**arrays, block_tokens=bt, name=str(header.get("name") or path.stem),

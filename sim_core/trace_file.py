@@ -84,13 +84,14 @@ def _check_min(a: np.ndarray, name: str, lo: int, where: str) -> None:
         raise ValueError(f"{where}: {name} must be >= {lo}, but {name}[{i}]={a[i].item()}")
 
 
-def check_native_arrays(arrays: dict, where: str) -> tuple[dict, bool]:
+def check_native_arrays(arrays: dict, where: str) -> tuple[dict, np.ndarray | None]:
     """Check the raw arrays of a native file before Trace() casts them (which would turn
     float ids into truncated ints and wrap int64 hashes into int32 without a word).
 
-    Returns (arrays, remapped): `blocks` as dense int32 ids, remapped in order of first
+    Returns (arrays, stored_ids): `blocks` as dense int32 ids, remapped in order of first
     appearance when the stored ids are not dense 0..U-1 (the engine sizes its tables by
-    the largest id, so sparse ids would cost memory in proportion to that id).
+    the largest id, so sparse ids would cost memory in proportion to that id); then
+    `stored_ids` holds the stored id of each dense id, else it is None.
     Raises ValueError naming the field and the first bad index.
     """
     out = dict(arrays)
@@ -120,7 +121,7 @@ def check_native_arrays(arrays: dict, where: str) -> tuple[dict, bool]:
     _check_min(arrays["input_tokens"], "input_tokens", 0, where)
     _check_min(arrays["output_tokens"], "output_tokens", 0, where)
     raw = arrays["blocks"]
-    remapped = False
+    stored_ids = None
     if len(raw):
         dense = False
         lo, hi = int(raw.min()), int(raw.max())
@@ -129,19 +130,13 @@ def check_native_arrays(arrays: dict, where: str) -> tuple[dict, bool]:
             seen[raw] = True
             dense = bool(seen.all())
         if not dense:
-            out["blocks"], _ = remap_dense(raw)
-            remapped = True
-    return out, remapped
-
-
-def remap_dense(raw: np.ndarray) -> tuple[np.ndarray, int]:
-    """Map arbitrary integer ids to 0..U-1 in order of first appearance."""
-    blocks, ids = remap_dense_ids(raw)
-    return blocks, len(ids)
+            out["blocks"], stored_ids = remap_dense_ids(raw)
+    return out, stored_ids
 
 
 def remap_dense_ids(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(dense ids as remap_dense gives them, the original id of each dense id)."""
+    """Map arbitrary integer ids to 0..U-1 in order of first appearance: (the dense int32
+    ids, the original id of each dense id)."""
     raw = np.asarray(raw)
     if len(raw) == 0:
         return np.zeros(0, dtype=np.int32), raw[:0].copy()

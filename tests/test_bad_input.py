@@ -127,8 +127,8 @@ def test_dense_ids_are_kept_as_stored(tmp_path):
 def test_check_native_arrays_needs_no_file():
     t = _tiny()
     arrays = {k: getattr(t, k) for k in ARRAYS}
-    out, remapped = check_native_arrays(arrays, "mem")
-    assert not remapped and out["blocks"] is arrays["blocks"]
+    out, stored_ids = check_native_arrays(arrays, "mem")
+    assert stored_ids is None and out["blocks"] is arrays["blocks"]
     with pytest.raises(ValueError, match="mem: blocks must hold integers, got dtype bool"):
         check_native_arrays({**arrays, "blocks": arrays["blocks"] > 2}, "mem")
 

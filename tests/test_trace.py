@@ -8,7 +8,7 @@ import pytest
 
 from sim_core.loaders import TraceFormatError, load_native
 from sim_core.trace import Trace
-from sim_core.trace_file import NATIVE_FORMAT_VERSION, remap_dense
+from sim_core.trace_file import NATIVE_FORMAT_VERSION, remap_dense_ids
 
 ARRAYS = ("req_offsets", "blocks", "arrival_s", "session", "input_tokens", "output_tokens")
 DTYPES = {"req_offsets": np.int64, "blocks": np.int32, "arrival_s": np.float64,
@@ -55,10 +55,11 @@ def test_from_requests_empty_trace():
 
 
 def test_remap_dense_first_appearance():
-    ids, n = remap_dense(np.array([7, -3, 7, 2**40, -3, 0], dtype=np.int64))
-    assert ids.tolist() == [0, 1, 0, 2, 1, 3] and n == 4 and ids.dtype == np.int32
-    ids, n = remap_dense(np.zeros(0, dtype=np.int64))
-    assert ids.tolist() == [] and n == 0
+    ids, old = remap_dense_ids(np.array([7, -3, 7, 2**40, -3, 0], dtype=np.int64))
+    assert ids.tolist() == [0, 1, 0, 2, 1, 3] and len(old) == 4 and ids.dtype == np.int32
+    assert old.tolist() == [7, -3, 2**40, 0]
+    ids, old = remap_dense_ids(np.zeros(0, dtype=np.int64))
+    assert ids.tolist() == [] and len(old) == 0
 
 
 def test_source_ids_are_the_hashes_and_the_libcachesim_object_ids(tmp_path):

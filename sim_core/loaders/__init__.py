@@ -6,7 +6,7 @@ Requests are stable-sorted by arrival time (out-of-order timestamps are reordere
 never rejected), requests whose input exceeds ``context_tokens`` are dropped and
 counted in ``Trace.dropped_requests`` (and ``meta["dropped_requests"]``), and block
 hashes are remapped to dense int32 ids in order of first appearance
-(:func:`sim_core.trace.remap_dense`). Hash ids are global to one trace file.
+(:func:`sim_core.trace_file.remap_dense_ids`). Hash ids are global to one trace file.
 
 Common rules for every JSONL format
 -----------------------------------
