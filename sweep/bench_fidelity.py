@@ -66,8 +66,8 @@ def back_to_back(a, b):
 
 def spread(a) -> list[dict]:
     """Where the results of trace seeds `a.seed` and `a.other` differ: the sampling (five
-    sample seeds and the exact replay of each), each random stream of the generator
-    re-drawn alone from the other seed, and the two traces back to back. LRU at 24 and
+    sample seeds and the exact replay of each), the two traces back to back, and each
+    random stream of the generator re-drawn alone from the other seed. LRU at 24 and
     48 GiB."""
     from sim_core import simulate
     from sim_core.synth.plan import STREAMS
@@ -77,7 +77,7 @@ def spread(a) -> list[dict]:
     def lru(trace, rate=a.rate, sample_seed=0):
         return _curves(trace, ("lru",), caps, rate, sample_seed=sample_seed)
 
-    rows = []
+    rows, traces = [], []
     for s in (a.seed, a.other):
         t = _trace({}, a.scale, s)
         exact = simulate(t, "lru", caps, cost_models=COSTS)
@@ -86,17 +86,20 @@ def spread(a) -> list[dict]:
                                                              round(r.compute_savings["qwen3_coder_30b"], 4)]
                                for r in exact},
                      **{f"sample_seed={k}": lru(t, sample_seed=k) for k in range(5)}})
-        del t
+        traces.append(t)
+    # the two weeks back to back, against each alone (its sample_seed=0 row above)
+    ta, tb = traces
+    ra, rb = rows[0]["sample_seed=0"], rows[1]["sample_seed=0"]
+    share = ta.n_accesses / (ta.n_accesses + tb.n_accesses)
+    both = lru(back_to_back(ta, tb))
+    del traces, ta, tb
+    rows.append({"part": "back_to_back", "seeds": [a.seed, a.other], "first": ra, "second": rb, "both": both,
+                 "access_weighted_mean": {k: [round(share * x + (1 - share) * y, 4) for x, y in zip(ra[k], rb[k])]
+                                          for k in ra}})
     for names in [(n,) for n in STREAMS] + [("turns", "time")]:
         t = _trace({}, a.scale, a.seed, stream_seeds={n: a.other for n in names})
         rows.append({"part": "streams", "seed": a.seed, "from_seed": a.other, "streams": "+".join(names), **lru(t)})
         del t
-    ta, tb = _trace({}, a.scale, a.seed), _trace({}, a.scale, a.other)
-    ra, rb, share = lru(ta), lru(tb), ta.n_accesses / (ta.n_accesses + tb.n_accesses)
-    both = lru(back_to_back(ta, tb))
-    rows.append({"part": "back_to_back", "seeds": [a.seed, a.other], "first": ra, "second": rb, "both": both,
-                 "access_weighted_mean": {k: [round(share * x + (1 - share) * y, 4) for x, y in zip(ra[k], rb[k])]
-                                          for k in ra}})
     return rows
 
 
