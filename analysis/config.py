@@ -109,9 +109,12 @@ def setup_logging(cfg: DictConfig) -> None:
 
 
 def load_trace(inv: Invocation):
-    from sweep.traces import load
+    from sweep.traces import load, weeks
 
     t = load(inv.cfg.trace, inv.trace_choice)
+    if weeks(inv.cfg.trace) > 1:  # a characterization is of one week; sweeps average the weeks
+        log.info("trace.weeks=%d: the analysis reads the first week only (a sweep replays all %d back to back)",
+                 weeks(inv.cfg.trace), weeks(inv.cfg.trace))
     log.info("trace %s (%s): %d requests, %d block accesses, %d unique %d-token blocks", t.name, t.source,
              t.n_requests, t.n_accesses, t.n_unique, t.block_tokens)
     return t

@@ -194,11 +194,13 @@ AUTO_KEEP_ACCESSES = 5_000_000
 AUTO_MIN_RATE = 0.01
 
 
-def auto_rate(n_accesses: int) -> float | None:
+def auto_rate(n_accesses: int, weeks: int = 1) -> float | None:
     """The rate `sim.sample_rate=auto` picks for a trace of `n_accesses`: None (exact)
     up to 2 x AUTO_KEEP_ACCESSES, else 1/m with m = n_accesses // AUTO_KEEP_ACCESSES,
-    at least AUTO_MIN_RATE (the full-scale FreeInference-like trace: r = 0.01)."""
-    m = min(int(round(1 / AUTO_MIN_RATE)), int(n_accesses) // AUTO_KEEP_ACCESSES)
+    at least AUTO_MIN_RATE (the full-scale FreeInference-like trace: r = 0.01). Of k
+    independent weeks (`weeks`; n_accesses counts them all) the floor is AUTO_MIN_RATE / k:
+    above the sampling floors the k weeks then cost one week's replay."""
+    m = min(int(round(int(weeks) / AUTO_MIN_RATE)), int(n_accesses) // AUTO_KEEP_ACCESSES)
     return None if m < 2 else 1.0 / m
 
 

@@ -306,6 +306,43 @@ class Trace:
                      source_ids=None if self.source_ids is None else self.source_ids[old])
 
 
+def back_to_back(traces: Sequence[Trace], gap_s: float = 3600.0) -> Trace:
+    """The traces one after another through one cache, as independent stretches of
+    traffic: each keeps its requests and depths, gets block ids and sessions of its own,
+    and starts `gap_s` after the previous one's last arrival. Metadata and name are the
+    first trace's; source ids are kept only when every trace has them."""
+    ts = list(traces)
+    if not ts:
+        raise ValueError("back_to_back needs at least one trace")
+    if len({t.block_tokens for t in ts}) > 1:
+        raise ValueError(f"back_to_back: block sizes differ ({sorted({t.block_tokens for t in ts})} tokens)")
+    if any(t.tail_first for t in ts):
+        raise ValueError("back_to_back takes traces in forward order, not tail-first views")
+    offsets, blocks, arrival, session, depth = [np.zeros(1, np.int64)], [], [], [], []
+    n_acc = n_ids = n_sess = 0
+    t_end = None
+    for t in ts:
+        offsets.append(t.req_offsets[1:] + n_acc)
+        blocks.append(t.blocks + np.int32(n_ids))
+        shift = 0.0 if t_end is None or not t.n_requests else t_end + gap_s - float(t.arrival_s[0])
+        arrival.append(t.arrival_s + shift)
+        session.append(np.where(t.session >= 0, t.session + n_sess, -1))
+        depth.append(t.depths() if any(u.depth is not None for u in ts) else _NO_DEPTH)
+        n_acc += t.n_accesses
+        n_ids += t.n_unique
+        n_sess += int(t.session.max()) + 1 if t.n_requests and t.session.max() >= 0 else 0
+        if t.n_requests:
+            t_end = float(t.arrival_s[-1]) + shift
+    keep_ids = all(t.source_ids is not None for t in ts)
+    cat = np.concatenate
+    return Trace(cat(offsets), cat(blocks), cat(arrival), cat(session), cat([t.input_tokens for t in ts]),
+                 cat([t.output_tokens for t in ts]), block_tokens=ts[0].block_tokens, name=ts[0].name,
+                 source=ts[0].source, dropped_requests=sum(t.dropped_requests for t in ts),
+                 meta=dict(ts[0].meta, back_to_back=len(ts)),
+                 depth=cat(depth) if any(t.depth is not None for t in ts) else None,
+                 source_ids=cat([t.source_ids for t in ts]) if keep_ids else None)
+
+
 @njit
 def _reverse_requests(offsets, blocks, depth):
     """(blocks, depths) with every request's blocks in reverse order; `depth` empty means

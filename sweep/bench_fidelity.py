@@ -6,6 +6,7 @@
     python -m sweep.bench_fidelity unfitted                # results the generator was not fitted to
     python -m sweep.bench_fidelity spread --other 5        # where seeds 0 and 5 differ (README "Seed spread")
     python -m sweep.bench_fidelity seeds --set diurnal=0   # the same, with a profile field changed
+    python -m sweep.bench_fidelity seeds --weeks 4 --rate 0.0025   # the default study's 4 weeks
 
 Every run generates the full-scale trace (`--scale`, default 1.0) and replays it as the
 default study does: sampled at `--rate` (default 0.01), request mode, block hits, the
@@ -40,28 +41,23 @@ UNFITTED = ("random_compute", "belady_compute", "partial_node", "lru_session", "
             "s3fifo", "sieve", "arc")
 
 
-def _trace(overrides: dict, scale: float, seed: int, labeled: bool = False, stream_seeds=None):
+def _trace(overrides: dict, scale: float, seed: int, labeled: bool = False, stream_seeds=None, week: int = 0):
     from sim_core.synth import generate_labeled, get_profile
 
     prof = dataclasses.replace(get_profile("freeinference"), **overrides)
-    trace, cat = generate_labeled(prof, scale=scale, seed=seed, stream_seeds=stream_seeds)
+    trace, cat = generate_labeled(prof, scale=scale, seed=seed, stream_seeds=stream_seeds, week=week)
     return (trace, cat) if labeled else trace
 
 
-def back_to_back(a, b):
-    """Trace b after trace a, one hour later, with its own block ids and sessions: two
-    independent stretches of traffic through one cache."""
-    import numpy as np
+def _weeks(overrides: dict, a, seed: int):
+    """Seed `seed`'s trace as the study builds it: `a.weeks` weeks, sampled one at a time
+    when there are several (sweep.weeks; the sample seed is the trace seed, as in `seeds`)."""
+    if a.weeks == 1:
+        return _trace(overrides, a.scale, seed)
+    from . import weeks
 
-    from sim_core import Trace
-
-    cat = np.concatenate
-    return Trace(cat((a.req_offsets[:-1], b.req_offsets + a.req_offsets[-1])),
-                 cat((a.blocks, b.blocks + a.n_unique)),
-                 cat((a.arrival_s, b.arrival_s + float(a.arrival_s.max()) + 3600.0)),
-                 cat((a.session, b.session + int(a.session.max()) + 1)),
-                 cat((a.input_tokens, b.input_tokens)), cat((a.output_tokens, b.output_tokens)),
-                 block_tokens=a.block_tokens, name=f"{a.name}+{b.name}", source=a.source)
+    return weeks.sampled(lambda w: _trace(overrides, a.scale, seed, week=w), a.weeks, list(HEADLINE), a.rate, seed,
+                         "request", [("depth", None)])
 
 
 def spread(a) -> list[dict]:
@@ -71,6 +67,7 @@ def spread(a) -> list[dict]:
     48 GiB."""
     from sim_core import simulate
     from sim_core.synth.plan import STREAMS
+    from sim_core.trace import back_to_back
 
     caps = [16384, 32768]
 
@@ -91,7 +88,7 @@ def spread(a) -> list[dict]:
     ta, tb = traces
     ra, rb = rows[0]["sample_seed=0"], rows[1]["sample_seed=0"]
     share = ta.n_accesses / (ta.n_accesses + tb.n_accesses)
-    both = lru(back_to_back(ta, tb))
+    both = lru(back_to_back([ta, tb]))
     del traces, ta, tb
     rows.append({"part": "back_to_back", "seeds": [a.seed, a.other], "first": ra, "second": rb, "both": both,
                  "access_weighted_mean": {k: [round(share * x + (1 - share) * y, 4) for x, y in zip(ra[k], rb[k])]
@@ -175,6 +172,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--exact-scale", type=float, default=0.1)
     ap.add_argument("--other", type=int, default=5, help="spread: the seed compared with --seed")
+    ap.add_argument("--weeks", type=int, default=1,
+                    help="seeds: replay this many independent weeks back to back per seed (trace.weeks)")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                     help="seeds: change a SynthProfile field (repeatable), e.g. --set diurnal=0")
     a = ap.parse_args(argv)
@@ -194,12 +193,13 @@ def main(argv=None) -> int:
             emit({"variant": name, **targets(a, over, order)})
     elif a.what == "seeds":
         rows = []
+        tag = {**({"set": over} if over else {}), **({"weeks": a.weeks} if a.weeks > 1 else {})}
         for s in range(a.seeds):
-            trace = _trace(over, a.scale, s)
+            trace = _weeks(over, a, s)
             rows.append(_curves(trace, ("lru", "belady", "s3fifo"), HEADLINE, a.rate, sample_seed=s))
             del trace
-            emit({"seed": s, **({"set": over} if over else {}), **rows[-1]})
-        emit({"summary": f"{a.seeds} seeds", **({"set": over} if over else {}), **seed_summary(rows)})
+            emit({"seed": s, **tag, **rows[-1]})
+        emit({"summary": f"{a.seeds} seeds", **tag, **seed_summary(rows)})
     elif a.what == "spread":
         for row in spread(a):
             emit(row)

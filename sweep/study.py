@@ -81,14 +81,16 @@ def load(st: Study) -> None:
     from . import traces
     from .plan import oversized_warnings, resolve_capacities
 
-    st.trace = traces.load(st.cfg.trace, st.trace_choice)
+    st.trace = traces.load(st.cfg.trace, st.trace_choice)  # trace.weeks > 1: the first week
     st.caps, st.cap_notes = resolve_capacities(st.spec.capacity_sizes, st.spec.model, st.trace.block_tokens)
-    t = st.trace
-    log.info("trace %s (%s): %d requests, %d block accesses, %d unique %d-token blocks",
-             t.name, t.source, t.n_requests, t.n_accesses, t.n_unique, t.block_tokens)
     for note in st.cap_notes:
         log.info("capacity dedup: %s", note)
     _resolve_sampling(st)
+    _join_weeks(st)
+    t = st.trace
+    log.info("trace %s (%s%s): %d requests, %d block accesses, %d unique %d-token blocks",
+             t.name, t.source, f", {traces.weeks(st.cfg.trace)} weeks" if traces.weeks(st.cfg.trace) > 1 else "",
+             t.n_requests, t.n_accesses, t.n_unique, t.block_tokens)
     for w in oversized_warnings(st.caps, t.request_lengths):
         log.warning("%s", w)
     sat = saturation_capacity(t)
@@ -124,16 +126,20 @@ def _resolve_sampling(st: Study) -> None:
     from sim_core import Hits
     from sim_core.sample import AUTO_KEEP_ACCESSES, auto_rate
 
+    from . import traces
+
     sp = st.spec
     if sp.sample_auto:
-        rate = auto_rate(st.trace.n_accesses)
+        k = traces.weeks(st.cfg.trace)
+        n = st.trace.n_accesses * k  # the other weeks are about the size of the first
+        rate = auto_rate(n, k)
         if rate is not None and sp.hits is Hits.PREFIX:
-            raise ConfigError(f"sim.sample_rate=auto would sample this trace ({st.trace.n_accesses} block accesses) "
+            raise ConfigError(f"sim.sample_rate=auto would sample this trace ({n} block accesses) "
                               "but sim.hits=prefix is not defined on a sample: set sim.sample_rate=null to replay "
                               "it exactly")
         log.info("sim.sample_rate=auto: %s", "exact replay (the trace is small)" if rate is None else
-                 f"sampled replay at r={rate:g} (about {AUTO_KEEP_ACCESSES / 1e6:g}M of "
-                 f"{st.trace.n_accesses / 1e6:.0f}M block accesses; sim.sample_rate=null replays exactly)")
+                 f"sampled replay at r={rate:g} (about {max(AUTO_KEEP_ACCESSES, n * rate) / 1e6:.0f}M of "
+                 f"{'about ' if k > 1 else ''}{n / 1e6:.0f}M block accesses; sim.sample_rate=null replays exactly)")
         st.spec = sp = replace(sp, sample_rate=rate)
     if sp.sample_rate is not None and sp.selected_all:
         exact = [p.name for p in sp.policies if not sp.sampled(p.name)]
@@ -144,6 +150,42 @@ def _resolve_sampling(st: Study) -> None:
             st.spec = replace(sp, policies=[p for p in sp.policies if p.name not in exact])
             if not st.spec.policies:
                 raise ConfigError("no policy left to run under sampled replay")
+
+
+def _join_weeks(st: Study) -> None:
+    """trace.weeks=k > 1: the k weeks back to back in place of the first (sweep/weeks.py).
+    Sampled, only their samples are kept, built one week at a time; so every policy
+    must be sampled and every capacity's scaled cache reachable below rate 1."""
+    from sim_core import get_policy
+
+    from . import traces, weeks
+
+    k, sp = traces.weeks(st.cfg.trace), st.spec
+    if k == 1:
+        return
+    make = traces.week_maker(st.cfg.trace)
+    held = [st.trace]  # week 0, handed over so that it is dropped once sampled
+    st.trace = None
+
+    def week(w: int):
+        return held.pop() if w == 0 else make(w)
+
+    if sp.sample_rate is None:
+        log.info("trace.weeks=%d, exact replay: the weeks are built as one trace (%d times one week's memory)", k, k)
+        st.trace = weeks.exact(week, k)
+        return
+    exact = [p.name for p in sp.policies if not sp.sampled(p.name)]
+    if exact:
+        raise ConfigError(f"trace.weeks={k} under sampled replay keeps only the weeks' samples, but "
+                          f"{', '.join(exact)} replay exactly: leave them out of policy=[...], set trace.weeks=1, "
+                          f"or sim.sample_rate=null to replay every week exactly")
+    rules = [(get_policy(p.name).sample_by, get_policy(p.name).sample_floor) for p in sp.policies]
+    try:
+        st.trace = weeks.sampled(week, k, [c.blocks for c in st.caps], sp.sample_rate, sp.sample_seed, sp.mode,
+                                 rules, summarize=traces.summarize)
+    except ValueError as e:
+        raise ConfigError(f"trace.weeks={k} at sim.sample_rate={sp.sample_rate:g}: {e}; raise the capacities or "
+                          f"set trace.weeks=1") from None
 
 
 # ---------------------------------------------------------------------- plan
@@ -378,6 +420,8 @@ def _shipped(st: Study):
 
     if st.spec.sample_rate is None or st.replay_scale is None:
         return st.trace
+    if isinstance(st.trace, SampleSet):  # weeks (sweep.weeks): only samples, all of them sampled
+        return SampleSet.of(st.trace)
     if all(st.replay_scale(j.policy, st.caps[i].blocks) < 1.0 for j in st.jobs for i in j.cap_indices):
         return SampleSet.of(st.trace)
     return st.trace

@@ -53,6 +53,14 @@ def check_trace_config(tc: DictConfig, choice: str) -> None:
         check_int(tc.get("seed"), "trace.seed", 0, allow_none=True, none_means="0")
         check_number(tc.get("concurrency"), "trace.concurrency", allow_none=True,
                      none_means="the profile's default")
+    check_int(tc.get("weeks"), "trace.weeks", 1, allow_none=True, none_means="1")
+    if weeks(tc) > 1:
+        if path or tc.get("bundled") or not tc.get("profile"):
+            raise ConfigError(f"trace.weeks={weeks(tc)} needs a synthetic profile (independent weeks are generated); "
+                              f"trace={choice} reads a file: set trace.weeks=1")
+        if tc.get("max_requests") is not None:
+            raise ConfigError("trace.max_requests cannot be combined with trace.weeks > 1: set trace.weeks=1, or "
+                              "trace.scale for a smaller trace")
 
 
 def _head(path: Path) -> bytes:
@@ -106,24 +114,41 @@ def load(tc: DictConfig, choice: str):
         trace = _load_file(Path(bundled_path(str(tc.bundled))), str(tc.get("format") or "auto"), tc,
                            name or choice)
     else:
-        from sim_core import synth
-
-        kwargs = {"seed": int(tc.get("seed") or 0)}
-        if tc.get("scale") is not None:
-            kwargs["scale"] = tc.scale
-        if tc.get("concurrency") is not None:
-            kwargs["concurrency"] = int(tc.concurrency)
-        log.info("generating a synthetic %s trace (%s)", tc.profile,
-                 ", ".join(f"{k}={v}" for k, v in kwargs.items()))
-        trace = synth.generate(str(tc.profile), **kwargs)
-        if name:
-            trace.name = str(name)
+        trace = week_maker(tc)(0)
     mr = tc.get("max_requests")
     if mr is not None and int(mr) < trace.n_requests:
         trace = trace.subset(int(mr))
     if trace.n_accesses == 0:
         raise ConfigError(f"trace {trace.name!r} is empty (no block accesses)")
     return trace
+
+
+def weeks(tc: DictConfig) -> int:
+    """trace.weeks: how many independent weeks of the synthetic profile (sweep/weeks.py)."""
+    return int(tc.get("weeks") or 1)
+
+
+def week_maker(tc: DictConfig):
+    """week -> that week of the synthetic trace `tc` configures (week 0: the seed's own)."""
+    from sim_core import synth
+
+    kwargs = {"seed": int(tc.get("seed") or 0)}
+    if tc.get("scale") is not None:
+        kwargs["scale"] = tc.scale
+    if tc.get("concurrency") is not None:
+        kwargs["concurrency"] = int(tc.concurrency)
+    name = tc.get("name")
+
+    def make(week: int):
+        n = weeks(tc)
+        log.info("generating a synthetic %s trace (%s%s)", tc.profile, ", ".join(f"{k}={v}" for k, v in kwargs.items()),
+                 f", week {week + 1} of {n}" if n > 1 else "")
+        trace = synth.generate(str(tc.profile), week=week, **kwargs)
+        if name not in (None, ""):
+            trace.name = str(name)
+        return trace
+
+    return make
 
 
 def experiment_name(trace, override: str | None = None) -> str:
@@ -173,8 +198,11 @@ def payload_bytes(d: dict) -> int:
 
 def summarize(trace) -> tuple[dict, str]:
     """(flat summary dict, formatted text): sim_core.summary plus the request-size and
-    reuse numbers it lacks."""
+    reuse numbers it lacks. Weeks held as samples (sweep.weeks) give their first week's."""
     from sim_core.summary import format_summary, summary
+
+    if getattr(trace, "summary", None) is not None:
+        return trace.summary
 
     full = summary(trace)
     lengths = trace.request_lengths

@@ -445,27 +445,6 @@ def test_bench_ray_scaling_runs_the_same_plan_on_1_and_2_actors():
     assert out["actors_1_acc_per_s"] > 0 and out["actors_2_acc_per_s"] > 0 and out["speedup"] > 0
 
 
-def test_bench_fidelity_back_to_back_is_two_independent_stretches():
-    """The `spread` experiment's concatenation: the second trace keeps its requests, with
-    fresh block ids and sessions, after the first; through a cache it gives the hits of
-    each alone, apart from the first one's blocks it must push out (hand-checked bound)."""
-    from sweep.bench_fidelity import back_to_back
-    from tests.helpers import session_trace
-
-    a, b = session_trace(n_sessions=30, seed=1), session_trace(n_sessions=20, seed=2)
-    ab = back_to_back(a, b)
-    assert ab.n_requests == a.n_requests + b.n_requests and ab.n_accesses == a.n_accesses + b.n_accesses
-    assert ab.n_unique == a.n_unique + b.n_unique  # no block shared across the two
-    assert np.all(np.diff(ab.arrival_s) >= 0) and ab.arrival_s[a.n_requests] > a.arrival_s.max() + 3599
-    assert len(np.unique(ab.session)) == len(np.unique(a.session)) + len(np.unique(b.session))
-    assert np.array_equal(ab.blocks[a.n_accesses:], b.blocks + a.n_unique)
-    cap = 300
-    ra, rb, rab = (simulate(t, "lru", cap)[0] for t in (a, b, ab))
-    # LRU: the second stretch's hits equal its own, since stale blocks never hit and a
-    # full cache of them is evicted exactly as an empty cache is filled
-    assert rab.hits == ra.hits + rb.hits
-
-
 def test_bench_fidelity_set_parses_profile_fields_and_rejects_others():
     from sweep.bench_fidelity import _overrides
 

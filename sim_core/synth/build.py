@@ -44,14 +44,18 @@ def _densify(blocks, n_raw):
 
 def generate_labeled(profile: str | SynthProfile = "freeinference", *, scale: float = DEFAULT_SCALE,
                      seed: int = 0, concurrency: float | None = None,
-                     stream_seeds: dict | None = None) -> tuple[Trace, np.ndarray]:
+                     stream_seeds: dict | None = None, week: int = 0) -> tuple[Trace, np.ndarray]:
     """Generate a trace and the category of each dense block id.
 
     Returns ``(trace, block_category)`` with ``block_category`` int8[n_unique]:
     0 = system prompt, 1 = multi-turn history, 2 = single-turn prompt.
     ``stream_seeds`` (diagnostics) draws the named steps of the plan (``plan.STREAMS``:
     turns, sys, grow, time, single, tok) as that seed would, the others as ``seed``.
+    ``week`` > 0 draws another week of the same seed, independent of week 0 (the seed's
+    own trace); ``trace.weeks`` in a sweep replays weeks 0..k-1 back to back.
     """
+    if int(week) < 0:
+        raise ValueError(f"week must be >= 0, got {week}")
     prof = get_profile(profile)
     if concurrency is None:
         conc = float(prof.concurrency)
@@ -63,7 +67,7 @@ def generate_labeled(profile: str | SynthProfile = "freeinference", *, scale: fl
             conc = feasible
     else:
         conc = float(concurrency)
-    plan = plan_requests(prof, float(scale), int(seed), conc, stream_seeds)
+    plan = plan_requests(prof, float(scale), int(seed), conc, stream_seeds, int(week))
     order = np.argsort(plan.arrival_s, kind="stable")  # keeps each session's turn order
     lengths = plan.n_blocks[order]
     offsets = np.zeros(len(order) + 1, dtype=np.int64)
@@ -97,6 +101,8 @@ def generate_labeled(profile: str | SynthProfile = "freeinference", *, scale: fl
         "compactions": plan.compactions,
         "max_blocks": MAX_BLOCKS,
     }
+    if week:
+        meta["week"] = int(week)
     if stream_seeds:
         meta["stream_seeds"] = dict(stream_seeds)
     if prof.name not in PROFILES or PROFILES[prof.name] != prof:
@@ -108,7 +114,8 @@ def generate_labeled(profile: str | SynthProfile = "freeinference", *, scale: fl
 
 
 def generate(profile: str | SynthProfile = "freeinference", *, scale: float = DEFAULT_SCALE,
-             seed: int = 0, concurrency: float | None = None, stream_seeds: dict | None = None) -> Trace:
+             seed: int = 0, concurrency: float | None = None, stream_seeds: dict | None = None,
+             week: int = 0) -> Trace:
     """Generate a synthetic trace (see the module docstring for the model).
 
     Args:
@@ -118,6 +125,7 @@ def generate(profile: str | SynthProfile = "freeinference", *, scale: float = DE
         seed: the same seed gives the same arrays bit for bit.
         concurrency: mean number of concurrently active sessions (default: the profile's).
         stream_seeds: diagnostics, see :func:`generate_labeled`.
+        week: another independent week of the same seed (0: the seed's own trace).
     """
     return generate_labeled(profile, scale=scale, seed=seed, concurrency=concurrency,
-                            stream_seeds=stream_seeds)[0]
+                            stream_seeds=stream_seeds, week=week)[0]

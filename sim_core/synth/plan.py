@@ -308,11 +308,13 @@ def token_counts(prof: SynthProfile, mt: MultiTurn, n_blocks: np.ndarray, Rs: in
 STREAMS = ("turns", "sys", "grow", "time", "single", "tok")
 
 
-def _streams(seed: int, stream_seeds: dict | None) -> list[np.random.Generator]:
+def _streams(seed: int, stream_seeds: dict | None, week: int = 0) -> list[np.random.Generator]:
     """One generator per step; `stream_seeds` re-seeds named streams (the stream a
-    different seed would give), to find which step a seed-to-seed difference comes from."""
+    different seed would give), to find which step a seed-to-seed difference comes from.
+    Week w > 0 of a seed is another independent draw (trace.weeks: sweep/weeks.py); week 0
+    is the seed's own trace."""
     def spawn(s):
-        return np.random.SeedSequence([int(s), 0x5EED]).spawn(len(STREAMS))
+        return np.random.SeedSequence([int(s), 0x5EED] + ([int(week)] if week else [])).spawn(len(STREAMS))
 
     seqs = spawn(seed)
     for name, s in (stream_seeds or {}).items():
@@ -323,12 +325,12 @@ def _streams(seed: int, stream_seeds: dict | None) -> list[np.random.Generator]:
 
 
 def plan_requests(prof: SynthProfile, scale: float, seed: int, concurrency: float,
-                  stream_seeds: dict | None = None) -> Plan:
+                  stream_seeds: dict | None = None, week: int = 0) -> Plan:
     if not scale > 0:
         raise ValueError(f"scale must be positive, got {scale}")
     if not concurrency > 0:
         raise ValueError(f"concurrency must be positive, got {concurrency}")
-    r_turns, r_sys, r_grow, r_time, r_single, r_tok = _streams(seed, stream_seeds)
+    r_turns, r_sys, r_grow, r_time, r_single, r_tok = _streams(seed, stream_seeds, week)
     mt = multi_turn_sessions(prof, scale, r_turns, r_sys, r_grow)
     st = single_turn_requests(prof, scale, r_single)
     a_start, a_len, b_start, b_len, c_start, c_len, raw_category = id_layout(mt, st, scale)
