@@ -180,9 +180,14 @@ def _join_weeks(st: Study) -> None:
                           f"{', '.join(exact)} replay exactly: leave them out of policy=[...], set trace.weeks=1, "
                           f"or sim.sample_rate=null to replay every week exactly")
     rules = [(get_policy(p.name).sample_by, get_policy(p.name).sample_floor) for p in sp.policies]
+
+    def summarize(t):  # what the run records of the trace: its first week
+        flat, text = traces.summarize(t)
+        return flat, f"week 1 of {k} (trace.weeks={k}: the others are independent draws of the profile)\n{text}"
+
     try:
         st.trace = weeks.sampled(week, k, [c.blocks for c in st.caps], sp.sample_rate, sp.sample_seed, sp.mode,
-                                 rules, summarize=traces.summarize)
+                                 rules, summarize=summarize)
     except ValueError as e:
         raise ConfigError(f"trace.weeks={k} at sim.sample_rate={sp.sample_rate:g}: {e}; raise the capacities or "
                           f"set trace.weeks=1") from None

@@ -124,7 +124,7 @@ def test_ilp_above_the_limit_is_refused_before_any_work(tmp_path):
     a message naming the limit and the trace's size, and nothing run or recorded."""
     from sim_core import synth
 
-    proc = _run(["-m", "sweep", "trace=freeinference", "trace.scale=null", "policy=[lru,ilp]", "capacity=paper4"],
+    proc = _run(["-m", "sweep", "trace=freeinference", "trace.scale=null", "trace.weeks=1", "policy=[lru,ilp]", "capacity=paper4"],
                 tmp_path)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "limit of 1,000,000 intervals" in proc.stderr

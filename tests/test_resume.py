@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 SMALL = ["trace=mooncake_conversation", "trace.max_requests=1500", "policy=[lru,fifo]", "cost=[uniform,linear]",
          "capacity=custom", "capacity.sizes=[2GiB,8GiB,64GiB]", "cluster.num_cpus=1"]
 # a few seconds of jobs, so a signal lands mid-sweep: LHD and W-TinyLFU at 9 capacities
-LONGER = ["trace=freeinference", "trace.scale=0.003", "policy=[lhd,wtinylfu]", "cost=[uniform]",
+LONGER = ["trace=freeinference", "trace.scale=0.003", "trace.weeks=1", "policy=[lhd,wtinylfu]", "cost=[uniform]",
           "capacity=hbm", "cluster.num_cpus=1", "sweep.shards_per_worker=9"]
 
 
@@ -367,7 +367,7 @@ def _signal_at(tmp_path, args, phase: str, sig, after_s: float):
 
 def test_sigint_while_loading_exits_130_and_records_nothing(tmp_path):
     # generating a half-scale trace takes seconds: the signal lands inside it
-    code, err = _signal_at(tmp_path, ["trace=freeinference", "trace.scale=0.5", "policy=lru"],
+    code, err = _signal_at(tmp_path, ["trace=freeinference", "trace.scale=0.5", "trace.weeks=1", "policy=lru"],
                            "generating a synthetic", signal.SIGINT, 0.5)
     assert code == 130, err[-3000:]
     assert "Traceback" not in err and "SIGINT" in err

@@ -29,7 +29,7 @@ def test_auto_rate_follows_the_trace_size():
 def sampled(tmp_path_factory):
     d = tmp_path_factory.mktemp("sampled")
     uri = f"sqlite:///{d}/mlflow.db"
-    cmd = [sys.executable, "-m", "sweep", "trace=freeinference", "trace.scale=0.002", "sim.sample_rate=0.25",
+    cmd = [sys.executable, "-m", "sweep", "trace=freeinference", "trace.scale=0.002", "trace.weeks=1", "sim.sample_rate=0.25",
            "policy=[lru,lhd,belady,belady_compute]", "cost=[uniform,linear]", "capacity=custom", "capacity.sizes=[4000,20000]",
            "cluster.num_cpus=2", f"tracking.uri={uri}"]
     proc = subprocess.run(cmd, cwd=d, capture_output=True, text=True, timeout=900,
