@@ -55,29 +55,58 @@ def keep_mask(keys: np.ndarray, rate: float, seed: int) -> np.ndarray:
 
 @njit
 def _first_depth_root(req_offsets, blocks, depth, n_unique):
-    """Per block id: its depth and its request's first block where it first appears."""
+    """Per block id: its depth and its request's first block where it first appears, and
+    its number of accesses."""
     d0 = np.full(n_unique, -1, np.int32)
     root = np.zeros(n_unique, np.int32)
+    count = np.zeros(n_unique, np.int32)
     for r in range(len(req_offsets) - 1):
         a, b = req_offsets[r], req_offsets[r + 1]
         for i in range(a, b):
             x = blocks[i]
+            count[x] += 1
             if d0[x] < 0:
                 d0[x] = depth[i] if len(depth) else i - a
                 root[x] = blocks[a]
-    return d0, root
+    return d0, root, count
+
+
+def _depth_root(trace: Trace):
+    """(first depth, root, accesses) per block id: one pass over the trace, kept on it
+    (shared by every rate)."""
+    if "_depth_root" not in trace.__dict__:
+        trace.__dict__["_depth_root"] = _first_depth_root(trace.req_offsets, trace.blocks, trace.engine_depth(),
+                                                          trace.n_unique)
+    return trace.__dict__["_depth_root"]
 
 
 @njit
-def _kept_accesses(req_offsets, blocks, keep_block, keep_request):
+def _depth_keep(d0, root, m, seed):
+    """depth_keep's rule, one loop over the block ids (splitmix64 as in `_mix`; uint64
+    arithmetic wraps as numpy's does)."""
+    out = np.empty(d0.shape[0], np.bool_)
+    golden = np.uint64(0x9E3779B97F4A7C15) * np.uint64(seed + 1)
+    mm = np.uint64(m)
+    for x in range(d0.shape[0]):
+        z = np.uint64(root[x]) + golden
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+        out[x] = (np.int64(d0[x]) + np.int64(z % mm)) % m == 0
+    return out
+
+
+@njit
+def _kept_accesses(req_offsets, blocks, keep_block, keep_request, n=-1):
     """(access indices, their requests) of the accesses kept by block and by request, in
-    trace order: two passes, no per-access temporary over the whole trace (664M at full
-    scale)."""
-    n = 0
-    for r in range(len(req_offsets) - 1):
-        if keep_request[r]:
-            for i in range(req_offsets[r], req_offsets[r + 1]):
-                n += keep_block[blocks[i]]
+    trace order, with no per-access temporary over the whole trace (664M at full scale).
+    `n`, when known (the kept blocks' access counts), saves the counting pass."""
+    if n < 0:
+        n = 0
+        for r in range(len(req_offsets) - 1):
+            if keep_request[r]:
+                for i in range(req_offsets[r], req_offsets[r + 1]):
+                    n += keep_block[blocks[i]]
     idx = np.empty(n, np.int64)
     req = np.empty(n, np.int64)
     k = 0
@@ -101,13 +130,8 @@ def depth_keep(trace: Trace, rate: float, seed: int) -> np.ndarray:
     is a multiple of m = 1/rate. Every request then keeps floor or ceil of len/m of its
     blocks, evenly spread over depths, and a cache of C blocks scales to ceil(C/m): a
     request that fits the real cache fits the scaled one."""
-    m = stride(rate)
-    if "_depth_root" not in trace.__dict__:  # one pass over the trace, shared by every rate
-        trace.__dict__["_depth_root"] = _first_depth_root(trace.req_offsets, trace.blocks, trace.engine_depth(),
-                                                          trace.n_unique)
-    d0, root = trace.__dict__["_depth_root"]
-    off = (_mix(root, seed) % _U(m)).astype(np.int64)
-    return (d0 + off) % m == 0
+    d0, root, _ = _depth_root(trace)
+    return _depth_keep(d0, root, stride(rate), int(seed))
 
 
 def sample(trace: Trace, rate: float, seed: int = 0, by: str = "block") -> Trace:
@@ -119,8 +143,9 @@ def sample(trace: Trace, rate: float, seed: int = 0, by: str = "block") -> Trace
     if rate == 1:
         return trace
     if by == "depth":
-        idx, req = _kept_accesses(trace.req_offsets, trace.blocks, depth_keep(trace, rate, seed),
-                                  np.ones(trace.n_requests, np.bool_))
+        keep = depth_keep(trace, rate, seed)
+        idx, req = _kept_accesses(trace.req_offsets, trace.blocks, keep, np.ones(trace.n_requests, np.bool_),
+                                  int(_depth_root(trace)[2][keep].sum()))
     elif by == "block":
         # hash each distinct id once (47.8M at full scale), not each of the 664M accesses
         idx, req = _kept_accesses(trace.req_offsets, trace.blocks,

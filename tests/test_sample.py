@@ -209,3 +209,17 @@ def test_a_policy_keeps_its_own_floor(big):
     assert simulate(big, "random_compute", [cap], sample_rate=0.1)[0].sample_rate == 0.1
     assert simulate(big, "partial_node", [cap], sample_rate=0.1)[0].sample_rate == 0.2
     assert simulate(big, "partial_node", [cap], sample_rate=0.1, sample_floor=1)[0].sample_rate == 0.1
+
+
+def test_depth_keep_compiled_rule_is_the_numpy_splitmix_rule():
+    """The compiled loop hashes as `_mix` does (uint64 wrap-around), for any seed and
+    stride: the samples, and so every sampled result, stay what they were."""
+    from sim_core.sample import _depth_keep, _mix
+
+    rng = np.random.default_rng(7)
+    d0 = rng.integers(0, 100_000, 50_000).astype(np.int32)
+    root = rng.integers(0, 2**31 - 1, 50_000).astype(np.int32)
+    for seed in (0, 1, 12345, 2**40):
+        for m in (1, 2, 7, 100, 800):
+            want = (d0 + (_mix(root, seed) % np.uint64(m)).astype(np.int64)) % m == 0
+            assert np.array_equal(_depth_keep(d0, root, m, seed), want), (seed, m)
