@@ -128,12 +128,23 @@ def test_a_sweep_over_weeks_replays_them_back_to_back(tmp_path):
     samples back to back at the scaled capacities; exact: through the two weeks built as one."""
     from sweep.journal import Journal
 
-    p = _sweep(tmp_path, "trace.weeks=2", "sim.sample_rate=0.1")
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    p = _sweep(tmp_path, "trace.weeks=2", "sim.sample_rate=0.1", "tracking.offline=false", f"tracking.uri={uri}")
     assert p.returncode == 0, p.stderr[-4000:]
     assert "week 2 of 2" in p.stderr and "2 weeks" in p.stderr
     got = {r.capacity_blocks: r for r in Journal(tmp_path / "kvsweep-journal.jsonl").results().values()}
     want = simulate(back_to_back([sample_of(_week(w), 0.1, 0, "depth") for w in range(2)]), "lru", [400, 2000])
     assert [got[c].hit_ratio for c in (4000, 20000)] == [w.hit_ratio for w in want]
+    # the run records the weeks and, as its trace summary, the first week's
+    c = MlflowClient(uri)
+    runs = c.search_runs([c.get_experiment_by_name("freeinference-synthetic").experiment_id])
+    parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
+    assert parent.data.params["trace.weeks"] == "2"
+    assert parent.data.metrics["trace.requests"] == _week(0).n_requests
+    summary = Path(c.download_artifacts(parent.info.run_id, "trace_summary.txt", str(tmp_path))).read_text()
+    assert summary.startswith("week 1 of 2")
 
     d = tmp_path / "exact"
     d.mkdir()
