@@ -318,6 +318,7 @@ def back_to_back(traces: Sequence[Trace], gap_s: float = 3600.0) -> Trace:
         raise ValueError(f"back_to_back: block sizes differ ({sorted({t.block_tokens for t in ts})} tokens)")
     if any(t.tail_first for t in ts):
         raise ValueError("back_to_back takes traces in forward order, not tail-first views")
+    with_depth = any(t.depth is not None for t in ts)  # samples: keep true depths, positions for the rest
     offsets, blocks, arrival, session, depth = [np.zeros(1, np.int64)], [], [], [], []
     n_acc = n_ids = n_sess = 0
     t_end = None
@@ -327,7 +328,8 @@ def back_to_back(traces: Sequence[Trace], gap_s: float = 3600.0) -> Trace:
         shift = 0.0 if t_end is None or not t.n_requests else t_end + gap_s - float(t.arrival_s[0])
         arrival.append(t.arrival_s + shift)
         session.append(np.where(t.session >= 0, t.session + n_sess, -1))
-        depth.append(t.depths() if any(u.depth is not None for u in ts) else _NO_DEPTH)
+        if with_depth:
+            depth.append(t.depths())
         n_acc += t.n_accesses
         n_ids += t.n_unique
         n_sess += int(t.session.max()) + 1 if t.n_requests and t.session.max() >= 0 else 0
@@ -339,7 +341,7 @@ def back_to_back(traces: Sequence[Trace], gap_s: float = 3600.0) -> Trace:
                  cat([t.output_tokens for t in ts]), block_tokens=ts[0].block_tokens, name=ts[0].name,
                  source=ts[0].source, dropped_requests=sum(t.dropped_requests for t in ts),
                  meta=dict(ts[0].meta, back_to_back=len(ts)),
-                 depth=cat(depth) if any(t.depth is not None for t in ts) else None,
+                 depth=cat(depth) if with_depth else None,
                  source_ids=cat([t.source_ids for t in ts]) if keep_ids else None)
 
 

@@ -54,6 +54,10 @@ class SweepSpec:
         spec = get_policy(policy)
         return self.sample_rate is not None and spec.solve is None and (self.sample_force or spec.sample_ok)
 
+    def exact_policies(self) -> list[str]:
+        """The policies of this sweep that are not replayed on a sample."""
+        return [p.name for p in self.policies if not self.sampled(p.name)]
+
 
 def _plain(node) -> Any:
     return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) or OmegaConf.is_config(node) else node

@@ -142,7 +142,7 @@ def _resolve_sampling(st: Study) -> None:
                  f"{'about ' if k > 1 else ''}{n / 1e6:.0f}M block accesses; sim.sample_rate=null replays exactly)")
         st.spec = sp = replace(sp, sample_rate=rate)
     if sp.sample_rate is not None and sp.selected_all:
-        exact = [p.name for p in sp.policies if not sp.sampled(p.name)]
+        exact = sp.exact_policies()
         if exact:
             log.info("policy=all under sampled replay skips %s (its sampled error misses the target and an "
                      "exact replay of this trace is slow; name it in policy=[...] to run it exactly)",
@@ -174,7 +174,7 @@ def _join_weeks(st: Study) -> None:
         log.info("trace.weeks=%d, exact replay: the weeks are built as one trace (%d times one week's memory)", k, k)
         st.trace = weeks.exact(week, k)
         return
-    exact = [p.name for p in sp.policies if not sp.sampled(p.name)]
+    exact = sp.exact_policies()
     if exact:
         raise ConfigError(f"trace.weeks={k} under sampled replay keeps only the weeks' samples, but "
                           f"{', '.join(exact)} replay exactly: leave them out of policy=[...], set trace.weeks=1, "
@@ -276,7 +276,7 @@ def _sampled_scale(st: Study):
                  sp.sample_rate, counted(len({c for c, _ in raised}), "capacity", "capacities"),
                  "; ".join(f"{c} blocks: r={r:g}" + ("" if len(ps) == every else f" for {', '.join(ps)}")
                            for (c, r), ps in sorted(raised.items())[:6]) + (" ..." if len(raised) > 6 else ""))
-    exact = [p.name for p in sp.policies if not sp.sampled(p.name)]
+    exact = sp.exact_policies()
     if exact:
         log.info("sampling at r=%g: %s stay exact (their sampled error misses the target; see README "
                  "\"Sampled replay\")", sp.sample_rate, ", ".join(exact))
@@ -425,8 +425,6 @@ def _shipped(st: Study):
 
     if st.spec.sample_rate is None or st.replay_scale is None:
         return st.trace
-    if isinstance(st.trace, SampleSet):  # weeks (sweep.weeks): only samples, all of them sampled
-        return SampleSet.of(st.trace)
     if all(st.replay_scale(j.policy, st.caps[i].blocks) < 1.0 for j in st.jobs for i in j.cap_indices):
         return SampleSet.of(st.trace)
     return st.trace
