@@ -157,11 +157,11 @@ def test_block_categories_match_where_blocks_appear(fi):
 
 
 # ----------------------------------------------------------------- calibration
-#: Published statistics the generator meets at scale 0.1 besides TARGETS_FREEINFERENCE
-#: (README "How close the generated trace is to the paper" lists the ones it misses:
-#: compulsory misses, the top-1% footprint share, the largest footprint, and the median
-#: accesses per system-prompt block, which depends on the scale: 13 at full scale, 19 here).
-MET_SECONDARY = ("history_accesses_median", "one_hit_block_share")
+#: Published statistics the generator meets at scale 0.1 besides TARGETS_FREEINFERENCE.
+#: README "How close the generated trace is to the paper" lists the one it misses (the
+#: largest footprint); the median accesses per system-prompt block depends on the scale
+#: (15 at full scale, 21 here), so it is pinned at full scale, through the plan.
+MET_SECONDARY = ("history_accesses_median", "one_hit_block_share", "compulsory_miss_ratio", "footprint_top1_share")
 
 
 @pytest.fixture(scope="module")
@@ -177,6 +177,46 @@ def test_freeinference_calibration(fi_tenth, name):
     targets = {**TARGETS_FREEINFERENCE, **SECONDARY_TARGETS_FREEINFERENCE}
     assert fi_tenth[name] == pytest.approx(targets[name], rel=TOL), (
         "\n" + format_table(calibration_table(fi_tenth, targets)))
+
+
+def test_plan_statistics_equal_the_built_traces(fi_tenth):
+    # the fit's cheap statistics (no blocks built) are characterize()'s, to the last digit
+    from sim_core.synth.fit import plan_statistics
+
+    ps = plan_statistics("freeinference", scale=0.1, seed=0)
+    assert len(ps) >= 27
+    for name, value in ps.items():
+        assert value == pytest.approx(fi_tenth[name], rel=1e-12, abs=0), name
+    chutes = plan_statistics("chutes", scale=0.02, seed=3)
+    built = characterize(synth.generate("chutes", scale=0.02, seed=3))
+    assert chutes["compulsory_miss_ratio"] == pytest.approx(built["compulsory_miss_ratio"], rel=1e-12)
+    assert chutes["footprint_top1_share"] == pytest.approx(built["footprint_top1_share"], rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_full_scale_statistics_through_the_plan(seed):
+    # the fitted statistics at the size the default study replays, in about 2 s a seed
+    from sim_core.synth.fit import plan_statistics
+
+    s = plan_statistics("freeinference", scale=1.0, seed=seed)
+    targets = {**TARGETS_FREEINFERENCE, **SECONDARY_TARGETS_FREEINFERENCE}
+    for name in list(TARGETS_FREEINFERENCE) + list(MET_SECONDARY) + ["system_accesses_median", "span_s"]:
+        assert s[name] == pytest.approx(targets[name], rel=TOL), name
+
+
+def test_fit_recovers_a_moved_knob():
+    # targets made by moving one knob; the fit over that knob finds the statistics again
+    from sim_core.synth import fit
+
+    small = dataclasses.replace(synth.FREEINFERENCE, multi_sessions=400, multi_requests=5_700, single_requests=11_000,
+                                sys_prompts=90, templates=90)
+    names = ("single_turn_once_share", "single_turn_block_share")
+    moved = fit.plan_statistics(fit.apply(small, {"template_zipf": 0.4}))
+    x, loss, stats = fit.fit(small, {k: moved[k] for k in names}, knobs=("template_zipf",), maxfev=40)
+    assert loss < 1e-6 and x["template_zipf"] == pytest.approx(0.4, abs=0.05)
+    assert stats["single_turn_once_share"] == pytest.approx(moved["single_turn_once_share"], rel=1e-4)
+    base = fit.plan_statistics(small)
+    assert base["single_turn_once_share"] != pytest.approx(moved["single_turn_once_share"], rel=1e-3)
 
 
 def test_span_scales_to_the_published_week(fi_tenth):

@@ -1,0 +1,168 @@
+"""A profile's statistics from its request plan alone, and the knob fit that uses them.
+
+:func:`plan_statistics` computes what ``analysis.workload.characterize`` measures on a
+built trace (the same names and definitions) from the multi-turn and single-turn plans
+and the arrival times, without materialising a block: about 1.5 s at full scale against
+about 70 s to build and characterize the trace, which is what makes a full-scale fit
+affordable. ``tests/test_synth.py`` checks the two agree.
+
+:func:`fit` moves named knobs of a profile (:data:`KNOBS`) by Nelder-Mead to minimise
+the weighted sum of squared log ratios to the targets (``python -m sweep.bench_fidelity
+fit``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Callable
+
+import numpy as np
+
+from .plan import _streams, arrival_times, multi_turn_sessions, single_turn_requests, token_counts
+from .profiles import SynthProfile, get_profile
+
+
+def _wmedian(values: np.ndarray, weights: np.ndarray) -> float:
+    """np.median of `values` each repeated `weights` (integer) times."""
+    order = np.argsort(values, kind="stable")
+    v, cw = values[order], np.cumsum(weights[order])
+    n = int(cw[-1])
+    lo, hi = (v[np.searchsorted(cw, k, side="right")] for k in ((n - 1) // 2, n // 2))
+    return float(lo + hi) / 2
+
+
+def plan_statistics(profile: str | SynthProfile = "freeinference", *, scale: float = 1.0, seed: int = 0) -> dict:
+    prof = get_profile(profile)
+    r_turns, r_sys, r_grow, r_time, r_single, r_tok = _streams(seed, None)
+    mt = multi_turn_sessions(prof, scale, r_turns, r_sys, r_grow)
+    st = single_turn_requests(prof, scale, r_single)
+    sys_len = mt.base_len[mt.prompt] + mt.tail  # per multi-turn session
+    ctx_sess = np.zeros(len(mt.history_len), np.int64)
+    ctx_sess[mt.context] = mt.sess
+    fp_multi = sys_len + np.bincount(ctx_sess, weights=mt.history_len, minlength=mt.M).astype(np.int64)
+    tpl = np.maximum(st.s_tpl, 0)
+    len_single = np.where(st.is_tpl, st.tpl_len[tpl], 0) + st.s_unique  # a single-turn request's length and footprint
+    fp = np.sort(np.concatenate((fp_multi, len_single)))[::-1]
+    n_sess = len(fp)
+
+    prompt_reads = np.bincount(mt.prompt, weights=mt.n, minlength=len(mt.base_len))
+    tpl_reads = np.bincount(st.s_tpl[st.is_tpl], minlength=len(st.tpl_len))
+    u_sys = int(mt.base_len[prompt_reads > 0].sum() + mt.tail.sum())
+    u_hist = int(mt.history_len.sum())
+    u_single = int(st.tpl_len[tpl_reads > 0].sum() + st.s_unique.sum())
+    u = u_sys + u_hist + u_single
+    a_sys = int((sys_len * mt.n).sum())
+    a_single = int(len_single.sum())
+    a = int(mt.m_blocks.sum()) + a_single
+
+    # history: request j of a context adds seg_j blocks, read by it and the rest of its context
+    hist = mt.m_blocks - sys_len[mt.sess]
+    first = np.r_[True, mt.context[1:] != mt.context[:-1]]
+    seg = hist - np.where(first, 0, np.r_[0, hist[:-1]])
+    idx = np.arange(mt.Rm)
+    last = np.zeros(len(mt.history_len), np.int64)
+    np.maximum.at(last, mt.context, idx)
+    reads = last[mt.context] - idx + 1
+    once = int(st.s_unique.sum() + st.tpl_len[tpl_reads == 1].sum())
+
+    arrival_m, arrival_s, *_ = arrival_times(prof, mt, st.Rs, prof.concurrency, r_time)
+    span = float(max(arrival_m.max(), arrival_s.max()) - min(arrival_m.min(), arrival_s.min()))
+    gaps = np.diff(arrival_m)[mt.turn[1:] > 0]
+    ends = mt.starts + mt.n - 1
+    duration = arrival_m[ends] - arrival_m[mt.starts]
+    tokens, _ = token_counts(prof, mt, np.concatenate((mt.m_blocks, len_single)), st.Rs, r_tok)
+    sys_blocks = np.concatenate((mt.base_len[prompt_reads > 0], mt.tail))
+    sys_reads = np.concatenate((prompt_reads[prompt_reads > 0], mt.n)).astype(np.int64)
+    return {
+        "multi_turn_request_share": mt.Rm / (mt.Rm + st.Rs),
+        "mean_input_tokens": float(tokens.mean()),
+        "median_input_tokens": float(np.median(tokens)),
+        "median_input_tokens_multi_turn": float(np.median(tokens[:mt.Rm])),
+        "p90_input_tokens": float(np.percentile(tokens, 90)),
+        "gap_median_s": float(np.median(gaps)),
+        "session_duration_median_s": float(np.median(duration)),
+        "concurrency_mean": float(duration.sum() / span),
+        "span_s": span,
+        "footprint_median_blocks": float(np.median(fp)),
+        "footprint_p99_blocks": float(np.percentile(fp, 99)),
+        "footprint_max_blocks": float(fp[0]),
+        "footprint_top10_share": float(fp[: int(math.ceil(0.1 * n_sess))].sum() / fp.sum()),
+        "footprint_top1_share": float(fp[: int(math.ceil(0.01 * n_sess))].sum() / fp.sum()),
+        "system_block_share": u_sys / u,
+        "system_access_share": a_sys / a,
+        "history_block_share": u_hist / u,
+        "history_access_share": (a - a_sys - a_single) / a,
+        "single_turn_block_share": u_single / u,
+        "single_turn_access_share": a_single / a,
+        "single_turn_once_share": once / u_single,
+        "compulsory_miss_ratio": u / a,
+        "one_hit_block_share": (once + int(seg[reads == 1].sum())) / u,
+        "system_accesses_median": _wmedian(sys_reads, sys_blocks),
+        "history_accesses_median": _wmedian(reads, seg),
+        "n_accesses": float(a),
+        "n_unique_blocks": float(u),
+    }
+
+
+def _scaled(knots, f, lo=0.0, hi=1.0):
+    """Knots with the values at probabilities in [lo, hi) multiplied by f."""
+    return tuple((p, v * f if lo <= p < hi else v) for p, v in knots)
+
+
+#: The fitted knobs: name -> (profile, x) -> profile. x is a log factor for sizes and
+#: lengths, an additive step for exponents and shares; x = 0 is the profile itself.
+KNOBS: dict[str, Callable[[SynthProfile, float], SynthProfile]] = {
+    "growth": lambda p, x: dataclasses.replace(p, growth=_scaled(p.growth, math.exp(x))),
+    "growth_decay": lambda p, x: dataclasses.replace(p, growth_decay=max(0.0, p.growth_decay + x)),
+    "first_msg": lambda p, x: dataclasses.replace(p, first_msg=_scaled(p.first_msg, math.exp(x))),
+    "growth_turns_exponent": lambda p, x: dataclasses.replace(p, growth_turns_exponent=p.growth_turns_exponent + x),
+    "turns_tail": lambda p, x: dataclasses.replace(p, turns=_scaled(p.turns, math.exp(x), 0.8)),
+    "sys_len": lambda p, x: dataclasses.replace(p, sys_len=_scaled(p.sys_len, math.exp(x))),
+    "sys_prompts": lambda p, x: dataclasses.replace(p, sys_prompts=max(1, int(p.sys_prompts * math.exp(x)))),
+    "template_len": lambda p, x: dataclasses.replace(p, template_len=_scaled(p.template_len, math.exp(x))),
+    "templates": lambda p, x: dataclasses.replace(p, templates=max(1, int(p.templates * math.exp(x)))),
+    "template_zipf": lambda p, x: dataclasses.replace(p, template_zipf=max(0.0, p.template_zipf + x)),
+    "template_share": lambda p, x: dataclasses.replace(p, template_share=min(0.9, max(0.01, p.template_share + x))),
+    "plain_len_tail": lambda p, x: dataclasses.replace(p, plain_len=_scaled(p.plain_len, math.exp(x), 0.87)),
+    "template_suffix": lambda p, x: dataclasses.replace(p, template_suffix=_scaled(p.template_suffix, math.exp(x))),
+    "plain_len_body": lambda p, x: dataclasses.replace(p, plain_len=_scaled(p.plain_len, math.exp(x), 0.0, 0.87)),
+}
+#: initial simplex steps of each knob
+STEPS = {"growth": 0.2, "growth_decay": 0.15, "first_msg": 0.5, "growth_turns_exponent": 0.1, "turns_tail": 0.3,
+         "sys_len": 0.15, "sys_prompts": 0.3, "template_len": 0.3, "templates": 0.5, "template_zipf": 0.3,
+         "template_share": 0.05, "plain_len_tail": 0.3, "template_suffix": 0.4, "plain_len_body": 0.2}
+
+
+def apply(profile: SynthProfile, x: dict[str, float]) -> SynthProfile:
+    for name, v in x.items():
+        profile = KNOBS[name](profile, v)
+    return profile
+
+
+def fit(profile: str | SynthProfile, targets: dict[str, float], *, weights: dict[str, float] | None = None,
+        knobs=tuple(KNOBS), maxfev: int = 800, seed: int = 0, log: Callable[[str], None] | None = None):
+    """Nelder-Mead over `knobs` (full scale, one seed). Returns (best x by knob, its loss,
+    its statistics)."""
+    from scipy.optimize import minimize  # a dependency of lightgbm; only the fit needs it
+
+    base = get_profile(profile)
+    weights = weights or {}
+    best = {"loss": math.inf}
+
+    def loss(v):
+        x = dict(zip(knobs, map(float, v)))
+        try:
+            s = plan_statistics(apply(base, x), seed=seed)
+        except ValueError:
+            return 1e6
+        val = sum(weights.get(k, 1.0) * math.log(s[k] / t) ** 2 for k, t in targets.items())
+        if val < best["loss"]:
+            best.update(loss=val, x=x, stats=s)
+            if log:
+                log(f"{val:.4f} " + " ".join(f"{k}={s[k] / t:.3f}" for k, t in targets.items()))
+        return val
+
+    x0 = np.zeros(len(knobs))
+    simplex = np.vstack([x0] + [np.eye(len(knobs))[i] * STEPS[k] for i, k in enumerate(knobs)])
+    minimize(loss, x0, method="Nelder-Mead", options={"maxfev": maxfev, "initial_simplex": simplex})
+    return best["x"], best["loss"], best["stats"]
