@@ -167,7 +167,7 @@ FREEINFERENCE = SynthProfile(
     pause_share=0.095,  # was 0.0817: the published 7.0-day span at concurrency 12
     pause_s=(1_320.0, 25_200.0),
     concurrency=12.0,
-    diurnal=0.9,  # fitted to LRU's compute savings at 24 GiB (see README)
+    diurnal=0.97,  # fitted to LRU's and Belady's compute savings at 24 GiB (see README)
     compaction=True,
 )
 
