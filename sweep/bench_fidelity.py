@@ -203,7 +203,7 @@ def main(argv=None) -> int:
     ap.add_argument("--other", type=int, default=5, help="spread: the seed compared with --seed")
     ap.add_argument("--weeks", type=int, default=1,
                     help="seeds: replay this many independent weeks back to back per seed (trace.weeks)")
-    ap.add_argument("--maxfev", type=int, default=800, help="fit: Nelder-Mead evaluations (about 1.5 s each)")
+    ap.add_argument("--maxfev", type=int, default=800, help="fit: Nelder-Mead evaluations (under a second each)")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                     help="seeds: change a SynthProfile field (repeatable), e.g. --set diurnal=0")
     a = ap.parse_args(argv)

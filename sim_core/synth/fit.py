@@ -2,7 +2,7 @@
 
 :func:`plan_statistics` computes what ``analysis.workload.characterize`` measures on a
 built trace (the same names and definitions) from the multi-turn and single-turn plans
-and the arrival times, without materialising a block: about 1.5 s at full scale against
+and the arrival times, without materialising a block: under a second at full scale against
 about 70 s to build and characterize the trace, which is what makes a full-scale fit
 affordable. ``tests/test_synth.py`` checks the two agree.
 

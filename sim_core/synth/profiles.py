@@ -126,8 +126,8 @@ class SynthProfile:
 
 
 # The freeinference knobs were fitted (Nelder-Mead, then rounded) at full size, seed 0,
-# on the plan's statistics (`python -m sweep.bench_fidelity fit`: no blocks built, about
-# 1.5 s a point) against the 16 targets plus compulsory misses, the top-1% footprint
+# on the plan's statistics (`python -m sweep.bench_fidelity fit`: no blocks built, under
+# a second a point) against the 16 targets plus compulsory misses, the top-1% footprint
 # share, the one-hit share and the median accesses per system-prompt and history block;
 # then gap and gap_turns_exponent to the gap and session-duration medians. Reaching 6%
 # compulsory misses took skewed template popularity (a few templates reused often, with
