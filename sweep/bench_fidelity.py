@@ -37,6 +37,7 @@ ABLATION = {
     "diurnal=0": ({"diurnal": 0.0}, None),
     "sys_zipf=0.21": ({"sys_zipf": 0.21}, None),
     "template_zipf=0.026": ({"template_zipf": 0.026}, None),
+    "no growth tail": ({"growth": ((0.5, 373.1), (0.9, 373.4))}, None),
     "all four off": ({"compaction": False, "diurnal": 0.0, "sys_zipf": 0.21, "pause_share": 0.0817}, "forward"),
 }
 UNFITTED = ("random_compute", "belady_compute", "partial_node", "lru_session", "random_compute_session",

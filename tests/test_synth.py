@@ -158,9 +158,9 @@ def test_block_categories_match_where_blocks_appear(fi):
 
 # ----------------------------------------------------------------- calibration
 #: Published statistics the generator meets at scale 0.1 besides TARGETS_FREEINFERENCE.
-#: README "How close the generated trace is to the paper" lists the one it misses (the
-#: largest footprint); the median accesses per system-prompt block depends on the scale
-#: (15 at full scale, 21 here), so it is pinned at full scale, through the plan.
+#: The median accesses per system-prompt block depends on the scale (15 at full scale,
+#: 21 here), so it is pinned at full scale, through the plan, as is the largest footprint
+#: (a median over seeds).
 MET_SECONDARY = ("history_accesses_median", "one_hit_block_share", "compulsory_miss_ratio", "footprint_top1_share")
 
 
@@ -202,6 +202,16 @@ def test_full_scale_statistics_through_the_plan(seed):
     targets = {**TARGETS_FREEINFERENCE, **SECONDARY_TARGETS_FREEINFERENCE}
     for name in list(TARGETS_FREEINFERENCE) + list(MET_SECONDARY) + ["system_accesses_median", "span_s"]:
         assert s[name] == pytest.approx(targets[name], rel=TOL), name
+
+
+def test_largest_footprint_over_seeds():
+    # one session's footprint swings with the seed (108K-280K blocks over seeds 0-9); their
+    # median is the fitted statistic (the paper's 234 GiB session)
+    from sim_core.synth.fit import plan_statistics
+
+    largest = [plan_statistics("freeinference", seed=s)["footprint_max_blocks"] for s in range(10)]
+    assert np.median(largest) == pytest.approx(SECONDARY_TARGETS_FREEINFERENCE["footprint_max_blocks"], rel=TOL)
+    assert min(largest) > 2 * synth.MAX_BLOCKS  # every seed has sessions compacted several times
 
 
 def test_fit_recovers_a_moved_knob():
