@@ -206,7 +206,7 @@ def main(argv=None) -> int:
                     help="seeds: replay this many independent weeks back to back per seed (trace.weeks)")
     ap.add_argument("--maxfev", type=int, default=800, help="fit: Nelder-Mead evaluations (under a second each)")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                    help="seeds: change a SynthProfile field (repeatable), e.g. --set diurnal=0")
+                    help="seeds, fit: change a SynthProfile field (repeatable), e.g. --set diurnal=0")
     a = ap.parse_args(argv)
     try:
         over = _overrides(a.set)
