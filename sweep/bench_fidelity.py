@@ -24,6 +24,8 @@ import json
 import sys
 import time
 
+from sim_core.synth.profiles import FREEINFERENCE
+
 HEADLINE = {16384: "24GiB", 32768: "48GiB", 65536: "96GiB", 699051: "1TiB"}  # Qwen3-Coder-30B blocks
 COSTS = ("uniform", "qwen3_coder_30b", "linear")
 STATS = ("compulsory_miss_ratio", "system_accesses_median", "history_accesses_median", "footprint_top1_share",
@@ -37,7 +39,7 @@ ABLATION = {
     "diurnal=0": ({"diurnal": 0.0}, None),
     "sys_zipf=0.21": ({"sys_zipf": 0.21}, None),
     "template_zipf=0.026": ({"template_zipf": 0.026}, None),
-    "no growth tail": ({"growth": ((0.5, 373.1), (0.9, 373.4))}, None),
+    "no growth tail": ({"growth": FREEINFERENCE.growth[:2]}, None),  # the body's knots only
     "all four off": ({"compaction": False, "diurnal": 0.0, "sys_zipf": 0.21, "pause_share": 0.0817}, "forward"),
 }
 UNFITTED = ("random_compute", "belady_compute", "partial_node", "lru_session", "random_compute_session",

@@ -130,9 +130,11 @@ class SynthProfile:
 # a second a point) against the 16 targets plus compulsory misses, the top-1% footprint
 # share, the one-hit share and the median accesses per system-prompt and history block;
 # then gap and gap_turns_exponent to the gap and session-duration medians. Reaching 6%
-# compulsory misses took skewed template popularity (a few templates reused often, with
-# shorter unique suffixes), longer agent loops (the turns' upper tail) that grow a
-# little slower, and fewer, longer system prompts. The statistics do not pin every
+# compulsory misses took longer agent loops (the turns' upper tail) that grow a little
+# slower, shorter template suffixes, a smaller template pool, slightly shorter unique
+# prompts and fewer, longer system prompts; a larger templated share holds the top-1%
+# share, skewed template popularity the single-turn once share (README "Fitted
+# targets" has what each does). The statistics do not pin every
 # spread: per-session growth and pace stay near-constant (variety comes from turn
 # counts, per-turn spread and the front-loaded decay), per-session system suffixes tiny.
 FREEINFERENCE = SynthProfile(
