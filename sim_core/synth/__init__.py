@@ -88,7 +88,8 @@ a fraction of the next request's growth, other answers are lognormal.
 
 Code: profiles.py (knobs and calibrations), sampling.py (stratified draws), plan.py
 (the request-level plan, in named steps: multi-turn sessions, single-turn requests,
-block-id layout, arrival times, tokens) and build.py (block ids and the Trace).
+block-id layout, arrival times, tokens), build.py (block ids and the Trace) and fit.py
+(a plan's statistics without its blocks, and the knob fit).
 """
 from .build import generate, generate_labeled
 from .plan import expected_size

@@ -18,7 +18,7 @@ from typing import Callable
 
 import numpy as np
 
-from .plan import _streams, arrival_times, multi_turn_sessions, single_turn_requests, token_counts
+from .plan import draw
 from .profiles import SynthProfile, get_profile
 
 
@@ -33,15 +33,13 @@ def _wmedian(values: np.ndarray, weights: np.ndarray) -> float:
 
 def plan_statistics(profile: str | SynthProfile = "freeinference", *, scale: float = 1.0, seed: int = 0) -> dict:
     prof = get_profile(profile)
-    r_turns, r_sys, r_grow, r_time, r_single, r_tok = _streams(seed, None)
-    mt = multi_turn_sessions(prof, scale, r_turns, r_sys, r_grow)
-    st = single_turn_requests(prof, scale, r_single)
+    d = draw(prof, scale, seed, prof.concurrency)
+    mt, st = d.mt, d.st
     sys_len = mt.base_len[mt.prompt] + mt.tail  # per multi-turn session
     ctx_sess = np.zeros(len(mt.history_len), np.int64)
     ctx_sess[mt.context] = mt.sess
     fp_multi = sys_len + np.bincount(ctx_sess, weights=mt.history_len, minlength=mt.M).astype(np.int64)
-    tpl = np.maximum(st.s_tpl, 0)
-    len_single = np.where(st.is_tpl, st.tpl_len[tpl], 0) + st.s_unique  # a single-turn request's length and footprint
+    len_single = d.n_blocks[mt.Rm:]  # a single-turn request's length is its footprint
     fp = np.sort(np.concatenate((fp_multi, len_single)))[::-1]
     n_sess = len(fp)
 
@@ -65,12 +63,12 @@ def plan_statistics(profile: str | SynthProfile = "freeinference", *, scale: flo
     reads = last[mt.context] - idx + 1
     once = int(st.s_unique.sum() + st.tpl_len[tpl_reads == 1].sum())
 
-    arrival_m, arrival_s, *_ = arrival_times(prof, mt, st.Rs, prof.concurrency, r_time)
+    arrival_m, arrival_s = d.arrival_m, d.arrival_s
     span = float(max(arrival_m.max(), arrival_s.max()) - min(arrival_m.min(), arrival_s.min()))
     gaps = np.diff(arrival_m)[mt.turn[1:] > 0]
     ends = mt.starts + mt.n - 1
     duration = arrival_m[ends] - arrival_m[mt.starts]
-    tokens, _ = token_counts(prof, mt, np.concatenate((mt.m_blocks, len_single)), st.Rs, r_tok)
+    tokens = d.input_tokens
     sys_blocks = np.concatenate((mt.base_len[prompt_reads > 0], mt.tail))
     sys_reads = np.concatenate((prompt_reads[prompt_reads > 0], mt.n)).astype(np.int64)
     return {

@@ -85,6 +85,11 @@ class SingleTurn:
     def Rs(self) -> int:
         return len(self.is_tpl)
 
+    @property
+    def lengths(self) -> np.ndarray:
+        """int64[Rs] blocks of each request (its template, then its unique blocks)."""
+        return np.where(self.is_tpl, self.tpl_len[np.maximum(self.s_tpl, 0)], 0) + self.s_unique
+
 
 def multi_turn_sessions(prof: SynthProfile, scale: float, r_turns, r_sys, r_grow) -> MultiTurn:
     cap = MAX_BLOCKS
@@ -324,8 +329,26 @@ def _streams(seed: int, stream_seeds: dict | None, week: int = 0) -> list[np.ran
     return [np.random.default_rng(q) for q in seqs]
 
 
-def plan_requests(prof: SynthProfile, scale: float, seed: int, concurrency: float,
-                  stream_seeds: dict | None = None, week: int = 0) -> Plan:
+@dataclass
+class Drawn:
+    """Every random step of a plan (the sessions, the single-turn requests, times and
+    tokens); :func:`plan_requests` lays block ids over it, ``fit.plan_statistics``
+    measures it without building blocks."""
+
+    mt: MultiTurn
+    st: SingleTurn
+    n_blocks: np.ndarray  # int64[R] plan order: multi-turn requests, then single-turn
+    arrival_m: np.ndarray
+    arrival_s: np.ndarray
+    window_s: float
+    compressed_sessions: int
+    padded_sessions: int
+    input_tokens: np.ndarray
+    output_tokens: np.ndarray
+
+
+def draw(prof: SynthProfile, scale: float, seed: int, concurrency: float,
+         stream_seeds: dict | None = None, week: int = 0) -> Drawn:
     if not scale > 0:
         raise ValueError(f"scale must be positive, got {scale}")
     if not concurrency > 0:
@@ -333,17 +356,25 @@ def plan_requests(prof: SynthProfile, scale: float, seed: int, concurrency: floa
     r_turns, r_sys, r_grow, r_time, r_single, r_tok = _streams(seed, stream_seeds, week)
     mt = multi_turn_sessions(prof, scale, r_turns, r_sys, r_grow)
     st = single_turn_requests(prof, scale, r_single)
-    a_start, a_len, b_start, b_len, c_start, c_len, raw_category = id_layout(mt, st, scale)
-    n_blocks = a_len + b_len + c_len
+    n_blocks = np.concatenate((mt.m_blocks, st.lengths))
     arrival_m, arrival_s, window, compressed, padded = arrival_times(prof, mt, st.Rs, concurrency, r_time)
     input_tokens, output_tokens = token_counts(prof, mt, n_blocks, st.Rs, r_tok)
+    return Drawn(mt, st, n_blocks, arrival_m, arrival_s, window, compressed, padded, input_tokens, output_tokens)
+
+
+def plan_requests(prof: SynthProfile, scale: float, seed: int, concurrency: float,
+                  stream_seeds: dict | None = None, week: int = 0) -> Plan:
+    d = draw(prof, scale, seed, concurrency, stream_seeds, week)
+    mt, st = d.mt, d.st
+    a_start, a_len, b_start, b_len, c_start, c_len, raw_category = id_layout(mt, st, scale)
     return Plan(
         session=np.concatenate((mt.sess, mt.M + np.arange(st.Rs, dtype=np.int64))),
-        arrival_s=np.concatenate((arrival_m, arrival_s)),
-        n_blocks=n_blocks, input_tokens=input_tokens, output_tokens=output_tokens,
+        arrival_s=np.concatenate((d.arrival_m, d.arrival_s)),
+        n_blocks=d.n_blocks, input_tokens=d.input_tokens, output_tokens=d.output_tokens,
         a_start=a_start, a_len=a_len, b_start=b_start, b_len=b_len, c_start=c_start, c_len=c_len,
         raw_category=raw_category, n_multi_requests=mt.Rm, n_multi_sessions=mt.M,
-        window_s=window, compressed_sessions=compressed, padded_sessions=padded, compactions=mt.compactions,
+        window_s=d.window_s, compressed_sessions=d.compressed_sessions, padded_sessions=d.padded_sessions,
+        compactions=mt.compactions,
     )
 
 
