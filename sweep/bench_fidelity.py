@@ -24,14 +24,13 @@ import json
 import sys
 import time
 
-from sim_core.synth.profiles import FREEINFERENCE
-
 HEADLINE = {16384: "24GiB", 32768: "48GiB", 65536: "96GiB", 699051: "1TiB"}  # Qwen3-Coder-30B blocks
 COSTS = ("uniform", "qwen3_coder_30b", "linear")
 STATS = ("compulsory_miss_ratio", "system_accesses_median", "history_accesses_median", "footprint_top1_share",
          "one_hit_block_share", "span_s", "footprint_max_blocks", "footprint_p99_blocks", "system_block_share",
          "mean_input_tokens", "median_input_tokens_multi_turn", "concurrency_mean")
-# variant name -> (SynthProfile overrides, simulate order)
+# variant name -> (SynthProfile overrides, simulate order); an override may be a function
+# of the shipped profile (so this module imports nothing heavy before it runs)
 ABLATION = {
     "shipped": ({}, None),
     "order=forward": ({}, "forward"),
@@ -39,7 +38,7 @@ ABLATION = {
     "diurnal=0": ({"diurnal": 0.0}, None),
     "sys_zipf=0.21": ({"sys_zipf": 0.21}, None),
     "template_zipf=0.026": ({"template_zipf": 0.026}, None),
-    "no growth tail": ({"growth": FREEINFERENCE.growth[:2]}, None),  # the body's knots only
+    "no growth tail": ({"growth": lambda p: p.growth[:2]}, None),  # the body's knots only
     "all four off": ({"compaction": False, "diurnal": 0.0, "sys_zipf": 0.21, "pause_share": 0.0817}, "forward"),
 }
 UNFITTED = ("random_compute", "belady_compute", "partial_node", "lru_session", "random_compute_session",
@@ -49,7 +48,8 @@ UNFITTED = ("random_compute", "belady_compute", "partial_node", "lru_session", "
 def _trace(overrides: dict, scale: float, seed: int, labeled: bool = False, stream_seeds=None, week: int = 0):
     from sim_core.synth import generate_labeled, get_profile
 
-    prof = dataclasses.replace(get_profile("freeinference"), **overrides)
+    base = get_profile("freeinference")
+    prof = dataclasses.replace(base, **{k: v(base) if callable(v) else v for k, v in overrides.items()})
     trace, cat = generate_labeled(prof, scale=scale, seed=seed, stream_seeds=stream_seeds, week=week)
     return (trace, cat) if labeled else trace
 
