@@ -67,6 +67,17 @@ SECONDARY_TARGETS_FREEINFERENCE: dict[str, float] = {
     "footprint_max_blocks": 159_744.0,  # sec. 4.5: 234 GiB at 1.5 MiB per block
 }
 
+#: Published FreeInference reuse statistics per block category (paper sec. 4.1-4.2):
+#: reuse intervals and lifetimes in seconds, computed by :func:`category_reuse`.
+REUSE_TARGETS_FREEINFERENCE: dict[str, float] = {
+    "system_reuse_median_s": 10.0,
+    "system_reuse_p99_s": 1_000.0,
+    "system_lifetime_median_s": 291.0,
+    "history_reuse_median_s": 11.2,
+    "history_reuse_p99_s": 562.0,
+    "history_lifetime_median_s": 219.0,
+}
+
 #: Published Chutes Trace statistics (paper Table 1 / sec. 3.1).
 TARGETS_CHUTES: dict[str, float] = {
     "multi_turn_request_share": 0.261,
@@ -287,6 +298,25 @@ def block_reuse(trace) -> dict[str, np.ndarray]:
             "interval_block": b[1:][same]}
 
 
+def category_reuse(trace, block_category) -> dict[str, float]:
+    """Reuse intervals and lifetimes of system-prompt and history blocks (paper sec.
+    4.1-4.2; names as in :data:`REUSE_TARGETS_FREEINFERENCE`): the median and 99th
+    percentile over every reuse interval of a category's blocks, and the median lifetime
+    over its blocks (0 for a block accessed once). Memory as :func:`block_reuse`."""
+    cat = np.asarray(block_category)
+    if len(cat) != trace.n_unique:
+        raise ValueError(f"block_category has {len(cat)} entries, trace has {trace.n_unique} distinct blocks")
+    r = block_reuse(trace)
+    icat = cat[r["interval_block"]]
+    out = {}
+    for c, name in ((SYSTEM, "system"), (HISTORY, "history")):
+        iv = r["interval_s"][icat == c]
+        out[f"{name}_reuse_median_s"] = _pct(iv, 50)
+        out[f"{name}_reuse_p99_s"] = _pct(iv, 99)
+        out[f"{name}_lifetime_median_s"] = _pct(r["lifetime_s"][cat == c], 50)
+    return out
+
+
 def frequency_bins(accesses: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """Bin of each block by its number of accesses: 1, 2, 3-4, 5-8, 9-16, ... (log2)."""
     a = np.maximum(np.asarray(accesses, dtype=np.int64), 1)
@@ -387,7 +417,8 @@ def format_table(rows: list[tuple[str, float, float, float]]) -> str:
 
 
 __all__ = [
-    "SECONDARY_TARGETS_FREEINFERENCE", "TARGETS_CHUTES", "TARGETS_FREEINFERENCE", "active_sessions", "block_reuse",
-    "calibration_table", "characterize", "format_table", "frequency_bins", "frequency_profile", "further_reuse",
-    "has_sessions", "infer_block_category", "lorenz", "session_footprints", "session_index", "session_times",
+    "REUSE_TARGETS_FREEINFERENCE", "SECONDARY_TARGETS_FREEINFERENCE", "TARGETS_CHUTES", "TARGETS_FREEINFERENCE",
+    "active_sessions", "block_reuse", "calibration_table", "category_reuse", "characterize", "format_table",
+    "frequency_bins", "frequency_profile", "further_reuse", "has_sessions", "infer_block_category", "lorenz",
+    "session_footprints", "session_index", "session_times",
 ]

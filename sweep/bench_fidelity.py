@@ -8,6 +8,7 @@
     python -m sweep.bench_fidelity seeds --set diurnal=0   # the same, with a profile field changed
     python -m sweep.bench_fidelity seeds --weeks 4 --rate 0.0025   # the default study's 4 weeks
     python -m sweep.bench_fidelity fit --maxfev 800        # refit the statistics' knobs (sim_core.synth.fit)
+    python -m sweep.bench_fidelity fit --knobs time        # refit gaps and pauses to the published reuse times
 
 Every run generates the full-scale trace (`--scale`, default 1.0) and replays it as the
 default study does: sampled at `--rate` (default 0.01), request mode, block hits, the
@@ -31,6 +32,11 @@ STATS = ("compulsory_miss_ratio", "system_accesses_median", "history_accesses_me
          "mean_input_tokens", "median_input_tokens_multi_turn", "concurrency_mean")
 # variant name -> (SynthProfile overrides, simulate order); an override may be a function
 # of the shipped profile (so this module imports nothing heavy before it runs)
+#: the time structure before the time fit (commit 712e35f): light-tailed turn gaps, no cap,
+#: no dependence on the context, pauses of up to 7 h
+PREVIOUS_TIME = {"gap": ((0.5, 10.62), (0.9, 17.25)), "gap_turns_exponent": 0.1747, "gap_turn_sigma": 0.503,
+                 "gap_max_s": float("inf"), "gap_context_exponent": 0.0, "pause_share": 0.095,
+                 "pause_s": (1_320.0, 25_200.0)}
 ABLATION = {
     "shipped": ({}, None),
     "order=forward": ({}, "forward"),
@@ -39,7 +45,11 @@ ABLATION = {
     "sys_zipf=0.21": ({"sys_zipf": 0.21}, None),
     "template_zipf=0.026": ({"template_zipf": 0.026}, None),
     "no growth tail": ({"growth": lambda p: p.growth[:2]}, None),  # the body's knots only
-    "all four off": ({"compaction": False, "diurnal": 0.0, "sys_zipf": 0.21, "pause_share": 0.0817}, "forward"),
+    "gap_context_exponent=0": ({"gap_context_exponent": 0.0}, None),
+    "previous time structure": (PREVIOUS_TIME, None),
+    "previous time structure, diurnal=0.97": ({**PREVIOUS_TIME, "diurnal": 0.97}, None),
+    "all off": ({**PREVIOUS_TIME, "compaction": False, "diurnal": 0.0, "sys_zipf": 0.21, "pause_share": 0.0817},
+                "forward"),
 }
 UNFITTED = ("random_compute", "belady_compute", "partial_node", "lru_session", "random_compute_session",
             "s3fifo", "sieve", "arc")
@@ -175,19 +185,32 @@ def targets(a, overrides=None, order=None) -> dict:
 FIT_WEIGHTS = {"compulsory_miss_ratio": 3.0, "footprint_top1_share": 2.0}
 FIT_SECONDARY = ("compulsory_miss_ratio", "footprint_top1_share", "one_hit_block_share", "system_accesses_median",
                  "history_accesses_median")
+#: the time fit (`--knobs time`): the three time statistics of the 16 targets, weighted
+#: up, then the published gap, duration and history-reuse statistics the plan determines
+#: (the span by Little's law, at the fitted concurrency of 12)
+TIME_WEIGHTS = {"gap_median_s": 6.0, "session_duration_median_s": 6.0, "span_s": 6.0}
+TIME_SECONDARY = ("span_s", "gap_share_under_22min", "session_duration_p99_s")
+TIME_REUSE = ("history_reuse_median_s", "history_reuse_p99_s", "history_lifetime_median_s")
 
 
 def fit(a, overrides: dict) -> dict:
-    """Nelder-Mead over sim_core.synth.fit.KNOBS from the shipped profile (with --set),
-    full scale, seed --seed; logs each improvement, returns the best profile's changed
-    fields and its ratios to the targets."""
-    from analysis.workload import SECONDARY_TARGETS_FREEINFERENCE, TARGETS_FREEINFERENCE
+    """Nelder-Mead over one group of sim_core.synth.fit.KNOBS (--knobs) from the shipped
+    profile (with --set), full scale, seed --seed; logs each improvement, returns the best
+    profile's changed fields and its ratios to the targets."""
+    from analysis.workload import REUSE_TARGETS_FREEINFERENCE, SECONDARY_TARGETS_FREEINFERENCE, TARGETS_FREEINFERENCE
     from sim_core.synth import fit as synth_fit, get_profile
 
     base = dataclasses.replace(get_profile("freeinference"), **overrides)
-    tg = {**TARGETS_FREEINFERENCE, **{k: SECONDARY_TARGETS_FREEINFERENCE[k] for k in FIT_SECONDARY}}
-    x, loss, stats = synth_fit.fit(base, tg, weights=FIT_WEIGHTS, maxfev=a.maxfev, seed=a.seed,
-                                   log=lambda m: print(m, file=sys.stderr, flush=True))
+    if a.knobs == "time":
+        tg = {k: TARGETS_FREEINFERENCE[k] for k in ("gap_median_s", "session_duration_median_s")}
+        tg.update({k: SECONDARY_TARGETS_FREEINFERENCE[k] for k in TIME_SECONDARY})
+        tg.update({k: REUSE_TARGETS_FREEINFERENCE[k] for k in TIME_REUSE})
+        weights = TIME_WEIGHTS
+    else:
+        tg = {**TARGETS_FREEINFERENCE, **{k: SECONDARY_TARGETS_FREEINFERENCE[k] for k in FIT_SECONDARY}}
+        weights = FIT_WEIGHTS
+    x, loss, stats = synth_fit.fit(base, tg, weights=weights, knobs=synth_fit.KNOB_GROUPS[a.knobs], maxfev=a.maxfev,
+                                   seed=a.seed, log=lambda m: print(m, file=sys.stderr, flush=True))
     best = synth_fit.apply(base, x)
     return {"loss": round(loss, 4), "x": {k: round(v, 4) for k, v in x.items()},
             "changed": {f.name: getattr(best, f.name) for f in dataclasses.fields(best)
@@ -207,6 +230,8 @@ def main(argv=None) -> int:
     ap.add_argument("--weeks", type=int, default=1,
                     help="seeds: replay this many independent weeks back to back per seed (trace.weeks)")
     ap.add_argument("--maxfev", type=int, default=800, help="fit: Nelder-Mead evaluations (under a second each)")
+    ap.add_argument("--knobs", choices=("statistics", "time"), default="statistics",
+                    help="fit: the workload statistics' knobs, or the time structure's (gaps and pauses)")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                     help="seeds, fit: change a SynthProfile field (repeatable), e.g. --set diurnal=0")
     a = ap.parse_args(argv)

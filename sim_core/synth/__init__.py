@@ -41,9 +41,12 @@ Model (lengths in 16-token blocks, times in seconds):
   the cap has its per-turn growth scaled down so its last request ends just under the
   cap. Either way a first request is at most half the cap; template suffixes and unique
   prompts are clipped.
-* **Time.** Gaps between consecutive requests of a session are lognormal-like around a
-  per-session median (``gap``; sessions with many turns are agent loops and a bit
-  faster: ``(n_i / 10) ** -gap_turns_exponent``); a ``pause_share`` of the sessions
+* **Time.** Gaps between consecutive requests of a session are log-logistic around a
+  per-session median (``gap``, times ``(n_i / 10) ** -gap_turns_exponent`` for a session
+  of n_i requests), spread by ``gap_turn_sigma`` per gap and scaled by ``(blocks served /
+  4096) ** gap_context_exponent``: a turn on a long context takes longer (its prefill,
+  decode and tool work grow with it), so history blocks are reused more slowly than the
+  median gap. A turn gap is at most ``gap_max_s``; a ``pause_share`` of the sessions
   also contain one long pause (log-uniform on ``pause_s``: a person coming back). The
   trace window ``W`` follows from Little's law so that the time-average number of
   active sessions (a session is active from its first to its last request) equals

@@ -22,13 +22,15 @@ from .plan import draw
 from .profiles import SynthProfile, get_profile
 
 
-def _wmedian(values: np.ndarray, weights: np.ndarray) -> float:
-    """np.median of `values` each repeated `weights` (integer) times."""
+def _wpercentile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
+    """np.percentile(q) of `values` each repeated `weights` (integer) times, without
+    repeating them (linear interpolation between the two order statistics around it)."""
     order = np.argsort(values, kind="stable")
     v, cw = values[order], np.cumsum(weights[order])
-    n = int(cw[-1])
-    lo, hi = (v[np.searchsorted(cw, k, side="right")] for k in ((n - 1) // 2, n // 2))
-    return float(lo + hi) / 2
+    h = (int(cw[-1]) - 1) * q / 100.0
+    k = math.floor(h)
+    lo, hi = (float(v[np.searchsorted(cw, i, side="right")]) for i in (k, min(k + 1, int(cw[-1]) - 1)))
+    return lo + (h - k) * (hi - lo)
 
 
 def plan_statistics(profile: str | SynthProfile = "freeinference", *, scale: float = 1.0, seed: int = 0) -> dict:
@@ -71,6 +73,11 @@ def plan_statistics(profile: str | SynthProfile = "freeinference", *, scale: flo
     tokens = d.input_tokens
     sys_blocks = np.concatenate((mt.base_len[prompt_reads > 0], mt.tail))
     sys_reads = np.concatenate((prompt_reads[prompt_reads > 0], mt.n)).astype(np.int64)
+    # a history block's reuse: the next request of its context, which reads all of it;
+    # its lifetime runs to the context's last request
+    again = ~first
+    prev_hist = np.r_[0, hist[:-1]]
+    life = arrival_m[last[mt.context]] - arrival_m
     return {
         "multi_turn_request_share": mt.Rm / (mt.Rm + st.Rs),
         "mean_input_tokens": float(tokens.mean()),
@@ -78,7 +85,10 @@ def plan_statistics(profile: str | SynthProfile = "freeinference", *, scale: flo
         "median_input_tokens_multi_turn": float(np.median(tokens[:mt.Rm])),
         "p90_input_tokens": float(np.percentile(tokens, 90)),
         "gap_median_s": float(np.median(gaps)),
+        "gap_share_under_22min": float((gaps < 1_320.0).mean()),
         "session_duration_median_s": float(np.median(duration)),
+        "session_duration_p90_s": float(np.percentile(duration, 90)),
+        "session_duration_p99_s": float(np.percentile(duration, 99)),
         "concurrency_mean": float(duration.sum() / span),
         "span_s": span,
         "footprint_median_blocks": float(np.median(fp)),
@@ -95,8 +105,11 @@ def plan_statistics(profile: str | SynthProfile = "freeinference", *, scale: flo
         "single_turn_once_share": once / u_single,
         "compulsory_miss_ratio": u / a,
         "one_hit_block_share": (once + int(seg[reads == 1].sum())) / u,
-        "system_accesses_median": _wmedian(sys_reads, sys_blocks),
-        "history_accesses_median": _wmedian(reads, seg),
+        "system_accesses_median": _wpercentile(sys_reads, sys_blocks, 50),
+        "history_accesses_median": _wpercentile(reads, seg, 50),
+        "history_reuse_median_s": _wpercentile(np.diff(arrival_m, prepend=0.0)[again], prev_hist[again], 50),
+        "history_reuse_p99_s": _wpercentile(np.diff(arrival_m, prepend=0.0)[again], prev_hist[again], 99),
+        "history_lifetime_median_s": _wpercentile(life, seg, 50),
         "n_accesses": float(a),
         "n_unique_blocks": float(u),
     }
@@ -124,11 +137,30 @@ KNOBS: dict[str, Callable[[SynthProfile, float], SynthProfile]] = {
     "plain_len_tail": lambda p, x: dataclasses.replace(p, plain_len=_scaled(p.plain_len, math.exp(x), 0.87)),
     "template_suffix": lambda p, x: dataclasses.replace(p, template_suffix=_scaled(p.template_suffix, math.exp(x))),
     "plain_len_body": lambda p, x: dataclasses.replace(p, plain_len=_scaled(p.plain_len, math.exp(x), 0.0, 0.87)),
+    # time (the second fit, `bench_fidelity fit --knobs time`): the per-session pace, its
+    # spread over sessions, its trend with turn count, the per-gap spread, and the pauses
+    "gap": lambda p, x: dataclasses.replace(p, gap=_scaled(p.gap, math.exp(x))),
+    "gap_spread": lambda p, x: dataclasses.replace(p, gap=_scaled(p.gap, math.exp(x), 0.51)),
+    "gap_turns_exponent": lambda p, x: dataclasses.replace(p, gap_turns_exponent=p.gap_turns_exponent + x),
+    "gap_turn_sigma": lambda p, x: dataclasses.replace(p, gap_turn_sigma=min(1.8, max(0.0, p.gap_turn_sigma + x))),
+    "gap_context_exponent": lambda p, x: dataclasses.replace(p, gap_context_exponent=p.gap_context_exponent + x),
+    "pause_share": lambda p, x: dataclasses.replace(p, pause_share=min(1.0, p.pause_share * math.exp(x))),
+    "pause_max": lambda p, x: dataclasses.replace(p, pause_s=(p.pause_s[0], max(1.1 * p.pause_s[0],
+                                                                                p.pause_s[1] * math.exp(x)))),
 }
+#: the knobs of each fit: the workload statistics first, then the time structure
+KNOB_GROUPS = {"statistics": tuple(KNOBS)[:14],
+               "time": ("gap", "gap_spread", "gap_turns_exponent", "gap_turn_sigma", "gap_context_exponent",
+                        "pause_share", "pause_max")}
 #: initial simplex steps of each knob
 STEPS = {"growth": 0.2, "growth_decay": 0.15, "first_msg": 0.5, "growth_turns_exponent": 0.1, "turns_tail": 0.3,
          "sys_len": 0.15, "sys_prompts": 0.3, "template_len": 0.3, "templates": 0.5, "template_zipf": 0.3,
-         "template_share": 0.05, "plain_len_tail": 0.3, "template_suffix": 0.4, "plain_len_body": 0.2}
+         "template_share": 0.05, "plain_len_tail": 0.3, "template_suffix": 0.4, "plain_len_body": 0.2,
+         "gap": 0.3, "gap_spread": 0.3, "gap_turns_exponent": 0.3, "gap_turn_sigma": 0.3, "gap_context_exponent": 0.2,
+         "pause_share": 0.3,
+         "pause_max": 0.3}
+#: shares near 1 are fitted on their complement (0.997 against 0.993 is a 2.3x miss)
+COMPLEMENT = ("gap_share_under_22min",)
 
 
 def apply(profile: SynthProfile, x: dict[str, float]) -> SynthProfile:
@@ -138,7 +170,7 @@ def apply(profile: SynthProfile, x: dict[str, float]) -> SynthProfile:
 
 
 def fit(profile: str | SynthProfile, targets: dict[str, float], *, weights: dict[str, float] | None = None,
-        knobs=tuple(KNOBS), maxfev: int = 800, seed: int = 0, log: Callable[[str], None] | None = None):
+        knobs=KNOB_GROUPS["statistics"], maxfev: int = 800, seed: int = 0, log: Callable[[str], None] | None = None):
     """Nelder-Mead over `knobs` (full scale, one seed). Returns (best x by knob, its loss,
     its statistics)."""
     from scipy.optimize import minimize  # a dependency of lightgbm; only the fit needs it
@@ -153,7 +185,8 @@ def fit(profile: str | SynthProfile, targets: dict[str, float], *, weights: dict
             s = plan_statistics(apply(base, x), seed=seed)
         except ValueError:
             return 1e6
-        val = sum(weights.get(k, 1.0) * math.log(s[k] / t) ** 2 for k, t in targets.items())
+        val = sum(weights.get(k, 1.0) * (math.log((1 - s[k]) / (1 - t)) if k in COMPLEMENT else math.log(s[k] / t)) ** 2
+                  for k, t in targets.items())
         if val < best["loss"]:
             best.update(loss=val, x=x, stats=s)
             if log:

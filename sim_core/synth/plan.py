@@ -22,6 +22,10 @@ from .sampling import (TIER, clip_session_gaps, lhs, lhs_within, logistic_mgf, p
                        std_logistic, zipf_assign)
 
 
+#: the context (blocks) at which `gap_context_exponent` leaves a gap as drawn: a 64K-token prompt
+GAP_CONTEXT_REF = 4096.0
+
+
 @dataclass
 class Plan:
     """Request-level description of a trace (plan order: sessions' turns, then singles)."""
@@ -231,7 +235,10 @@ def arrival_times(prof: SynthProfile, mt: MultiTurn, Rs: int, concurrency: float
     z = np.zeros(Rm)
     z[turn > 0] = std_logistic(lhs_within(r_time, sess[turn > 0], n - 1))
     gap = g_med[sess] * np.exp(gs * z)
-    gap = np.where(turn > 0, np.maximum(gap, prof.min_gap_s), 0.0)
+    if prof.gap_context_exponent:
+        served = np.r_[mt.m_blocks[0], mt.m_blocks[:-1]]  # the request before each gap
+        gap = gap * (served / GAP_CONTEXT_REF) ** prof.gap_context_exponent
+    gap = np.where(turn > 0, np.clip(gap, prof.min_gap_s, prof.gap_max_s), 0.0)
     body = np.add.reduceat(gap, starts)  # session durations at their natural pace
     # long pauses (a person coming back): one in a share of the sessions, on a random
     # gap, so a session's pause time does not grow with its turn count
