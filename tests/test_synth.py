@@ -237,6 +237,21 @@ def test_fit_recovers_a_moved_knob():
     assert base["single_turn_once_share"] != pytest.approx(moved["single_turn_once_share"], rel=1e-3)
 
 
+def test_time_fit_recovers_a_moved_knob():
+    # the time group: history reuse slows with the context exponent, the gap median barely
+    from sim_core.synth import fit
+
+    small = dataclasses.replace(synth.FREEINFERENCE, multi_sessions=400, multi_requests=5_700, single_requests=11_000,
+                                sys_prompts=90, templates=90)
+    moved = fit.plan_statistics(fit.apply(small, {"gap_context_exponent": 0.3}))
+    base = fit.plan_statistics(small)
+    assert moved["history_reuse_median_s"] > 1.1 * base["history_reuse_median_s"]
+    x, loss, _ = fit.fit(small, {"history_reuse_median_s": moved["history_reuse_median_s"]},
+                         knobs=("gap_context_exponent",), maxfev=40)
+    assert loss < 1e-4 and x["gap_context_exponent"] == pytest.approx(0.3, abs=0.03)
+    assert "gap_context_exponent" in fit.KNOB_GROUPS["time"] and "growth" in fit.KNOB_GROUPS["statistics"]
+
+
 def test_span_scales_to_the_published_week(fi_tenth):
     # the window is proportional to scale (Little's law over half the sessions), down to
     # the scale where the longest pauses (up to 43 h) no longer fit in it: at scale 0.1

@@ -6,9 +6,9 @@ and the arrival times, without materialising a block: under a second at full sca
 about 70 s to build and characterize the trace, which is what makes a full-scale fit
 affordable. ``tests/test_synth.py`` checks the two agree.
 
-:func:`fit` moves named knobs of a profile (:data:`KNOBS`) by Nelder-Mead to minimise
-the weighted sum of squared log ratios to the targets (``python -m sweep.bench_fidelity
-fit``).
+:func:`fit` moves named knobs of a profile (:data:`KNOBS`, in two groups:
+:data:`KNOB_GROUPS`) by Nelder-Mead to minimise the weighted sum of squared log ratios
+to the targets (``python -m sweep.bench_fidelity fit [--knobs time]``).
 """
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def plan_statistics(profile: str | SynthProfile = "freeinference", *, scale: flo
     # a history block's reuse: the next request of its context, which reads all of it;
     # its lifetime runs to the context's last request
     again = ~first
-    prev_hist = np.r_[0, hist[:-1]]
+    reuse_s, reused = np.diff(arrival_m, prepend=0.0)[again], np.r_[0, hist[:-1]][again]
     life = arrival_m[last[mt.context]] - arrival_m
     return {
         "multi_turn_request_share": mt.Rm / (mt.Rm + st.Rs),
@@ -107,8 +107,8 @@ def plan_statistics(profile: str | SynthProfile = "freeinference", *, scale: flo
         "one_hit_block_share": (once + int(seg[reads == 1].sum())) / u,
         "system_accesses_median": _wpercentile(sys_reads, sys_blocks, 50),
         "history_accesses_median": _wpercentile(reads, seg, 50),
-        "history_reuse_median_s": _wpercentile(np.diff(arrival_m, prepend=0.0)[again], prev_hist[again], 50),
-        "history_reuse_p99_s": _wpercentile(np.diff(arrival_m, prepend=0.0)[again], prev_hist[again], 99),
+        "history_reuse_median_s": _wpercentile(reuse_s, reused, 50),
+        "history_reuse_p99_s": _wpercentile(reuse_s, reused, 99),
         "history_lifetime_median_s": _wpercentile(life, seg, 50),
         "n_accesses": float(a),
         "n_unique_blocks": float(u),
@@ -148,17 +148,16 @@ KNOBS: dict[str, Callable[[SynthProfile, float], SynthProfile]] = {
     "pause_max": lambda p, x: dataclasses.replace(p, pause_s=(p.pause_s[0], max(1.1 * p.pause_s[0],
                                                                                 p.pause_s[1] * math.exp(x)))),
 }
+_TIME = ("gap", "gap_spread", "gap_turns_exponent", "gap_turn_sigma", "gap_context_exponent", "pause_share",
+         "pause_max")
 #: the knobs of each fit: the workload statistics first, then the time structure
-KNOB_GROUPS = {"statistics": tuple(KNOBS)[:14],
-               "time": ("gap", "gap_spread", "gap_turns_exponent", "gap_turn_sigma", "gap_context_exponent",
-                        "pause_share", "pause_max")}
+KNOB_GROUPS = {"statistics": tuple(k for k in KNOBS if k not in _TIME), "time": _TIME}
 #: initial simplex steps of each knob
 STEPS = {"growth": 0.2, "growth_decay": 0.15, "first_msg": 0.5, "growth_turns_exponent": 0.1, "turns_tail": 0.3,
          "sys_len": 0.15, "sys_prompts": 0.3, "template_len": 0.3, "templates": 0.5, "template_zipf": 0.3,
          "template_share": 0.05, "plain_len_tail": 0.3, "template_suffix": 0.4, "plain_len_body": 0.2,
          "gap": 0.3, "gap_spread": 0.3, "gap_turns_exponent": 0.3, "gap_turn_sigma": 0.3, "gap_context_exponent": 0.2,
-         "pause_share": 0.3,
-         "pause_max": 0.3}
+         "pause_share": 0.3, "pause_max": 0.3}
 #: shares near 1 are fitted on their complement (0.997 against 0.993 is a 2.3x miss)
 COMPLEMENT = ("gap_share_under_22min",)
 
