@@ -30,13 +30,13 @@ COSTS = ("uniform", "qwen3_coder_30b", "linear")
 STATS = ("compulsory_miss_ratio", "system_accesses_median", "history_accesses_median", "footprint_top1_share",
          "one_hit_block_share", "span_s", "footprint_max_blocks", "footprint_p99_blocks", "system_block_share",
          "mean_input_tokens", "median_input_tokens_multi_turn", "concurrency_mean")
-# variant name -> (SynthProfile overrides, simulate order); an override may be a function
-# of the shipped profile (so this module imports nothing heavy before it runs)
 #: the time structure before the time fit (commit 712e35f): light-tailed turn gaps, no cap,
 #: no dependence on the context, pauses of up to 7 h
 PREVIOUS_TIME = {"gap": ((0.5, 10.62), (0.9, 17.25)), "gap_turns_exponent": 0.1747, "gap_turn_sigma": 0.503,
                  "gap_max_s": float("inf"), "gap_context_exponent": 0.0, "pause_share": 0.095,
                  "pause_s": (1_320.0, 25_200.0)}
+# variant name -> (SynthProfile overrides, simulate order); an override may be a function
+# of the shipped profile (so this module imports nothing heavy before it runs)
 ABLATION = {
     "shipped": ({}, None),
     "order=forward": ({}, "forward"),
