@@ -67,7 +67,8 @@ def plan_statistics(profile: str | SynthProfile = "freeinference", *, scale: flo
 
     arrival_m, arrival_s = d.arrival_m, d.arrival_s
     span = float(max(arrival_m.max(), arrival_s.max()) - min(arrival_m.min(), arrival_s.min()))
-    gaps = np.diff(arrival_m)[mt.turn[1:] > 0]
+    step = np.diff(arrival_m, prepend=0.0)  # time since the previous multi-turn request
+    gaps = step[mt.turn > 0]
     ends = mt.starts + mt.n - 1
     duration = arrival_m[ends] - arrival_m[mt.starts]
     tokens = d.input_tokens
@@ -76,7 +77,7 @@ def plan_statistics(profile: str | SynthProfile = "freeinference", *, scale: flo
     # a history block's reuse: the next request of its context, which reads all of it;
     # its lifetime runs to the context's last request
     again = ~first
-    reuse_s, reused = np.diff(arrival_m, prepend=0.0)[again], np.r_[0, hist[:-1]][again]
+    reuse_s, reused = step[again], np.r_[0, hist[:-1]][again]
     life = arrival_m[last[mt.context]] - arrival_m
     return {
         "multi_turn_request_share": mt.Rm / (mt.Rm + st.Rs),

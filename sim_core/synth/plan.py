@@ -90,9 +90,14 @@ class SingleTurn:
         return len(self.is_tpl)
 
     @property
+    def template_blocks(self) -> np.ndarray:
+        """int64[Rs] template blocks each request starts with (0 without a template)."""
+        return np.where(self.is_tpl, self.tpl_len[np.maximum(self.s_tpl, 0)], 0)
+
+    @property
     def lengths(self) -> np.ndarray:
         """int64[Rs] blocks of each request (its template, then its unique blocks)."""
-        return np.where(self.is_tpl, self.tpl_len[np.maximum(self.s_tpl, 0)], 0) + self.s_unique
+        return self.template_blocks + self.s_unique
 
 
 def multi_turn_sessions(prof: SynthProfile, scale: float, r_turns, r_sys, r_grow) -> MultiTurn:
@@ -218,7 +223,7 @@ def id_layout(mt: MultiTurn, st: SingleTurn, scale: float):
     zero = np.zeros(st.Rs, np.int64)
     sys_len = base_len[prompt][sess] + tail[sess]
     a_start = np.concatenate((base_off[prompt][sess], np.where(is_tpl, tpl_off[np.maximum(s_tpl, 0)], 0)))
-    a_len = np.concatenate((base_len[prompt][sess], np.where(is_tpl, tpl_len[np.maximum(s_tpl, 0)], 0)))
+    a_len = np.concatenate((base_len[prompt][sess], st.template_blocks))
     b_start = np.concatenate((tail_off[sess], uniq_off))
     b_len = np.concatenate((tail[sess], s_unique))
     c_start = np.concatenate((hist_off[mt.context], zero))
