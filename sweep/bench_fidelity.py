@@ -6,9 +6,10 @@
     python -m sweep.bench_fidelity unfitted                # results the generator was not fitted to
     python -m sweep.bench_fidelity spread --other 5        # where seeds 0 and 5 differ (README "Seed spread")
     python -m sweep.bench_fidelity seeds --set diurnal=0   # the same, with a profile field changed
-    python -m sweep.bench_fidelity seeds --weeks 4 --rate 0.0025   # the default study's 4 weeks
+    python -m sweep.bench_fidelity seeds --weeks 8 --rate 0.00125  # the default study's 8 weeks
     python -m sweep.bench_fidelity fit --maxfev 800        # refit the statistics' knobs (sim_core.synth.fit)
     python -m sweep.bench_fidelity fit --knobs time        # refit gaps and pauses to the published reuse times
+    python -m sweep.bench_fidelity fit --knobs prompts     # refit the system prompts' bursts (their reuse times)
 
 Every run generates the full-scale trace (`--scale`, default 1.0) and replays it as the
 default study does: sampled at `--rate` (default 0.01), request mode, block hits, the
@@ -46,10 +47,11 @@ ABLATION = {
     "template_zipf=0.026": ({"template_zipf": 0.026}, None),
     "no growth tail": ({"growth": lambda p: p.growth[:2]}, None),  # the body's knots only
     "gap_context_exponent=0": ({"gap_context_exponent": 0.0}, None),
+    "sys_burst_share=1": ({"sys_burst_share": 1.0}, None),
     "previous time structure": (PREVIOUS_TIME, None),
-    "previous time structure, diurnal=0.97": ({**PREVIOUS_TIME, "diurnal": 0.97}, None),
-    "all off": ({**PREVIOUS_TIME, "compaction": False, "diurnal": 0.0, "sys_zipf": 0.21, "pause_share": 0.0817},
-                "forward"),
+    "previous time structure, diurnal=0.97": ({**PREVIOUS_TIME, "diurnal": 0.97, "sys_burst_share": 1.0}, None),
+    "all off": ({**PREVIOUS_TIME, "compaction": False, "diurnal": 0.0, "sys_zipf": 0.21, "pause_share": 0.0817,
+                 "sys_burst_share": 1.0}, "forward"),
 }
 UNFITTED = ("random_compute", "belady_compute", "partial_node", "lru_session", "random_compute_session",
             "s3fifo", "sieve", "arc")
@@ -191,6 +193,8 @@ FIT_SECONDARY = ("compulsory_miss_ratio", "footprint_top1_share", "one_hit_block
 TIME_WEIGHTS = {"gap_median_s": 6.0, "session_duration_median_s": 6.0, "span_s": 6.0}
 TIME_SECONDARY = ("span_s", "gap_share_under_22min", "session_duration_p99_s")
 TIME_REUSE = ("history_reuse_median_s", "history_reuse_p99_s", "history_lifetime_median_s")
+#: the prompts fit (`--knobs prompts`): the system blocks' published reuse and lifetimes
+PROMPT_REUSE = ("system_reuse_median_s", "system_reuse_p99_s", "system_lifetime_median_s", "system_lifetime_p99_s")
 
 
 def fit(a, overrides: dict) -> dict:
@@ -201,7 +205,10 @@ def fit(a, overrides: dict) -> dict:
     from sim_core.synth import fit as synth_fit, get_profile
 
     base = dataclasses.replace(get_profile("freeinference"), **overrides)
-    if a.knobs == "time":
+    if a.knobs == "prompts":
+        tg = {k: REUSE_TARGETS_FREEINFERENCE[k] for k in PROMPT_REUSE}
+        weights = {}
+    elif a.knobs == "time":
         tg = {k: TARGETS_FREEINFERENCE[k] for k in ("gap_median_s", "session_duration_median_s")}
         tg.update({k: SECONDARY_TARGETS_FREEINFERENCE[k] for k in TIME_SECONDARY})
         tg.update({k: REUSE_TARGETS_FREEINFERENCE[k] for k in TIME_REUSE})
@@ -230,8 +237,9 @@ def main(argv=None) -> int:
     ap.add_argument("--weeks", type=int, default=1,
                     help="seeds: replay this many independent weeks back to back per seed (trace.weeks)")
     ap.add_argument("--maxfev", type=int, default=800, help="fit: Nelder-Mead evaluations (under a second each)")
-    ap.add_argument("--knobs", choices=("statistics", "time"), default="statistics",
-                    help="fit: the workload statistics' knobs, or the time structure's (gaps and pauses)")
+    ap.add_argument("--knobs", choices=("statistics", "time", "prompts"), default="statistics",
+                    help="fit: the workload statistics' knobs, the time structure's (gaps and pauses), or the "
+                         "system prompts' bursts")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                     help="seeds, fit: change a SynthProfile field (repeatable), e.g. --set diurnal=0")
     a = ap.parse_args(argv)

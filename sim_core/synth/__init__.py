@@ -53,6 +53,14 @@ Model (lengths in 16-token blocks, times in seconds):
   ``concurrency``: ``sum(durations) = concurrency * W``. Session starts are uniform on
   ``[0, W - duration]`` (a Poisson process conditioned on the number of sessions, with
   no session cut by the window edges); single-turn arrivals are uniform on ``[0, W]``.
+  With ``sys_burst_share`` < 1 (``freeinference``: 0.005) the sessions of a system
+  prompt come in bursts instead (a user or an application running its tasks one after
+  another): each session starts a new burst with that probability, or where the burst
+  would outgrow the window, else it starts ``sys_burst_gap`` after the previous session
+  of its burst ends; the bursts' starts are uniform as above. Durations are unchanged,
+  so Little's law still holds. The paper's system-prompt blocks "routinely outlive
+  individual conversations" yet live a median of 291 s, which independent starts
+  cannot give (hours: a rare prompt's few sessions land far apart).
   With ``diurnal`` = a > 0, both follow a daily cycle instead: start-time density
   proportional to ``1 + a sin(2 pi t / 1 day)``. The mean concurrency is unchanged, the
   peak one is higher, and cache pressure at the peaks lowers 24 GiB hit and savings

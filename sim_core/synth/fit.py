@@ -79,6 +79,19 @@ def plan_statistics(profile: str | SynthProfile = "freeinference", *, scale: flo
     again = ~first
     reuse_s, reused = step[again], np.r_[0, hist[:-1]][again]
     life = arrival_m[last[mt.context]] - arrival_m
+    # a base system prompt's blocks are read by every request of the sessions that use it,
+    # a session's own system suffix by that session's requests
+    rp = mt.prompt[mt.sess]
+    by_p = np.lexsort((arrival_m, rp))
+    rp_s = rp[by_p]
+    again_p = np.r_[False, rp_s[1:] == rp_s[:-1]]
+    sys_reuse = np.concatenate((np.diff(arrival_m[by_p], prepend=0.0)[again_p], gaps))
+    sys_reused = np.concatenate((mt.base_len[rp_s[again_p]], mt.tail[mt.sess[mt.turn > 0]]))
+    p_first = np.full(len(mt.base_len), np.inf)
+    p_last = np.full(len(mt.base_len), -np.inf)
+    np.minimum.at(p_first, rp, arrival_m)
+    np.maximum.at(p_last, rp, arrival_m)
+    sys_life = np.concatenate(((p_last - p_first)[prompt_reads > 0], duration))
     return {
         "multi_turn_request_share": mt.Rm / (mt.Rm + st.Rs),
         "mean_input_tokens": float(tokens.mean()),
@@ -108,6 +121,10 @@ def plan_statistics(profile: str | SynthProfile = "freeinference", *, scale: flo
         "one_hit_block_share": (once + int(seg[reads == 1].sum())) / u,
         "system_accesses_median": _wpercentile(sys_reads, sys_blocks, 50),
         "history_accesses_median": _wpercentile(reads, seg, 50),
+        "system_reuse_median_s": _wpercentile(sys_reuse, sys_reused, 50),
+        "system_reuse_p99_s": _wpercentile(sys_reuse, sys_reused, 99),
+        "system_lifetime_median_s": _wpercentile(sys_life, sys_blocks, 50),
+        "system_lifetime_p99_s": _wpercentile(sys_life, sys_blocks, 99),
         "history_reuse_median_s": _wpercentile(reuse_s, reused, 50),
         "history_reuse_p99_s": _wpercentile(reuse_s, reused, 99),
         "history_lifetime_median_s": _wpercentile(life, seg, 50),
@@ -148,17 +165,26 @@ KNOBS: dict[str, Callable[[SynthProfile, float], SynthProfile]] = {
     "pause_share": lambda p, x: dataclasses.replace(p, pause_share=min(1.0, p.pause_share * math.exp(x))),
     "pause_max": lambda p, x: dataclasses.replace(p, pause_s=(p.pause_s[0], max(1.1 * p.pause_s[0],
                                                                                 p.pause_s[1] * math.exp(x)))),
+    # system prompts' bursts (`bench_fidelity fit --knobs prompts`): how often a prompt's
+    # session starts a new burst, and the idle time between the sessions of a burst
+    "sys_burst_share": lambda p, x: dataclasses.replace(p, sys_burst_share=min(1.0, p.sys_burst_share * math.exp(x))),
+    "sys_burst_gap": lambda p, x: dataclasses.replace(p, sys_burst_gap=_scaled(p.sys_burst_gap, math.exp(x))),
+    "sys_burst_gap_spread": lambda p, x: dataclasses.replace(p, sys_burst_gap=_scaled(p.sys_burst_gap, math.exp(x),
+                                                                                      0.51)),
 }
 _TIME = ("gap", "gap_spread", "gap_turns_exponent", "gap_turn_sigma", "gap_context_exponent", "pause_share",
          "pause_max")
-#: the knobs of each fit: the workload statistics first, then the time structure
-KNOB_GROUPS = {"statistics": tuple(k for k in KNOBS if k not in _TIME), "time": _TIME}
+#: the knobs of each fit: the workload statistics first, then the time structure, then
+#: the system prompts' bursts
+_PROMPTS = ("sys_burst_share", "sys_burst_gap", "sys_burst_gap_spread")
+KNOB_GROUPS = {"statistics": tuple(k for k in KNOBS if k not in _TIME + _PROMPTS), "time": _TIME,
+               "prompts": _PROMPTS}
 #: initial simplex steps of each knob
 STEPS = {"growth": 0.2, "growth_decay": 0.15, "first_msg": 0.5, "growth_turns_exponent": 0.1, "turns_tail": 0.3,
          "sys_len": 0.15, "sys_prompts": 0.3, "template_len": 0.3, "templates": 0.5, "template_zipf": 0.3,
          "template_share": 0.05, "plain_len_tail": 0.3, "template_suffix": 0.4, "plain_len_body": 0.2,
          "gap": 0.3, "gap_spread": 0.3, "gap_turns_exponent": 0.3, "gap_turn_sigma": 0.3, "gap_context_exponent": 0.2,
-         "pause_share": 0.3, "pause_max": 0.3}
+         "pause_share": 0.3, "pause_max": 0.3, "sys_burst_share": 0.5, "sys_burst_gap": 0.5, "sys_burst_gap_spread": 0.5}
 #: shares near 1 are fitted on their complement (0.997 against 0.993 is a 2.3x miss)
 COMPLEMENT = ("gap_share_under_22min",)
 

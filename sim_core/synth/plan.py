@@ -17,7 +17,7 @@ import numpy as np
 
 from .profiles import (BLOCK_TOKENS, HISTORY, MAX_BLOCKS, SINGLE_TURN, SYSTEM, SynthProfile,
                        get_profile, knot_quantile)
-from .sampling import (TIER, clip_session_gaps, lhs, lhs_within, logistic_mgf, pool_lengths,
+from .sampling import (TIER, chain_bursts, clip_session_gaps, lhs, lhs_within, logistic_mgf, pool_lengths,
                        random_gap, random_round, segment_cumsum, session_turns, solve_window,
                        std_logistic, zipf_assign)
 
@@ -283,11 +283,30 @@ def arrival_times(prof: SynthProfile, mt: MultiTurn, Rs: int, concurrency: float
         clip_session_gaps(gap, starts, n, dur, limit)
         dur = np.minimum(dur, limit)
     offs = segment_cumsum(gap, n)
-    room = np.maximum(window - dur, 0.0)
-    t0 = diurnal_times(r_time.random(M), room, prof.diurnal)
+    if prof.sys_burst_share < 1.0:
+        t0 = prompt_bursts(mt.prompt, dur, window, prof, r_time)
+    else:
+        t0 = diurnal_times(r_time.random(M), np.maximum(window - dur, 0.0), prof.diurnal)
     arrival_m = t0[sess] + offs
     arrival_s = diurnal_times(r_time.random(Rs), np.full(Rs, window), prof.diurnal)
     return arrival_m, arrival_s, window, compressed, padded
+
+
+def prompt_bursts(prompt: np.ndarray, dur: np.ndarray, window: float, prof: SynthProfile, rng) -> np.ndarray:
+    """Start times of sessions whose system prompt's sessions come in bursts: the sessions
+    of a prompt, in random order, are split into bursts (a new one with probability
+    ``sys_burst_share``, or where the chain would outgrow the window); in a burst each
+    session starts ``sys_burst_gap`` after the previous one ends, and the bursts start on
+    the daily cycle. Sessions keep their durations, so Little's law still holds."""
+    M = len(prompt)
+    order = np.lexsort((rng.random(M), prompt))
+    p, d = prompt[order], dur[order]
+    new = np.r_[True, p[1:] != p[:-1]] | (rng.random(M) < prof.sys_burst_share)
+    idle = knot_quantile(rng.random(M), prof.sys_burst_gap, 0.0)
+    burst, offs, length = chain_bursts(new, d, idle, window)
+    t0 = np.empty(M)
+    t0[order] = diurnal_times(rng.random(len(length)), window - length, prof.diurnal)[burst] + offs
+    return t0
 
 
 def diurnal_times(u: np.ndarray, room: np.ndarray, amplitude: float) -> np.ndarray:

@@ -92,6 +92,11 @@ class SynthProfile:
     # decode and tool work grow with it (history is reused more slowly than gaps pass)
     gap_context_exponent: float = 0.0
     diurnal: float = 0.0  # daily load cycle: start-time density 1 + diurnal * sin(2 pi t / day)
+    # sessions of one system prompt come in bursts (a user or app running tasks one after
+    # another): a session starts a new burst with this probability (1: every session starts
+    # on its own), else it starts `sys_burst_gap` after the previous session of its burst ends
+    sys_burst_share: float = 1.0
+    sys_burst_gap: Knots = ((0.5, 10.0), (0.9, 60.0))
     # ---- context compaction (off: a session that would overrun the window grows slower)
     compaction: bool = False
     compact_summary: Knots = ((0.5, 125.0), (0.9, 500.0))  # summary that replaces the history
@@ -114,11 +119,12 @@ class SynthProfile:
         need(self.concurrency > 0 and self.min_gap_s >= 0, "concurrency and min_gap_s")
         need(self.gap_max_s > self.min_gap_s, "gap_max_s must exceed min_gap_s")
         need(0.0 <= self.diurnal < 1.0, "diurnal must be in [0, 1)")
+        need(0.0 < self.sys_burst_share <= 1.0, "sys_burst_share must be in (0, 1]")
         lim = math.pi / math.sqrt(3)
         need(0 <= self.growth_turn_sigma < lim and 0 <= self.gap_turn_sigma < lim,
              f"per-turn spreads must be below {lim:.2f}")
         for name in ("turns", "sys_len", "sys_tail", "first_msg", "growth", "template_len",
-                     "template_suffix", "plain_len", "gap", "compact_summary"):
+                     "template_suffix", "plain_len", "gap", "compact_summary", "sys_burst_gap"):
             knots = getattr(self, name)
             try:
                 knot_quantile(np.array([0.5]), knots)
@@ -184,6 +190,11 @@ FREEINFERENCE = SynthProfile(
     pause_s=(1_320.0, 156_000.0),
     concurrency=12.0,
     diurnal=0.3,  # fitted to LRU's and Belady's compute savings at 24 GiB (see README)
+    # a system prompt's sessions run one after another (`bench_fidelity fit --knobs
+    # prompts`, to the system blocks' published reuse intervals and lifetimes): "they
+    # routinely outlive individual conversations" yet live a median 291 s
+    sys_burst_share=0.005,
+    sys_burst_gap=((0.5, 9.1), (0.9, 75.0), (0.95, 7480.0)),
     compaction=True,
 )
 

@@ -196,6 +196,27 @@ def solve_window(dur: np.ndarray, concurrency: float, frac: float) -> tuple[floa
 
 
 @njit
+def chain_bursts(new, d, idle, window):
+    """(burst of each session, its start within the burst, each burst's length): session
+    i + 1 starts idle[i] after session i ends, a new burst at each `new` and where the
+    burst would outgrow `window`."""
+    M = len(d)
+    burst = np.empty(M, np.int64)
+    offs = np.empty(M)
+    length = np.empty(M)
+    b, t = -1, 0.0
+    for i in range(M):
+        if new[i] or t + d[i] > window:
+            b += 1
+            t = 0.0
+        burst[i] = b
+        offs[i] = t
+        length[b] = t + d[i]
+        t += d[i] + idle[i]
+    return burst, offs, length[:b + 1]
+
+
+@njit
 def clip_session_gaps(gap, starts, n, dur, limit):
     """Shorten sessions longer than limit by clipping their longest gaps (water-filling).
 
