@@ -6,7 +6,7 @@ independent: changing one never shifts another's draws.
   multi-turn sessions   turns per session, system prompts, first messages, growth
   single-turn requests  templated and unique prompts
   id layout             raw block-id ranges of every request, and their categories
-  arrival times         session pacing, pauses, the window (Little's law)
+  arrival times         session pacing, pauses, the window (Little's law), prompt bursts
   tokens                input and output tokens per request
 """
 from __future__ import annotations
