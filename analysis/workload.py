@@ -315,8 +315,10 @@ def category_reuse(trace, block_category) -> dict[str, float]:
         iv = r["interval_s"][icat == c]
         out[f"{name}_reuse_median_s"] = _pct(iv, 50)
         out[f"{name}_reuse_p99_s"] = _pct(iv, 99)
-        out[f"{name}_lifetime_median_s"] = _pct(r["lifetime_s"][cat == c], 50)
-    out["system_lifetime_p99_s"] = _pct(r["lifetime_s"][cat == SYSTEM], 99)
+        life = r["lifetime_s"][cat == c]
+        out[f"{name}_lifetime_median_s"] = _pct(life, 50)
+        if c == SYSTEM:
+            out["system_lifetime_p99_s"] = _pct(life, 99)
     return out
 
 
