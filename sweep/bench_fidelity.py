@@ -138,10 +138,12 @@ def seed_summary(rows: list[dict]) -> dict:
 
 
 def _overrides(pairs) -> dict:
-    """--set field=value pairs -> SynthProfile overrides (values parsed as JSON, else str)."""
+    """--set field=value pairs -> SynthProfile overrides (values parsed as JSON, else str),
+    checked by the profile's own validation (ValueError naming the field)."""
     from sim_core.synth import get_profile
 
-    fields = {f.name for f in dataclasses.fields(get_profile("freeinference"))}
+    base = get_profile("freeinference")
+    fields = {f.name for f in dataclasses.fields(base)}
     out = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
@@ -151,6 +153,7 @@ def _overrides(pairs) -> dict:
             out[key] = json.loads(raw)
         except json.JSONDecodeError:
             out[key] = raw
+    dataclasses.replace(base, **out)
     return out
 
 

@@ -452,6 +452,9 @@ def test_bench_fidelity_set_parses_profile_fields_and_rejects_others():
     for bad in (["nope=1"], ["diurnal"]):
         with pytest.raises(ValueError, match="SynthProfile field"):
             _overrides(bad)
+    # a value the profile rejects is refused up front, naming the field
+    with pytest.raises(ValueError, match="sys_burst_share must be in"):
+        _overrides(["sys_burst_share=2"])
 
 
 def test_bench_fidelity_seed_summary_by_hand():
