@@ -20,7 +20,7 @@ import numpy as np
 from . import config, record
 from .workload import (HISTORY, SINGLE_TURN, SYSTEM, active_sessions, block_reuse, characterize, frequency_profile,
                        further_reuse, has_sessions, infer_block_category, lorenz, session_footprints, session_index,
-                       session_times)
+                       session_times, window_overlap)
 
 log = logging.getLogger("analysis")
 
@@ -79,6 +79,7 @@ def measure(trace, model) -> tuple[dict, dict]:
             "one_hit_access_share": float((acc == 1).sum() / N),
             "reused_lifetime_s": _pcts(life),
             "reused_lifetime_share_under_30min": float((life < LIFETIME_WINDOW_S).mean()) if len(life) else math.nan,
+            "window_overlap": window_overlap(trace),  # Fig. 3 (c): the working set's churn
             **({"session_duration_s": {"median": stats["session_duration_median_s"],
                                        "p90": stats["session_duration_p90_s"],
                                        "p99": stats["session_duration_p99_s"]}} if sessions else {})},

@@ -48,10 +48,12 @@ ABLATION = {
     "no growth tail": ({"growth": lambda p: p.growth[:2]}, None),  # the body's knots only
     "gap_context_exponent=0": ({"gap_context_exponent": 0.0}, None),
     "sys_burst_share=1": ({"sys_burst_share": 1.0}, None),
+    "template_burst_share=1": ({"template_burst_share": 1.0}, None),
     "previous time structure": (PREVIOUS_TIME, None),
-    "previous time structure, diurnal=0.97": ({**PREVIOUS_TIME, "diurnal": 0.97, "sys_burst_share": 1.0}, None),
+    "previous time structure, diurnal=0.97": ({**PREVIOUS_TIME, "diurnal": 0.97, "sys_burst_share": 1.0,
+                                               "template_burst_share": 1.0}, None),
     "all off": ({**PREVIOUS_TIME, "compaction": False, "diurnal": 0.0, "sys_zipf": 0.21, "pause_share": 0.0817,
-                 "sys_burst_share": 1.0}, "forward"),
+                 "sys_burst_share": 1.0, "template_burst_share": 1.0}, "forward"),
 }
 UNFITTED = ("random_compute", "belady_compute", "partial_node", "lru_session", "random_compute_session",
             "s3fifo", "sieve", "arc")
@@ -175,12 +177,12 @@ def _curves(trace, policies, caps, rate, sample_seed=0, order=None) -> dict:
 
 
 def targets(a, overrides=None, order=None) -> dict:
-    from analysis.workload import characterize
+    from analysis.workload import characterize, window_overlap
 
     trace, cat = _trace(overrides or {}, a.scale, a.seed, labeled=True)
-    stats = characterize(trace, cat)
-    return {**{k: round(stats[k], 4) for k in STATS},
-            **_curves(trace, ("lru", "belady"), [16384], a.rate, order=order)}
+    stats = {**characterize(trace, cat), **window_overlap(trace, lags_s=(300, 7200))}
+    return {**{k: round(stats[k], 4) for k in STATS + ("overlap_300s", "overlap_7200s")},
+            **_curves(trace, ("lru", "belady"), [16384, 699051], a.rate, order=order)}
 
 
 #: what `fit` matches: the 16 calibration targets and the further statistics of issue
@@ -244,7 +246,7 @@ def main(argv=None) -> int:
                     help="fit: the workload statistics' knobs, the time structure's (gaps and pauses), or the "
                          "system prompts' bursts")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                    help="seeds, fit: change a SynthProfile field (repeatable), e.g. --set diurnal=0")
+                    help="targets, seeds, fit: change a SynthProfile field (repeatable), e.g. --set diurnal=0")
     a = ap.parse_args(argv)
     try:
         over = _overrides(a.set)
@@ -256,7 +258,7 @@ def main(argv=None) -> int:
 
     t0 = time.time()
     if a.what == "targets":
-        emit(targets(a))
+        emit({**({"set": over} if over else {}), **targets(a, over)})
     elif a.what == "ablation":
         for name, (over, order) in ABLATION.items():
             emit({"variant": name, **targets(a, over, order)})

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 from analysis.workload import (
-    REUSE_TARGETS_FREEINFERENCE, SECONDARY_TARGETS_FREEINFERENCE, TARGETS_CHUTES, TARGETS_FREEINFERENCE,
-    calibration_table, category_reuse, characterize, format_table, infer_block_category,
+    OVERLAP_TARGETS_FREEINFERENCE, REUSE_TARGETS_FREEINFERENCE, SECONDARY_TARGETS_FREEINFERENCE, TARGETS_CHUTES,
+    TARGETS_FREEINFERENCE,
+    calibration_table, category_reuse, characterize, format_table, infer_block_category, window_overlap,
 )
 from sim_core import synth
 from sim_core.trace import Trace
@@ -253,6 +254,37 @@ def test_system_prompt_sessions_run_in_bursts():
     assert 30 * life < plan_statistics(alone, scale=0.1)["system_lifetime_median_s"]
 
 
+def test_template_requests_run_in_bursts():
+    # a template's requests follow each other about template_burst_gap apart; the bursts
+    # move only the templated single-turn arrivals (the sessions' draws come first)
+    from sim_core.synth.plan import draw
+
+    def idle(prof):
+        d = draw(prof, 0.1, 0, prof.concurrency)
+        t, tpl = d.arrival_s[d.st.is_tpl], d.st.s_tpl[d.st.is_tpl]
+        assert t.min() >= 0 and t.max() <= d.window_s
+        o = np.lexsort((t, tpl))
+        same = tpl[o][1:] == tpl[o][:-1]
+        return d, np.diff(t[o])[same]
+
+    alone = dataclasses.replace(synth.FREEINFERENCE, template_burst_share=1.0)
+    d, chained = idle(synth.FREEINFERENCE)
+    d1, apart = idle(alone)
+    assert np.median(chained) == pytest.approx(330.0, rel=0.2)  # template_burst_gap's median
+    assert np.median(apart) > 3 * np.median(chained)  # 4.3x at this scale
+    assert np.array_equal(d.arrival_m, d1.arrival_m)
+    assert np.array_equal(d.arrival_s[~d.st.is_tpl], d1.arrival_s[~d1.st.is_tpl])
+
+
+def test_working_set_churn_full_scale():
+    # the template bursts' fit (README "Fitted targets"): adjacent 5-minute windows share
+    # just over 30% of their blocks, two hours apart under 4%; a template's requests
+    # arriving on their own share 18%
+    ov = window_overlap(synth.generate("freeinference", scale=1.0, seed=0), lags_s=(300, 7200))
+    assert 1.0 <= ov["overlap_300s"] / OVERLAP_TARGETS_FREEINFERENCE["overlap_300s"] < 1.05
+    assert ov["overlap_7200s"] < 0.04
+
+
 def test_largest_footprint_over_seeds():
     # one session's footprint swings with the seed (108K-280K blocks over seeds 0-9); their
     # median is the fitted statistic (the paper's 234 GiB session)
@@ -372,6 +404,27 @@ def _hand_trace():
     blocks = [r for r, _, _ in reqs]
     return Trace.from_requests(blocks, arrival_s=[a for _, a, _ in reqs], session=[s for _, _, s in reqs],
                                input_tokens=[16 * len(r) - 1 for r in blocks])
+
+
+def test_window_overlap_hand_trace():
+    # 10 s windows: w0 {0 1 2 3 4}, w1 {0 1 2 5 6}, w2 {7 8}, w3 {0 1 2 5 6 9}, w4 {0 10}
+    t = _hand_trace()
+    ov = window_overlap(t, lags_s=(10, 20, 40, 50), window_s=10.0, sample=1)
+    assert ov["overlap_10s"] == pytest.approx((3 / 7 + 0 + 0 + 1 / 7) / 4)
+    assert ov["overlap_20s"] == pytest.approx((0 + 5 / 6 + 0) / 3)
+    assert ov["overlap_40s"] == pytest.approx(1 / 6)
+    assert np.isnan(ov["overlap_50s"])  # no pair of windows 50 s apart
+    with pytest.raises(ValueError, match="lag"):
+        window_overlap(t, lags_s=(4,), window_s=10.0)
+
+
+def test_window_overlap_sample_estimates_the_exact_overlap():
+    trace = synth.generate("freeinference", scale=0.02, seed=0)
+    exact = window_overlap(trace, sample=1)
+    est = window_overlap(trace, sample=4)
+    assert exact["overlap_300s"] > 0.1
+    for k, v in exact.items():  # nan where the short trace has no windows that far apart
+        assert est[k] == pytest.approx(v, abs=0.01, nan_ok=True), k
 
 
 def test_characterize_hand_trace():

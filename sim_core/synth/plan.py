@@ -231,10 +231,11 @@ def id_layout(mt: MultiTurn, st: SingleTurn, scale: float):
     return a_start, a_len, b_start, b_len, c_start, c_len, raw_category
 
 
-def arrival_times(prof: SynthProfile, mt: MultiTurn, Rs: int, concurrency: float, r_time):
+def arrival_times(prof: SynthProfile, mt: MultiTurn, s_tpl: np.ndarray, concurrency: float, r_time):
     """(arrival of the multi-turn requests, of the single-turn ones, window, sessions
     compressed to the span limit, sessions padded with an idle pause)."""
     n, sess, starts, turn, M, Rm = mt.n, mt.sess, mt.starts, mt.turn, mt.M, mt.Rm
+    Rs = len(s_tpl)
     g_med = knot_quantile(lhs(r_time, M, n - 1, TIER), prof.gap, 1e-3) * (n / 10.0) ** -prof.gap_turns_exponent
     gs = prof.gap_turn_sigma
     z = np.zeros(Rm)
@@ -284,15 +285,20 @@ def arrival_times(prof: SynthProfile, mt: MultiTurn, Rs: int, concurrency: float
         dur = np.minimum(dur, limit)
     offs = segment_cumsum(gap, n)
     if prof.sys_burst_share < 1.0:
-        t0 = prompt_bursts(mt.prompt, dur, window, prof, r_time)
+        t0 = prompt_bursts(mt.prompt, dur, window, prof.sys_burst_share, prof.sys_burst_gap, prof.diurnal, r_time)
     else:
         t0 = diurnal_times(r_time.random(M), np.maximum(window - dur, 0.0), prof.diurnal)
     arrival_m = t0[sess] + offs
     arrival_s = diurnal_times(r_time.random(Rs), np.full(Rs, window), prof.diurnal)
+    if prof.template_burst_share < 1.0:
+        t = np.flatnonzero(s_tpl >= 0)
+        arrival_s[t] = prompt_bursts(s_tpl[t], np.zeros(len(t)), window, prof.template_burst_share,
+                                     prof.template_burst_gap, prof.diurnal, r_time)
     return arrival_m, arrival_s, window, compressed, padded
 
 
-def prompt_bursts(prompt: np.ndarray, dur: np.ndarray, window: float, prof: SynthProfile, rng) -> np.ndarray:
+def prompt_bursts(prompt: np.ndarray, dur: np.ndarray, window: float, share: float, gap, diurnal: float,
+                  rng) -> np.ndarray:
     """Start times of sessions whose system prompt's sessions come in bursts: the sessions
     of a prompt, in random order, are split into bursts (a new one with probability
     ``sys_burst_share``, or where the chain would outgrow the window); in a burst each
@@ -301,11 +307,11 @@ def prompt_bursts(prompt: np.ndarray, dur: np.ndarray, window: float, prof: Synt
     M = len(prompt)
     order = np.lexsort((rng.random(M), prompt))
     p, d = prompt[order], dur[order]
-    new = np.r_[True, p[1:] != p[:-1]] | (rng.random(M) < prof.sys_burst_share)
-    idle = knot_quantile(rng.random(M), prof.sys_burst_gap, 0.0)
+    new = np.r_[True, p[1:] != p[:-1]] | (rng.random(M) < share)
+    idle = knot_quantile(rng.random(M), gap, 0.0)
     burst, offs, length = chain_bursts(new, d, idle, window)
     t0 = np.empty(M)
-    t0[order] = diurnal_times(rng.random(len(length)), window - length, prof.diurnal)[burst] + offs
+    t0[order] = diurnal_times(rng.random(len(length)), window - length, diurnal)[burst] + offs
     return t0
 
 
@@ -388,7 +394,7 @@ def draw(prof: SynthProfile, scale: float, seed: int, concurrency: float,
     mt = multi_turn_sessions(prof, scale, r_turns, r_sys, r_grow)
     st = single_turn_requests(prof, scale, r_single)
     n_blocks = np.concatenate((mt.m_blocks, st.lengths))
-    arrival_m, arrival_s, window, compressed, padded = arrival_times(prof, mt, st.Rs, concurrency, r_time)
+    arrival_m, arrival_s, window, compressed, padded = arrival_times(prof, mt, st.s_tpl, concurrency, r_time)
     input_tokens, output_tokens = token_counts(prof, mt, n_blocks, st.Rs, r_tok)
     return Drawn(mt, st, n_blocks, arrival_m, arrival_s, window, compressed, padded, input_tokens, output_tokens)
 

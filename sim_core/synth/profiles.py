@@ -97,6 +97,10 @@ class SynthProfile:
     # on its own), else it starts `sys_burst_gap` after the previous session of its burst ends
     sys_burst_share: float = 1.0
     sys_burst_gap: Knots = ((0.5, 10.0), (0.9, 60.0))
+    # templated single-turn requests of one template come in bursts the same way (a batch
+    # job or an app calling its task template): 1 = every request arrives on its own
+    template_burst_share: float = 1.0
+    template_burst_gap: Knots = ((0.5, 10.0), (0.9, 60.0))
     # ---- context compaction (off: a session that would overrun the window grows slower)
     compaction: bool = False
     compact_summary: Knots = ((0.5, 125.0), (0.9, 500.0))  # summary that replaces the history
@@ -120,11 +124,13 @@ class SynthProfile:
         need(self.gap_max_s > self.min_gap_s, "gap_max_s must exceed min_gap_s")
         need(0.0 <= self.diurnal < 1.0, "diurnal must be in [0, 1)")
         need(0.0 < self.sys_burst_share <= 1.0, "sys_burst_share must be in (0, 1]")
+        need(0.0 < self.template_burst_share <= 1.0, "template_burst_share must be in (0, 1]")
         lim = math.pi / math.sqrt(3)
         need(0 <= self.growth_turn_sigma < lim and 0 <= self.gap_turn_sigma < lim,
              f"per-turn spreads must be below {lim:.2f}")
         for name in ("turns", "sys_len", "sys_tail", "first_msg", "growth", "template_len",
-                     "template_suffix", "plain_len", "gap", "compact_summary", "sys_burst_gap"):
+                     "template_suffix", "plain_len", "gap", "compact_summary", "sys_burst_gap",
+                     "template_burst_gap"):
             knots = getattr(self, name)
             try:
                 knot_quantile(np.array([0.5]), knots)
@@ -195,6 +201,11 @@ FREEINFERENCE = SynthProfile(
     # routinely outlive individual conversations" yet live a median 291 s
     sys_burst_share=0.005,
     sys_burst_gap=((0.5, 9.1), (0.9, 75.0), (0.95, 7480.0)),
+    # a template's requests run in bursts too, about 5.5 min apart (the bursts' share is
+    # the system prompts'): fitted to the working set's churn, adjacent 5-minute windows
+    # sharing "over 30%" of their blocks (Fig. 3 (c); `bench_fidelity targets --set ...`)
+    template_burst_share=0.005,
+    template_burst_gap=((0.5, 330.0), (0.9, 2000.0)),
     compaction=True,
 )
 
