@@ -339,8 +339,8 @@ def window_overlap(trace, lags_s=OVERLAP_LAGS_S, window_s: float = 300.0, sample
     which at least one holds a block. Keys ``overlap_<lag>s``.
 
     Estimated on a random 1/``sample`` of the block ids (``sample=1``: exact): a pair's
-    overlap on the blocks kept is an unbiased-ratio estimate of its overlap on all of
-    them, and a full-scale week then needs ~1 GB instead of ~10."""
+    overlap on the blocks kept estimates its overlap on all of them (a ratio estimate,
+    close for windows of many blocks), and a full-scale week then needs ~1 GB, not ~10."""
     if window_s <= 0 or sample < 1 or any(round(lag / window_s) < 1 for lag in lags_s):
         raise ValueError("window_s must be positive, every lag at least one window, sample at least 1")
     keep = np.random.default_rng(seed).random(trace.n_unique) * sample < 1.0

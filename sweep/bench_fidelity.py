@@ -1,6 +1,7 @@
 """The generated FreeInference-like trace against the paper's published results.
 
-    python -m sweep.bench_fidelity targets                 # statistics + LRU/Belady at 24 GiB
+    python -m sweep.bench_fidelity targets                 # statistics, LRU/Belady at 24 GiB and 1 TiB
+    python -m sweep.bench_fidelity targets --set template_burst_share=0.02  # the same, a field changed
     python -m sweep.bench_fidelity ablation                # each mechanism off in turn
     python -m sweep.bench_fidelity seeds --seeds 10        # spread over trace seeds
     python -m sweep.bench_fidelity unfitted                # results the generator was not fitted to

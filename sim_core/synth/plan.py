@@ -6,7 +6,7 @@ independent: changing one never shifts another's draws.
   multi-turn sessions   turns per session, system prompts, first messages, growth
   single-turn requests  templated and unique prompts
   id layout             raw block-id ranges of every request, and their categories
-  arrival times         session pacing, pauses, the window (Little's law), prompt bursts
+  arrival times         session pacing, pauses, the window (Little's law), prompt and template bursts
   tokens                input and output tokens per request
 """
 from __future__ import annotations
@@ -297,16 +297,17 @@ def arrival_times(prof: SynthProfile, mt: MultiTurn, s_tpl: np.ndarray, concurre
     return arrival_m, arrival_s, window, compressed, padded
 
 
-def prompt_bursts(prompt: np.ndarray, dur: np.ndarray, window: float, share: float, gap, diurnal: float,
+def prompt_bursts(key: np.ndarray, dur: np.ndarray, window: float, share: float, gap, diurnal: float,
                   rng) -> np.ndarray:
-    """Start times of sessions whose system prompt's sessions come in bursts: the sessions
-    of a prompt, in random order, are split into bursts (a new one with probability
-    ``sys_burst_share``, or where the chain would outgrow the window); in a burst each
-    session starts ``sys_burst_gap`` after the previous one ends, and the bursts start on
-    the daily cycle. Sessions keep their durations, so Little's law still holds."""
-    M = len(prompt)
-    order = np.lexsort((rng.random(M), prompt))
-    p, d = prompt[order], dur[order]
+    """Start times of items that come in bursts by key (the sessions of a system prompt,
+    the requests of a template): a key's items, in random order, are split into bursts
+    (a new one with probability `share`, or where the chain would outgrow the window); in
+    a burst each item starts a `gap` (Knots) after the previous one ends (`dur`: 0 for a
+    request), and the bursts start on the daily cycle. Durations are kept, so Little's
+    law still holds."""
+    M = len(key)
+    order = np.lexsort((rng.random(M), key))
+    p, d = key[order], dur[order]
     new = np.r_[True, p[1:] != p[:-1]] | (rng.random(M) < share)
     idle = knot_quantile(rng.random(M), gap, 0.0)
     burst, offs, length = chain_bursts(new, d, idle, window)
