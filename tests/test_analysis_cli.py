@@ -187,6 +187,26 @@ def test_characterize_a_trace_known_by_construction():
     assert ses["concurrency_mean"] == 30 / 40 and ses["concurrency_max"] == 1
 
 
+def test_cdf_lines_are_thinned_to_exact_points():
+    # a full-scale trace has ~600M reuse intervals: the figure draws at most CDF_POINTS
+    # of them, each at its exact empirical CDF (zeros included in the denominator)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from analysis import figures
+
+    v = np.concatenate((np.zeros(1000), np.random.default_rng(0).lognormal(2.0, 1.5, 99_000)))
+    fig, ax = plt.subplots()
+    figures._cdf(ax, v, "x")
+    (line,) = ax.get_lines()
+    x, y = line.get_xdata(), line.get_ydata()
+    assert len(x) <= figures.CDF_POINTS and x.min() == v[v > 0].min() and x.max() == v.max()
+    assert np.allclose(y, np.searchsorted(np.sort(v), x, side="right") / len(v))
+    plt.close(fig)
+
+
 def test_characterize_cli_logs_a_run_with_the_reports(tmp_path):
     from mlflow.tracking import MlflowClient
 
