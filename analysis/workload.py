@@ -26,6 +26,8 @@ import math
 
 import numpy as np
 
+from sim_core.jit import njit
+
 SYSTEM, HISTORY, SINGLE_TURN = 0, 1, 2
 
 #: Published FreeInference Trace statistics (paper sec. 3.1, 4.1-4.5, appendix B) that
@@ -131,21 +133,30 @@ def _top_share(x: np.ndarray, frac: float) -> float:
     return float(top.sum() / x.sum())
 
 
-def _session_blocks(trace, sess_of_req: np.ndarray, n_sessions: int) -> tuple[np.ndarray, np.ndarray]:
-    """(footprint per session, number of distinct sessions touching each block)."""
-    U = trace.n_unique
-    key = np.repeat(sess_of_req, trace.request_lengths) * np.int64(max(U, 1))
-    key += trace.blocks
-    key.sort()
-    first = np.empty(len(key), dtype=bool)
-    if len(key):
-        first[0] = True
-        np.not_equal(key[1:], key[:-1], out=first[1:])
-    pairs = key[first]
-    del key, first
-    footprint = np.bincount(pairs // max(U, 1), minlength=n_sessions)
-    sessions_per_block = np.bincount(pairs % max(U, 1), minlength=U)
+@njit
+def _session_pass(offsets, blocks, req_order, sess_sorted, n_sessions, n_unique):
+    mark = np.full(n_unique, -1, np.int64)  # the last session seen to touch each block
+    footprint = np.zeros(n_sessions, np.int64)
+    sessions_per_block = np.zeros(n_unique, np.int64)
+    for k in range(req_order.shape[0]):
+        r = req_order[k]
+        s = sess_sorted[k]
+        for i in range(offsets[r], offsets[r + 1]):
+            b = blocks[i]
+            if mark[b] != s:
+                mark[b] = s
+                footprint[s] += 1
+                sessions_per_block[b] += 1
     return footprint, sessions_per_block
+
+
+def _session_blocks(trace, sess_of_req: np.ndarray, n_sessions: int) -> tuple[np.ndarray, np.ndarray]:
+    """(footprint per session, number of distinct sessions touching each block): one
+    compiled pass over the requests grouped by session, with no per-access temporaries
+    (a sort of (session, block) keys took 10 bytes per access)."""
+    order = np.argsort(sess_of_req, kind="stable")
+    return _session_pass(trace.req_offsets, trace.blocks, order, np.asarray(sess_of_req, dtype=np.int64)[order],
+                         n_sessions, trace.n_unique)
 
 
 def characterize(trace, block_category: np.ndarray | None = None) -> dict[str, float]:
@@ -279,29 +290,50 @@ def has_sessions(trace) -> bool:
     return bool((np.asarray(trace.session) >= 0).any())
 
 
+@njit
+def _reuse_pass(offsets, blocks, arrival, n_unique, n_intervals):
+    """One pass in time order: each block's first and last access time, and each reuse
+    (an access after the first) as its interval and block."""
+    first = np.zeros(n_unique, np.float64)
+    last = np.zeros(n_unique, np.float64)
+    seen = np.zeros(n_unique, np.bool_)
+    interval = np.empty(n_intervals, np.float32)
+    iblock = np.empty(n_intervals, blocks.dtype)
+    j = 0
+    for r in range(offsets.shape[0] - 1):
+        t = arrival[r]
+        for i in range(offsets[r], offsets[r + 1]):
+            b = blocks[i]
+            if seen[b]:
+                interval[j] = t - last[b]
+                iblock[j] = b
+                j += 1
+            else:
+                seen[b] = True
+                first[b] = t
+            last[b] = t
+    return last - first, interval, iblock
+
+
 def block_reuse(trace) -> dict[str, np.ndarray]:
     """Per-block access statistics over time (paper sec. 4.1-4.3), with an access's time
     being its request's arrival:
 
     * ``accesses`` [U]: accesses of each block (its frequency);
     * ``lifetime_s`` [U]: last minus first access time (0 for a block accessed once);
-    * ``interval_s`` and ``interval_block``: one entry per pair of consecutive accesses
-      of a block (its reuse intervals, in seconds), and that block.
+    * ``interval_s`` (float32) and ``interval_block``: one entry per reuse, i.e. per pair
+      of consecutive accesses of a block (its reuse interval, in seconds), and that
+      block, in time order.
 
-    One stable sort of the N accesses by block; memory is about 20 bytes per access.
+    One compiled pass over the accesses; memory is about 8 bytes per reuse (float32
+    intervals: 0.06 s resolution a week out), so a full-scale week fits in ~5 GB.
     """
-    U = trace.n_unique
-    t = np.repeat(np.asarray(trace.arrival_s, dtype=np.float64), trace.request_lengths)
-    order = np.argsort(trace.blocks, kind="stable")  # grouped by block, each group in time order
-    b = trace.blocks[order]
-    ts = t[order]
-    del order, t
-    counts = np.bincount(trace.blocks, minlength=U)
-    start = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    lifetime = ts[start + counts - 1] - ts[start]
-    same = b[1:] == b[:-1]
-    return {"accesses": counts, "lifetime_s": lifetime, "interval_s": np.diff(ts)[same],
-            "interval_block": b[1:][same]}
+    counts = np.bincount(trace.blocks, minlength=trace.n_unique)
+    n_intervals = len(trace.blocks) - int(np.count_nonzero(counts))
+    lifetime, interval, iblock = _reuse_pass(trace.req_offsets, trace.blocks,
+                                             np.asarray(trace.arrival_s, dtype=np.float64), trace.n_unique,
+                                             n_intervals)
+    return {"accesses": counts, "lifetime_s": lifetime, "interval_s": interval, "interval_block": iblock}
 
 
 def category_reuse(trace, block_category) -> dict[str, float]:
@@ -314,10 +346,9 @@ def category_reuse(trace, block_category) -> dict[str, float]:
     if len(cat) != trace.n_unique:
         raise ValueError(f"block_category has {len(cat)} entries, trace has {trace.n_unique} distinct blocks")
     r = block_reuse(trace)
-    icat = cat[r["interval_block"]]
     out = {}
     for c, name in ((SYSTEM, "system"), (HISTORY, "history")):
-        iv = r["interval_s"][icat == c]
+        iv = r["interval_s"][(cat == c)[r["interval_block"]]]
         out[f"{name}_reuse_median_s"] = _pct(iv, 50)
         out[f"{name}_reuse_p99_s"] = _pct(iv, 99)
         life = r["lifetime_s"][cat == c]
@@ -385,7 +416,7 @@ def frequency_profile(reuse: dict[str, np.ndarray]) -> list[dict]:
     """Paper Fig. 5 (a, b): per frequency bin, the number of blocks, quartiles of their
     reuse intervals and of their lifetimes. Rows for bins without blocks are left out."""
     k, labels = frequency_bins(reuse["accesses"])
-    k_int = k[reuse["interval_block"]]
+    k_int = k.astype(np.int8)[reuse["interval_block"]]  # one byte per reuse: bins number < 64
     rows = []
     for i, label in enumerate(labels):
         blocks = k == i

@@ -204,7 +204,31 @@ def test_cdf_lines_are_thinned_to_exact_points():
     x, y = line.get_xdata(), line.get_ydata()
     assert len(x) <= figures.CDF_POINTS and x.min() == v[v > 0].min() and x.max() == v.max()
     assert np.allclose(y, np.searchsorted(np.sort(v), x, side="right") / len(v))
+    assert "1.0% at 0" in line.get_label()
     plt.close(fig)
+
+
+def test_block_reuse_equals_a_brute_force_walk():
+    # random requests (repeats inside a request included) against a dict walk in time order
+    from analysis.workload import block_reuse
+
+    rng = np.random.default_rng(3)
+    reqs = [list(rng.integers(0, 40, rng.integers(0, 12))) for _ in range(200)]
+    arrival = np.cumsum(rng.exponential(7.0, len(reqs)))
+    tr = Trace.from_requests(reqs, arrival_s=arrival)
+    first, last, pairs = {}, {}, []
+    for i, t in enumerate(arrival):
+        blocks = tr.request_blocks(i).tolist()
+        for b in blocks:
+            if b in last:
+                pairs.append((b, t - last[b]))
+            first.setdefault(b, t)
+            last[b] = t
+    r = block_reuse(tr)
+    assert r["accesses"].tolist() == np.bincount(tr.blocks, minlength=tr.n_unique).tolist()
+    assert r["lifetime_s"] == pytest.approx([last[b] - first[b] for b in range(tr.n_unique)], rel=1e-12)
+    assert r["interval_block"].tolist() == [b for b, _ in pairs]
+    assert r["interval_s"] == pytest.approx([d for _, d in pairs], rel=1e-6)
 
 
 def test_characterize_cli_logs_a_run_with_the_reports(tmp_path):

@@ -186,8 +186,10 @@ def test_plan_statistics_equal_the_built_traces(fi_tenth):
 
     ps = plan_statistics("freeinference", scale=0.1, seed=0)
     assert len(ps) >= 33 and "history_reuse_p99_s" in ps
+    reuse = set(REUSE_TARGETS_FREEINFERENCE)
     for name, value in ps.items():
-        assert value == pytest.approx(fi_tenth[name], rel=1e-12, abs=0), name
+        # block_reuse stores intervals as float32 (a relative rounding of 6e-8)
+        assert value == pytest.approx(fi_tenth[name], rel=1e-7 if name in reuse else 1e-12, abs=0), name
     chutes = plan_statistics("chutes", scale=0.02, seed=3)
     built = characterize(synth.generate("chutes", scale=0.02, seed=3))
     assert chutes["compulsory_miss_ratio"] == pytest.approx(built["compulsory_miss_ratio"], rel=1e-12)
