@@ -1,8 +1,8 @@
 """Workload characterization of a prefix-cache trace (paper sec. 4 and appendix B).
 
 ``characterize(trace)`` returns every statistic the paper uses to describe the
-FreeInference and Chutes traces, by name, computed with vectorised numpy (a few
-million accesses take about a second). It is what the synthetic generator is calibrated
+FreeInference and Chutes traces, by name, computed with vectorised numpy and compiled
+passes over the accesses (a few million accesses take about a second). It is what the synthetic generator is calibrated
 against (``calibration_table(characterize(t), TARGETS_FREEINFERENCE)``) and what users
 run on their own traces.
 
