@@ -2,9 +2,10 @@
 
 ``characterize(trace)`` returns every statistic the paper uses to describe the
 FreeInference and Chutes traces, by name, computed with vectorised numpy and compiled
-passes over the accesses (a few million accesses take about a second). It is what the synthetic generator is calibrated
-against (``calibration_table(characterize(t), TARGETS_FREEINFERENCE)``) and what users
-run on their own traces.
+passes over the accesses (a few million accesses take about a second). It is what the
+synthetic generator is calibrated against
+(``calibration_table(characterize(t), TARGETS_FREEINFERENCE)``) and what users run on
+their own traces.
 
 Conventions used by every statistic:
 
