@@ -5,6 +5,7 @@
     python -m sweep.bench_fidelity ablation                # each mechanism off in turn
     python -m sweep.bench_fidelity seeds --seeds 10        # spread over trace seeds
     python -m sweep.bench_fidelity unfitted                # results the generator was not fitted to
+    python -m sweep.bench_fidelity concurrency             # appendix B: the same sessions at 8-1024 in flight
     python -m sweep.bench_fidelity spread --other 5        # where seeds 0 and 5 differ (README "Seed spread")
     python -m sweep.bench_fidelity seeds --set diurnal=0   # the same, with a profile field changed
     python -m sweep.bench_fidelity seeds --weeks 8 --rate 0.00125  # the default study's 8 weeks
@@ -58,6 +59,9 @@ ABLATION = {
 }
 UNFITTED = ("random_compute", "belady_compute", "partial_node", "lru_session", "random_compute_session",
             "s3fifo", "sieve", "arc")
+#: paper appendix B: hit ratios at 48 GiB (HBM) and 1 TiB (pool) as concurrency grows
+CONCURRENCY = (8, 16, 32, 64, 128, 256, 1024)
+CONCURRENCY_POLICIES = ("lru", "s3fifo", "arc", "lirs", "belady")
 
 
 def _trace(overrides: dict, scale: float, seed: int, labeled: bool = False, stream_seeds=None, week: int = 0):
@@ -177,6 +181,27 @@ def _curves(trace, policies, caps, rate, sample_seed=0, order=None) -> dict:
     return out
 
 
+def concurrency(a) -> list[dict]:
+    """Paper appendix B on the generated week: its multi-turn sessions, truncated where
+    concurrency collapses at 1024, replayed at each concurrency (`sim_core.schedule`).
+    `reachable`: LRU's hits over the reuses (accesses after a block's first), i.e. the
+    share of reuses within the capacity's stack distance."""
+    from sim_core.schedule import steady_concurrency
+
+    trace = _trace({}, a.scale, a.seed)
+    rows = []
+    for c in CONCURRENCY:
+        x = steady_concurrency(trace, c)
+        reuses = (x.n_accesses - x.n_unique) / x.n_accesses
+        hr = {k: v[0] for k, v in _curves(x, CONCURRENCY_POLICIES, (32768, 699051), a.rate).items()
+              if k.endswith(":uniform")}
+        row = {"concurrency": c, "requests": x.n_requests, "accesses": x.n_accesses,
+               **{k.removesuffix(":uniform"): v for k, v in hr.items()},
+               **{f"reachable@{cap}": round(hr[f"lru@{cap}:uniform"] / reuses, 4) for cap in ("48GiB", "1TiB")}}
+        rows.append(row)
+    return rows
+
+
 def targets(a, overrides=None, order=None) -> dict:
     from analysis.workload import characterize, window_overlap
 
@@ -233,7 +258,7 @@ def fit(a, overrides: dict) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sweep.bench_fidelity", description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("targets", "ablation", "seeds", "unfitted", "spread", "fit"))
+    ap.add_argument("what", choices=("targets", "ablation", "seeds", "unfitted", "concurrency", "spread", "fit"))
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--rate", type=float, default=0.01)
     ap.add_argument("--seed", type=int, default=0)
@@ -272,6 +297,9 @@ def main(argv=None) -> int:
             del trace
             emit({"seed": s, **tag, **rows[-1]})
         emit({"summary": f"{a.seeds} seeds", **tag, **seed_summary(rows)})
+    elif a.what == "concurrency":
+        for row in concurrency(a):
+            emit(row)
     elif a.what == "spread":
         for row in spread(a):
             emit(row)
