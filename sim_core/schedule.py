@@ -17,6 +17,7 @@ import numpy as np
 
 from .jit import njit
 from .trace import Trace
+from .trace_file import densify_in_place
 
 
 def _sessions(trace: Trace) -> list[np.ndarray]:
@@ -43,24 +44,18 @@ def _start_times(durations: np.ndarray, concurrency: int) -> np.ndarray:
 
 
 @njit
-def _gather(offsets, blocks, depth, req, n_unique):
-    """Blocks (and depths) of requests `req`, in that order, ids re-densified by first
-    appearance."""
+def _gather(offsets, blocks, depth, req):
+    """Blocks (and depths, if any) of requests `req`, in that order: (offsets, blocks,
+    depths)."""
     lens = offsets[req + 1] - offsets[req]
     out_off = np.zeros(req.shape[0] + 1, np.int64)
     out_off[1:] = np.cumsum(lens)
-    out = np.empty(out_off[-1], np.int32)
+    out = np.empty(out_off[-1], blocks.dtype)
     out_depth = np.empty(out_off[-1] if depth.shape[0] else 0, np.int32)
-    new_id = np.full(n_unique, -1, np.int32)
-    n = 0
     for k in range(req.shape[0]):
         s = offsets[req[k]]
         for i in range(lens[k]):
-            b = blocks[s + i]
-            if new_id[b] < 0:
-                new_id[b] = n
-                n += 1
-            out[out_off[k] + i] = new_id[b]
+            out[out_off[k] + i] = blocks[s + i]
             if depth.shape[0]:
                 out_depth[out_off[k] + i] = depth[s + i]
     return out_off, out, out_depth
@@ -98,7 +93,8 @@ def steady_concurrency(trace: Trace, concurrency: int, *, truncate_at: int | Non
     order = np.argsort(arrival, kind="stable")  # ties: the order sessions entered, then their own order
     req, arrival = req[order], arrival[order]
     depth = trace.depths() if trace.depth is not None else np.zeros(0, np.int32)
-    offsets, blocks, depth = _gather(trace.req_offsets, trace.blocks, depth, req, trace.n_unique)
+    offsets, blocks, depth = _gather(trace.req_offsets, trace.blocks, depth, req)
+    densify_in_place(blocks, trace.n_unique)  # ids of the requests left out would leave holes
     return Trace(offsets, blocks, arrival, np.asarray(trace.session)[req], trace.input_tokens[req],
                  trace.output_tokens[req], block_tokens=trace.block_tokens, name=trace.name, source=trace.source,
                  meta=dict(trace.meta, concurrency=concurrency, truncate_at=truncate_at),

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .jit import njit
+
 NATIVE_FORMAT_VERSION = 1
 NATIVE_ARRAYS = ("req_offsets", "blocks", "arrival_s", "session", "input_tokens", "output_tokens")
 
@@ -132,6 +134,24 @@ def check_native_arrays(arrays: dict, where: str) -> tuple[dict, np.ndarray | No
         if not dense:
             out["blocks"], stored_ids = remap_dense_ids(raw)
     return out, stored_ids
+
+
+@njit
+def densify_in_place(blocks, n_raw):
+    """Renumber ids 0..n_raw-1 in place to 0..U-1 by first appearance; returns (raw ->
+    dense, -1 for an id that never appears; U). The compiled, sort-free counterpart of
+    :func:`remap_dense_ids` for ids already bounded by n_raw."""
+    dense = np.full(n_raw, -1, np.int32)
+    nxt = 0
+    for i in range(len(blocks)):
+        b = blocks[i]
+        d = dense[b]
+        if d < 0:
+            d = nxt
+            dense[b] = d
+            nxt += 1
+        blocks[i] = d
+    return dense, nxt
 
 
 def remap_dense_ids(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..jit import njit
 from ..trace import Trace
+from ..trace_file import densify_in_place
 from .plan import plan_requests
 from .profiles import BLOCK_TOKENS, DEFAULT_SCALE, MAX_BLOCKS, PROFILES, SynthProfile, get_profile
 
@@ -24,22 +25,6 @@ def _fill_blocks(offsets, starts, lengths, out):
             for j in range(lengths[r, k]):
                 out[o + j] = s + j
             o += lengths[r, k]
-
-
-@njit
-def _densify(blocks, n_raw):
-    """Renumber raw ids in place to 0..U-1 by first appearance; returns (raw->dense, U)."""
-    dense = np.full(n_raw, -1, np.int32)
-    nxt = 0
-    for i in range(len(blocks)):
-        b = blocks[i]
-        d = dense[b]
-        if d < 0:
-            d = nxt
-            dense[b] = d
-            nxt += 1
-        blocks[i] = d
-    return dense, nxt
 
 
 def generate_labeled(profile: str | SynthProfile = "freeinference", *, scale: float = DEFAULT_SCALE,
@@ -75,7 +60,7 @@ def generate_labeled(profile: str | SynthProfile = "freeinference", *, scale: fl
     blocks = np.empty(int(offsets[-1]), dtype=np.int32)
     _fill_blocks(offsets, np.stack([plan.a_start, plan.b_start, plan.c_start], 1)[order].astype(np.int64),
                  np.stack([plan.a_len, plan.b_len, plan.c_len], 1)[order].astype(np.int64), blocks)
-    dense, n_unique = _densify(blocks, len(plan.raw_category))
+    dense, n_unique = densify_in_place(blocks, len(plan.raw_category))
     used = dense >= 0
     block_category = np.empty(n_unique, dtype=np.int8)
     block_category[dense[used]] = plan.raw_category[used]
