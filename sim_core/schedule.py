@@ -65,8 +65,9 @@ def steady_concurrency(trace: Trace, concurrency: int, *, truncate_at: int | Non
     """The trace's multi-turn sessions replayed with `concurrency` sessions always in
     flight (single-turn requests are left out).
 
-    `truncate_at`: keep only each session's requests that arrive before concurrency
-    begins to collapse (the last session starts) in the replay at that concurrency, so
+    `truncate_at`: keep only each session's requests that arrive up to the moment
+    concurrency begins to collapse (the last session's start, included) in the replay at
+    that concurrency, so
     that every concurrency replays the same requests (paper appendix B); None keeps
     every request (the tail of the replay then runs below `concurrency`).
     """
