@@ -67,9 +67,9 @@ def steady_concurrency(trace: Trace, concurrency: int, *, truncate_at: int | Non
 
     `truncate_at`: keep only each session's requests that arrive up to the moment
     concurrency begins to collapse (the last session's start, included) in the replay at
-    that concurrency, so
-    that every concurrency replays the same requests (paper appendix B); None keeps
-    every request (the tail of the replay then runs below `concurrency`).
+    that concurrency, so that every concurrency replays the same requests (paper
+    appendix B); None keeps every request (the tail of the replay then runs below
+    `concurrency`).
     """
     if concurrency < 1 or (truncate_at is not None and truncate_at < 1):
         raise ValueError("concurrency and truncate_at must be at least 1")
