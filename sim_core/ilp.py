@@ -366,7 +366,7 @@ def results(trace, capacities, *, cost_models=("uniform",), mode: str = "request
         inserted = N - n_hits - oversized_blocks
         nan = float("nan")
         out.append(Result(
-            capacity_blocks=cap, accesses=N, hits=n_hits, hit_ratio=n_hits / N,
+            capacity_blocks=cap, accesses=N, hits=n_hits, hit_ratio=n_hits / N, served_ratio=n_hits / N,
             compute_savings={m: float(s["compute_savings"]) for m, s in sols.items()},
             recomputed_blocks=N - n_hits, **{k: nan for k in optional_fields()},
             evictions=max(0, inserted - cap), oversized_requests=int(big.sum()),

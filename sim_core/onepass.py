@@ -170,7 +170,7 @@ def _bucket(st, ts, fw, mask, b, caps):
 # the arrays it is given.
 @hook_njit
 def _pass(offsets, blocks, depth, caps, request_mode, prefix_hits, tail_first, ts, rank, mask, fw, st, pin, hist,
-          resident, holes_hist, q, diff):
+          resident, holes_hist, q, diff, first, tail_depth, tail_tokens, block_tokens, deficit):
     K = caps.shape[0]
     for r in range(offsets.shape[0] - 1):
         s = offsets[r]
@@ -194,7 +194,10 @@ def _pass(offsets, blocks, depth, caps, request_mode, prefix_hits, tail_first, t
                 b = blocks[j]
                 q[j - s] = _bucket(st, ts, fw, mask, b, caps)
                 _to_top(st, ts, fw, mask, rank, b)
+        if r < first:  # the warm-up: the stack moves, nothing is counted
+            continue
         # accounting
+        tail_d = tail_depth[r]
         for c in range(K + 1):
             diff[c] = 0
         # in depth order (a tail-first view stores requests deepest first): prefix reuse
@@ -209,7 +212,10 @@ def _pass(offsets, blocks, depth, caps, request_mode, prefix_hits, tail_first, t
                 if x > run:
                     run = x
                 x = run
-            hist[x, depth[s + i] if depth.shape[0] > 0 else i] += 1
+            d = depth[s + i] if depth.shape[0] > 0 else i
+            hist[x, d] += 1
+            if d == tail_d:  # a partial last block, where it is a hit, reuses only its own tokens
+                deficit[x] += block_tokens - tail_tokens[r]
             if not prefix_hits:
                 lo = 0 if k == 0 else q[i + 1 if tail_first else i - 1]
                 if lo < x:
@@ -227,11 +233,14 @@ def _pass(offsets, blocks, depth, caps, request_mode, prefix_hits, tail_first, t
 
 
 @njit
-def lru_curve(offsets, blocks, depth, n_unique, caps, request_mode, prefix_hits, tail_first, max_depth):
+def lru_curve(offsets, blocks, depth, n_unique, caps, request_mode, prefix_hits, tail_first, max_depth, first,
+              tail_depth, tail_tokens, block_tokens):
     """Returns hits_by_bucket_depth[K, D] (an access in bucket i hits for capacities
-    >= caps[i]), holes_hist[K, H] (requests with h holes at capacity index c) and
+    >= caps[i]), holes_hist[K, H] (requests with h holes at capacity index c),
     resident[K] (accesses found resident, by bucket: differs from hits under prefix
-    semantics, and gives the number of insertions)."""
+    semantics, and gives the number of insertions) and deficit[K] (block_tokens minus
+    the tokens of each partial last block hit, by bucket: reused tokens are hits x
+    block_tokens - deficit). Requests before `first` warm the stack uncounted."""
     K = caps.shape[0]
     R = offsets.shape[0] - 1
     ts = np.full(n_unique, -1, np.int32)  # a block's timestamp, -1 = never accessed
@@ -251,9 +260,10 @@ def lru_curve(offsets, blocks, depth, n_unique, caps, request_mode, prefix_hits,
     holes_hist = np.zeros((K, max_len + 2), np.int64)
     q = np.empty(max_len + 1, np.int32)
     diff = np.zeros(K + 1, np.int64)
+    deficit = np.zeros(K + 1, np.int64)
     _pass(offsets, blocks, depth, caps, request_mode, prefix_hits, tail_first, ts, rank, mask, fw, st, pin, hist,
-          resident, holes_hist, q, diff)
-    return hist[:K], holes_hist, resident[:K]
+          resident, holes_hist, q, diff, first, tail_depth, tail_tokens, block_tokens, deficit)
+    return hist[:K], holes_hist, resident[:K], deficit[:K]
 
 
 def percentile_from_hist(hist: np.ndarray, q: float) -> float:

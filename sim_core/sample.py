@@ -166,7 +166,8 @@ def sample(trace: Trace, rate: float, seed: int = 0, by: str = "block") -> Trace
     return Trace(offsets, blocks, trace.arrival_s[kept_req], trace.session[kept_req],
                  trace.input_tokens[kept_req], trace.output_tokens[kept_req], block_tokens=trace.block_tokens,
                  name=trace.name, source=trace.source, dropped_requests=trace.dropped_requests, meta=meta,
-                 depth=depth, source_ids=None if trace.source_ids is None else trace.source_ids[old])
+                 depth=depth, source_ids=None if trace.source_ids is None else trace.source_ids[old],
+                 full_blocks=(trace.request_lengths if trace.full_blocks is None else trace.full_blocks)[kept_req])
 
 
 # A scaled cache below this many blocks is too coarse to stand for the full one: such a
@@ -242,15 +243,20 @@ class SampleSet:
     `simulate(sample_set, ..., sample_rate=r)` works as on the trace, as long as every
     sample it needs (the same rates and seed: `capacity_rates` is deterministic) is here."""
 
-    def __init__(self, name: str, source: str, block_tokens: int, n_accesses: int, samples: dict):
+    def __init__(self, name: str, source: str, block_tokens: int, n_accesses: int, samples: dict,
+                 requests: tuple | None = None):
         self.name, self.source, self.block_tokens = name, source, int(block_tokens)
         self.n_accesses = int(n_accesses)
         self._samples = dict(samples)  # the cache sample_of reads
+        # (arrival_s, blocks, prompt tokens) per request of the trace: warm-up and token counts
+        self.requests = requests
 
     @classmethod
     def of(cls, trace: Trace) -> "SampleSet":
+        from .accounting import full_requests
+
         return cls(trace.name, trace.source, trace.block_tokens, trace.n_accesses,
-                   trace.__dict__.get("_samples", {}))
+                   trace.__dict__.get("_samples", {}), full_requests(trace))
 
     def __getattr__(self, name):
         raise AttributeError(f"{name!r}: a SampleSet holds only samples of trace {self.name!r}; "

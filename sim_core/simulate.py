@@ -1,18 +1,27 @@
 """Python entry point: replay a trace through a policy at one or more capacities."""
 from __future__ import annotations
 
+import dataclasses
+import math
 import numbers
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from .accounting import (PARTIAL_BLOCKS, affine, count_from, duration_s, full_requests, request_sums,
+                         skip_partial_view, warmup_cut, windows_table)
 from .cost import cost_per_depth
-from .engine import (BAD_VICTIM, EVICTIONS, FAILED, MAX_SIZE, N_COUNTERS, OVERSIZED, OVERSIZED_BLOCKS,
-                     new_engine_state, replay_range)
+from .engine import (BAD_VICTIM, EVICTIONS, FAILED, HBM_HITS, MAX_SIZE, N_COUNTERS, OVERSIZED, OVERSIZED_BLOCKS, TOKENS,
+                     new_accounting, new_engine_state, replay_tiered)
+from .hardware import as_hardware, ttft_stats
+from .hierarchy import (NO_TIER, T_BAD_VICTIM, T_EVICTIONS, T_FAILED, T_WRITES, as_tier_specs, build_tier,
+                        parse_admit)
+from .models import QWEN3_CODER_30B, get_model
 from .onepass import percentile_from_hist
 from .policies import PolicyContext, get_policy
 from .result import Hits, Mode, Order, Result, make_result, sampled
+from .sample import MIN_SAMPLED_BLOCKS, capacity_rates, sample_of, scaled_capacity
 from .trace import Trace
 
 MODES = tuple(m.value for m in Mode)
@@ -27,8 +36,9 @@ def _enum(kind, name: str, value):
         return kind(value)
     except ValueError:
         raise ValueError(f"unknown {name} {value!r}; valid: {', '.join(k.value for k in kind)}") from None
-def depth_totals(trace: Trace) -> np.ndarray:
-    """int64[max_depth]: number of accesses at each depth (policy independent)."""
+def depth_totals(trace: Trace, first: int = 0) -> np.ndarray:
+    """int64[max_depth]: number of accesses at each depth (policy independent), over
+    requests from `first` on (the counted ones after a warm-up); always the full length."""
     cached = getattr(trace, "_depth_totals", None)
     if cached is None and trace.depth is not None:  # a sample: its accesses' full-request depths
         cached = np.bincount(trace.depth).astype(np.int64)
@@ -39,7 +49,15 @@ def depth_totals(trace: Trace) -> np.ndarray:
         n_len = np.bincount(trace.request_lengths, minlength=max(trace.max_request_blocks, 1) + 1)
         cached = np.cumsum(n_len[::-1])[::-1][1:].astype(np.int64)
         trace._depth_totals = cached
-    return cached
+    if first == 0:
+        return cached
+    if trace.depth is not None:
+        part = np.bincount(trace.depth[trace.req_offsets[first]:], minlength=len(cached)).astype(np.int64)
+    else:
+        lens = trace.request_lengths[first:]
+        n_len = np.bincount(lens, minlength=len(cached) + 1)
+        part = np.cumsum(n_len[::-1])[::-1][1:].astype(np.int64)
+    return part[:len(cached)]
 
 
 def saturation_capacity(trace: Trace) -> int:
@@ -104,8 +122,9 @@ def replay_units(capacities: Sequence[int], *, saturation: int, max_request_bloc
 def simulate(
     trace: Trace,
     policy: str,
-    capacities: int | Iterable[int],
+    hbm_capacities: int | Iterable[int] | None = None,
     *,
+    capacities: int | Iterable[int] | None = None,
     params: Mapping | None = None,
     mode: str | Mode = Mode.REQUEST,
     hits: str | Hits = Hits.BLOCK,
@@ -119,9 +138,16 @@ def simulate(
     sample_by: str | None = None,
     sample_force: bool = False,
     sample_floor: int | None = None,
+    tiers: Sequence[Mapping] | None = None,
+    hbm_admit: str = "all",
+    partial_blocks: str = "cache",
+    warmup: float | str | None = None,
+    window: float | str | None = None,
+    hardware=None,
+    overlap: bool = True,
 ) -> list[Result]:
-    """Replay `trace` under `policy` at each capacity (in blocks); one `Result` per
-    capacity, in the order given.
+    """Replay `trace` under `policy` at each HBM capacity (in blocks; `capacities` is
+    the same argument by its older name); one `Result` per capacity, in the order given.
 
     `order` is the recency order of a request's blocks after it is served (request mode):
     "tail_first" (the default there) walks each request deepest block first, so a
@@ -138,13 +164,29 @@ def simulate(
     pass when `one_pass` (exact; see sim_core.onepass), and capacities at or above
     `saturation_capacity(trace)` never evict, so they share one replay.
 
+    Tiers (sim_core.hierarchy): `tiers` lists lower tiers under HBM, top down, each a
+    mapping {"name", "capacity" (blocks), "policy", "write": on_evict | on_compute,
+    "inclusive", "admit": all | after_hits=N | doorkeeper, "params", "link": host | ssd,
+    "bandwidth_bps"}; `hbm_admit` is HBM's own admission rule.
+
+    Counting (sim_core.accounting): `partial_blocks="skip"` never caches a request's
+    partial last block; `warmup` (a fraction of the requests in [0, 1), or a duration
+    such as "30m") replays the first requests without counting them; `window` (a
+    duration) adds per-window metrics (`Result.windows`).
+
+    `hardware` (a part name of sim_core.hardware.PARTS, or a mapping with overrides)
+    adds the TTFT estimate (service time, no queueing), with loads overlapped under
+    compute when `overlap`; `model` gives its FLOPs and KV bytes (default Qwen3-Coder-30B).
+    Windows and TTFT need per-request counts, which a one-pass curve does not keep: the
+    policy is then replayed capacity by capacity.
+
     `sample_rate` r < 1 runs a miniature simulation (sim_core.sample): the hash-sampled
     trace (by block, or by session: `sample_by`, default the policy's own) through caches
-    scaled by r. A capacity whose scaled cache would fall below the sampling floor is
-    sampled at a higher rate (`sim_core.sample.capacity_rates`); each Result says at
-    which (`sample_rate`, 1 = exact). The floor is the policy's (`PolicySpec.sample_floor`,
-    else the unit's); `sample_floor` overrides it. Prefix hits are undefined on a sample
-    and refused.
+    scaled by r. A capacity whose scaled cache (or a lower tier's) would fall below the
+    sampling floor is sampled at a higher rate (`sim_core.sample.capacity_rates`); each
+    Result says at which (`sample_rate`, 1 = exact). The floor is the policy's
+    (`PolicySpec.sample_floor`, else the unit's); `sample_floor` overrides it. Prefix hits
+    are undefined on a sample and refused.
     """
     mode = _enum(Mode, "mode", mode)
     hits = _enum(Hits, "hits", hits)
@@ -156,9 +198,15 @@ def simulate(
         raise ValueError(f"policy {spec.name!r} has no parameter(s) {sorted(unknown)}; "
                          f"valid: {sorted(spec.defaults) or 'none'}")
     params = {**spec.defaults, **params}
-    if isinstance(capacities, (str, bytes)) or np.ndim(capacities) == 0:
-        capacities = [capacities]
-    caps = [as_capacity(c) for c in capacities]
+    if capacities is not None:
+        if hbm_capacities is not None:
+            raise ValueError("give the HBM capacities once (hbm_capacities, or its older name capacities)")
+        hbm_capacities = capacities
+    if hbm_capacities is None:
+        raise ValueError("no capacities given")
+    if isinstance(hbm_capacities, (str, bytes)) or np.ndim(hbm_capacities) == 0:
+        hbm_capacities = [hbm_capacities]
+    caps = [as_capacity(c) for c in hbm_capacities]
     if not caps:
         raise ValueError("no capacities given")
     if trace.n_accesses == 0:
@@ -167,12 +215,16 @@ def simulate(
     if not cost_models:
         raise ValueError("no cost models given")
     rate = check_rate(sample_rate)
+    opts = _options(trace, mode, tiers, hbm_admit, partial_blocks, warmup, window, hardware, overlap, model)
     if spec.solve is not None:  # an oracle computed by a solver (sim_core.ilp): exact, never sampled
         if rate < 1.0 and sample_force:
             raise ValueError(f"policy {spec.name!r} is solved exactly over the whole trace; it cannot be sampled")
+        if opts.changes_replay():
+            raise ValueError(f"policy {spec.name!r} is solved over the whole trace as a flat cache: tiers, "
+                             f"admission, partial_blocks=skip, warmup, windows and TTFT do not apply to it")
         return spec.solve(trace, caps, cost_models=cost_models, mode=mode, hits=hits, model=model, params=params)
     run = dict(spec=spec, mode=mode, hits=hits, order=order, cost_models=cost_models, model=model, params=params,
-               seed=seed, one_pass=one_pass)
+               seed=seed, one_pass=one_pass and opts.one_pass_ok(), opts=opts)
     if not spec.sample_ok and not sample_force:
         rate = 1.0
     if rate == 1.0:
@@ -181,11 +233,11 @@ def simulate(
     if hits is Hits.PREFIX:
         raise ValueError("hits=prefix is not defined on a sample (a request's first miss is among the "
                          "blocks a sample drops); run it exactly (sample_rate=None)")
-    from .sample import capacity_rates, sample_of, scaled_capacity
 
     by = sample_by or spec.sample_by
-    rates = capacity_rates(trace, caps, rate, sample_seed, by, mode,
-                           floor=spec.sample_floor if sample_floor is None else sample_floor)
+    floor = spec.sample_floor if sample_floor is None else sample_floor
+    rates = capacity_rates(trace, caps, rate, sample_seed, by, mode, floor=floor)
+    rates = {c: _tier_rate(r, opts.tiers, by, floor) for c, r in rates.items()}
     out: dict[int, Result] = {}
     for r in sorted(set(rates.values())):
         group = [c for c in caps if rates[c] == r]
@@ -193,10 +245,75 @@ def simulate(
             out.update(_exact(trace, group, **run))
             continue
         scaled = {c: scaled_capacity(c, r, by) for c in group}
-        got = _exact(sample_of(trace, r, sample_seed, by), sorted(set(scaled.values())), **run)
+        tiers_r = [dataclasses.replace(t, capacity=scaled_capacity(t.capacity, r, by) if t.capacity else 0)
+                   for t in opts.tiers]
+        got = _exact(sample_of(trace, r, sample_seed, by), sorted(set(scaled.values())),
+                     **{**run, "opts": dataclasses.replace(opts, tiers=tiers_r, rate=r)})
         for c in group:
-            out[c] = sampled(got[scaled[c]], r, c, trace.n_accesses)
+            out[c] = sampled(got[scaled[c]], r, c, opts.accesses, opts.prompt_tokens)
     return [out[c] for c in caps]
+
+
+def _tier_rate(r: float, tiers, by: str, floor: int | None) -> float:
+    """`r`, doubled until every non-empty lower tier's scaled cache holds the floor."""
+
+    need = MIN_SAMPLED_BLOCKS[by] if floor is None else int(floor)
+    while r < 1.0 and any(t.capacity and scaled_capacity(t.capacity, r, by) < need for t in tiers):
+        r = min(1.0, r * 2)
+    return r
+
+
+@dataclass(frozen=True)
+class Options:
+    """How a replay is counted and what sits under HBM (checked once, by `_options`)."""
+
+    tiers: tuple  # hierarchy.TierSpec, top down
+    hbm_admit: str
+    skip_partial: bool
+    cut: tuple  # warm-up: (first counted request, its arrival) on the full trace
+    window_s: float | None
+    t0: float  # the full trace's first arrival: where windows start
+    hardware: object  # hardware.Hardware or None
+    overlap: bool
+    model: object  # models.ModelConfig (FLOPs and KV bytes of TTFT and tier bytes)
+    accesses: int  # counted block accesses of the full trace
+    prompt_tokens: int | None  # counted prompt tokens of the full trace (None: not known)
+    rate: float = 1.0  # the sample's rate (per-request TTFT scales by 1/rate)
+
+    def changes_replay(self) -> bool:
+        return bool(self.tiers) or self.hbm_admit != "all" or self.skip_partial or self.cut[0] > 0 or \
+            self.window_s is not None or self.hardware is not None
+
+    def one_pass_ok(self) -> bool:
+        """A one-pass curve keeps no per-request counts and models no tiers or admission."""
+        return not self.tiers and self.hbm_admit == "all" and self.window_s is None and self.hardware is None
+
+
+def _options(trace, mode, tiers, hbm_admit, partial_blocks, warmup, window, hardware, overlap, model) -> Options:
+
+    specs = tuple(as_tier_specs(tiers))
+    admit = "all" if hbm_admit is None else str(hbm_admit)
+    parse_admit(admit, "hbm_admit")
+    if partial_blocks not in PARTIAL_BLOCKS:
+        raise ValueError(f"unknown partial_blocks {partial_blocks!r}; valid: {', '.join(PARTIAL_BLOCKS)}")
+    if not isinstance(overlap, (bool, np.bool_)):
+        raise ValueError(f"overlap must be true or false, got {overlap!r}")
+    hw = as_hardware(hardware)
+    window_s = None if window is None else duration_s(window, "window")
+    full = full_requests(trace)
+    if full is None:  # samples without the trace's per-request counts
+        if warmup or window_s is not None:
+            raise ValueError("warmup and windows need the trace's per-request counts, which these samples lack")
+        cut, accesses, prompt, t0 = (0, -math.inf), int(trace.n_accesses), None, 0.0
+    else:
+        arrival, n, tokens = full
+        cut = warmup_cut(arrival, warmup)
+        accesses, prompt = int(n[cut[0]:].sum()), int(tokens[cut[0]:].sum())
+        t0 = float(arrival[0]) if len(arrival) else 0.0
+    if not accesses:
+        raise ValueError(f"warmup {warmup!r} leaves no block access to count")
+    return Options(specs, admit, partial_blocks == "skip", cut, window_s, t0, hw, bool(overlap),
+                   get_model(model) if model is not None else QWEN3_CODER_30B, accesses, prompt)
 
 
 def resolve_order(mode: str | Mode, order: str | Order | None) -> Order:
@@ -221,78 +338,165 @@ def check_rate(rate) -> float:
 
 
 def _exact(trace: Trace, caps: Sequence[int], *, spec, mode: Mode, hits: Hits, order: Order, cost_models, model,
-           params, seed: int, one_pass: bool) -> dict[int, Result]:
+           params, seed: int, one_pass: bool, opts: Options) -> dict[int, Result]:
     """capacity -> Result of replaying `trace` itself."""
-    totals = depth_totals(trace)
-    walk = trace.tail_first_view() if order is Order.TAIL_FIRST else trace
-    max_depth = len(totals)
+
+    exact = opts.rate == 1.0
+    first = count_from(trace, opts.cut, exact)
+    base = skip_partial_view(trace) if opts.skip_partial else trace
+    walk = base.tail_first_view() if order is Order.TAIL_FIRST else base
+    totals = depth_totals(trace, first)
+    max_depth = len(depth_totals(trace))
     costs = {m: cost_per_depth(m, max_depth, trace.block_tokens, model) for m in cost_models}
     passes = cost_models if spec.cost_aware else [cost_models[0]]
-    sat = saturation_capacity(trace)
+    sat = saturation_capacity(walk)
 
-    # capacity -> {pass cost model: (hit_by_depth, holes, counters)}
+    # capacity -> {pass cost model: Replay}
     raw: dict[int, dict] = {}
-    for unit in replay_units(caps, saturation=sat, max_request_blocks=trace.max_request_blocks,
+    for unit in replay_units(caps, saturation=sat, max_request_blocks=walk.max_request_blocks,
                              mode=mode, one_pass=spec.curve is not None and one_pass):
         if unit.kind == "one_pass":
             # saturated capacities are one bucket of the stack pass (each costs O(1) per access)
             buckets = sorted({min(c, sat) for c in unit.capacities})
-            curve = _one_pass(spec, walk, buckets, mode, hits, max_depth)
+            curve = _one_pass(spec, walk, buckets, mode, hits, max_depth, first)
             for c in unit.capacities:
                 raw[c] = {passes[0]: curve[min(c, sat)]}
         else:
             at = sat if unit.kind == "saturated" else unit.capacities[0]
-            per_model = {pm: _replay(spec, walk, at, mode, hits, costs[pm], params, seed, max_depth)
+            per_model = {pm: _replay(spec, walk, at, mode, hits, costs[pm], params, seed, max_depth, first, opts)
                          for pm in passes}
             for c in unit.capacities:
                 raw[c] = per_model
-    return {cap: _result(trace, cap, raw[cap], costs, totals, spec.cost_aware, passes[0]) for cap in set(caps)}
+    return {cap: _result(trace, cap, raw[cap], costs, totals, spec.cost_aware, passes[0], first, opts)
+            for cap in set(caps)}
 
 
-def _result(trace: Trace, cap: int, per_model: dict, costs: dict, totals, cost_aware: bool, first: str) -> Result:
-    hbd, holes, counters = per_model[first]
-    savings = {m: float((per_model[m if cost_aware else first][0] * cost).sum() / (totals * cost).sum())
+@dataclass
+class Replay:
+    """What one replay (or one capacity of a stack pass) hands to `_result`."""
+
+    hit_by_depth: np.ndarray  # served blocks by depth, counted requests
+    holes: object  # int32[R] per request, or a HolesHistogram
+    counters: np.ndarray  # engine.N_COUNTERS layout
+    acc: object = None  # engine.Accounting (per-request counts); None for a stack pass
+    tiers: tuple = ()  # hierarchy.Tier states, top down
+
+
+def _result(trace: Trace, cap: int, per_model: dict, costs: dict, totals, cost_aware: bool, first_model: str,
+            first: int, opts: Options) -> Result:
+
+    rp = per_model[first_model]
+    savings = {m: float((per_model[m if cost_aware else first_model].hit_by_depth * cost).sum() / (totals * cost).sum())
                for m, cost in costs.items()}
-    return make_result(cap, trace.n_accesses, hbd, _holes_stats(holes, trace.request_lengths),
-                       {"evictions": counters[EVICTIONS], "oversized_requests": counters[OVERSIZED],
-                        "oversized_blocks": counters[OVERSIZED_BLOCKS], "max_resident_blocks": counters[MAX_SIZE]},
-                       savings)
+    c = rp.counters
+    lengths = trace.request_lengths[first:]
+    holes = rp.holes if isinstance(rp.holes, HolesHistogram) else rp.holes[first:]
+    accesses = int(lengths.sum())
+
+    _, _, tokens = request_sums(trace)
+    tier_fields = None
+    if opts.tiers:
+        block_bytes = opts.model.kv_bytes_per_block(trace.block_tokens)
+        loads = rp.acc.req_tier[:, first:].sum(axis=1)
+        tier_fields = {
+            "tier_hits": {t.name: int(loads[i]) for i, t in enumerate(opts.tiers)},
+            "tier_loaded_bytes": {t.name: int(loads[i]) * block_bytes for i, t in enumerate(opts.tiers)},
+            "tier_written_bytes": {t.name: int(st.c[T_WRITES]) * block_bytes for t, st in zip(opts.tiers, rp.tiers)},
+            "tier_evictions": {t.name: int(st.c[T_EVICTIONS]) for t, st in zip(opts.tiers, rp.tiers)},
+        }
+    ttft = _ttft(trace, rp, costs, first, opts) if opts.hardware is not None and rp.acc is not None else None
+    windows = _windows(trace, rp, costs, first, opts) if opts.window_s is not None and rp.acc is not None else None
+    return make_result(cap, accesses, rp.hit_by_depth, _holes_stats(holes, lengths),
+                       {"evictions": c[EVICTIONS], "oversized_requests": c[OVERSIZED],
+                        "oversized_blocks": c[OVERSIZED_BLOCKS], "max_resident_blocks": c[MAX_SIZE]},
+                       savings, hbm_hits=int(c[HBM_HITS]), tiers=tier_fields,
+                       tokens=(int(tokens[first:].sum()), int(c[TOKENS])), ttft=ttft, warmup_requests=first,
+                       windows=windows)
+
+
+def _model_flops(trace: Trace, opts: Options) -> tuple[float, float]:
+
+    return affine(cost_per_depth(opts.model.name, max(trace.max_request_blocks, 2), trace.block_tokens, opts.model),
+                  "TTFT")
+
+
+def _ttft(trace: Trace, rp: Replay, costs: dict, first: int, opts: Options) -> dict:
+
+    a, b = _model_flops(trace, opts)
+    n, dsum, _ = request_sums(trace)
+    acc = rp.acc
+    keep = slice(first, None)
+    total = a * n[keep] + b * dsum[keep]
+    saved = a * acc.req_served[keep] + b * acc.req_dsum[keep]
+    block_bytes = float(opts.model.kv_bytes_per_block(trace.block_tokens))
+    loaded = acc.req_tier[:len(opts.tiers), keep].astype(np.float64) * block_bytes
+    bw = np.array([t.bandwidth_bps or opts.hardware.link_bps(t.link) for t in opts.tiers], np.float64)
+    return ttft_stats(total, saved, loaded, bw, opts.hardware, opts.overlap, scale=1.0 / opts.rate,
+                      percentiles=opts.rate == 1.0)
+
+
+def _windows(trace: Trace, rp: Replay, costs: dict, first: int, opts: Options) -> dict:
+
+    n, dsum, tokens = request_sums(trace)
+    acc = rp.acc
+    tail_depth, tail_tokens = trace.partial_tails()
+    return windows_table(trace.arrival_s, first, opts.t0, opts.window_s, blocks=n, dsum_all=dsum, prompt=tokens,
+                         hbm=acc.req_hbm, served=acc.req_served, dsum_served=acc.req_dsum,
+                         reused=acc.req_tok, costs={m: affine(c, f"window ({m})") for m, c in costs.items()})
 
 
 def _replay(spec, trace: Trace, cap: int, mode: Mode, hits: Hits, cost, params: dict, seed: int,
-            max_depth: int):
-    """(hit_by_depth, holes per request, counters) of one replay at capacity `cap`."""
+            max_depth: int, first: int = 0, opts: Options | None = None) -> Replay:
+    """One replay at capacity `cap` (HBM) through the lower tiers of `opts` (none by default)."""
+    tier_specs, hbm_admit = (opts.tiers, opts.hbm_admit) if opts is not None else ((), "all")
+
     ctx = PolicyContext(trace=trace, capacity=cap, mode=mode, cost_per_depth=cost, params=params, seed=seed)
     st = spec.make_state(ctx)
     es = new_engine_state(trace.n_unique, trace.n_requests, max_depth, cap)
+    tiers = tuple(build_tier(t, trace, cost, seed) for t in tier_specs)
+    acc = new_accounting(trace, count_from=first, tiers=bool(tiers), hbm_admit=hbm_admit, capacity=cap)
+    t1, t2, t3 = (tiers + (NO_TIER,) * 3)[:3]
     for r0, r1 in _segments(spec, trace.n_requests):
-        replay_range(trace.req_offsets, trace.blocks, trace.engine_depth(), np.int64(cap), mode is Mode.REQUEST,
-                     hits is Hits.PREFIX, st, es, r0, r1)
+        replay_tiered(trace.req_offsets, trace.blocks, trace.engine_depth(), np.int64(cap), mode is Mode.REQUEST,
+                      hits is Hits.PREFIX, st, es, r0, r1, acc, t1, t2, t3)
         if es.counters[FAILED]:
             raise RuntimeError(
                 f"policy {spec.name} returned an invalid victim {es.counters[BAD_VICTIM]} at "
                 f"capacity {cap} (not resident, or a block of the current request)")
+        for spec_t, t in zip(tier_specs, tiers):
+            if t.c[T_FAILED]:
+                raise RuntimeError(f"tier {spec_t.name!r}: policy {spec_t.policy} returned an invalid victim "
+                                   f"{t.c[T_BAD_VICTIM]} at capacity {spec_t.capacity}")
         if spec.train is not None and r1 < trace.n_requests:
             spec.train(st, ctx, r1)
-    return es.hit_by_depth, es.holes, es.counters
+    return Replay(es.hit_by_depth, es.holes, es.counters, acc, tiers)
 
 
-def _one_pass(spec, trace: Trace, caps: list[int], mode: Mode, hits: Hits, max_depth: int) -> dict:
-    """{capacity: (hit_by_depth, holes_hist, counters)} from one stack pass."""
+def _one_pass(spec, trace: Trace, caps: list[int], mode: Mode, hits: Hits, max_depth: int, first: int) -> dict:
+    """{capacity: Replay} from one stack pass (requests before `first` only warm it)."""
+
     arr = np.asarray(caps, dtype=np.int64)
     n_unique = trace.n_unique
-    hist, holes_hist, resident = spec.curve(trace.req_offsets, trace.blocks, trace.engine_depth(), n_unique, arr,
-                                  mode is Mode.REQUEST, hits is Hits.PREFIX, trace.tail_first, max_depth)
+    tail_depth, tail_tokens = trace.partial_tails()
+    hist, holes_hist, resident, deficit = spec.curve(
+        trace.req_offsets, trace.blocks, trace.engine_depth(), n_unique, arr, mode is Mode.REQUEST,
+        hits is Hits.PREFIX, trace.tail_first, max_depth, first, tail_depth, tail_tokens, int(trace.block_tokens))
     cum = np.cumsum(hist, axis=0)
     cum_resident = np.cumsum(resident)
+    cum_deficit = np.cumsum(deficit)
+    counted = trace.n_accesses - int(trace.req_offsets[first])
+    seen_before = int(np.unique(trace.blocks[:trace.req_offsets[first]]).size) if first else 0
     out = {}
     for i, cap in enumerate(caps):
         hbd = cum[i]
-        final = min(cap, n_unique)
         counters = np.zeros(N_COUNTERS, np.int64)
-        counters[EVICTIONS] = (trace.n_accesses - int(cum_resident[i])) - final  # inserted - kept
-        counters[MAX_SIZE] = final
-        out[cap] = (hbd, HolesHistogram(holes_hist[i]), counters)
+        # inserted while counting - growth of the cache while counting (LRU stays full once full)
+        grown = min(cap, n_unique) - min(cap, seen_before)
+        counters[EVICTIONS] = (counted - int(cum_resident[i])) - grown
+        counters[MAX_SIZE] = min(cap, n_unique)
+        counters[HBM_HITS] = int(hbd.sum())
+        counters[TOKENS] = int(hbd.sum()) * int(trace.block_tokens) - int(cum_deficit[i])
+        out[cap] = Replay(hbd, HolesHistogram(holes_hist[i]), counters)
     return out
 
 

@@ -42,6 +42,8 @@ class Trace:
             request, which is what its compute cost depends on. None: depth = position.
         tail_first: True for the view a tail-first replay walks (`tail_first_view`):
             each request's blocks are stored deepest first, `depth` holds true depths.
+        full_blocks: int32[R] or None: for a sample, how many blocks each request has in
+            the full trace (where its partial last block is); None: its own length.
         source_ids: uint64[U] or None: the id each dense block had in the source (the
             hashes given to `from_requests` or read from a trace file; int64 hashes as
             their two's-complement bits), indexed by dense id. None when there were none
@@ -62,6 +64,7 @@ class Trace:
     depth: np.ndarray | None = None
     tail_first: bool = False
     source_ids: np.ndarray | None = None
+    full_blocks: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.req_offsets = np.ascontiguousarray(self.req_offsets, dtype=np.int64)
@@ -74,6 +77,8 @@ class Trace:
             self.depth = np.ascontiguousarray(self.depth, dtype=np.int32)
         if self.source_ids is not None:
             self.source_ids = _as_uint64(self.source_ids)
+        if self.full_blocks is not None:
+            self.full_blocks = np.ascontiguousarray(self.full_blocks, dtype=np.int32)
         self.validate()
 
     # ------------------------------------------------------------------ shape
@@ -136,6 +141,23 @@ class Trace:
             self.__dict__["_tail_first_view"] = got
         return got[1]
 
+    def partial_tails(self) -> tuple[np.ndarray, np.ndarray]:
+        """(tail_depth, tail_tokens), int32[R]: the depth of each request's partial last
+        block (-1 when its last block is full) and that block's tokens (block_tokens when
+        full). A request of n blocks whose input_tokens are not in ((n-1) T, n T] (T =
+        block_tokens; e.g. a trace without token counts) has only full blocks."""
+        got = self.__dict__.get("_partial_tails")
+        if got is None or got[0] is not self.req_offsets:
+            n = (self.request_lengths if self.full_blocks is None else self.full_blocks).astype(np.int64)
+            T = int(self.block_tokens)
+            it = self.input_tokens
+            ok = (n > 0) & (it > (n - 1) * T) & (it <= n * T)
+            tokens = np.where(ok, it - (n - 1) * T, T).astype(np.int32)
+            depth = np.where(ok & (tokens < T), n - 1, -1).astype(np.int32)
+            got = (self.req_offsets, depth, tokens)
+            self.__dict__["_partial_tails"] = got
+        return got[1], got[2]
+
     def object_ids(self) -> np.ndarray:
         """uint64[U]: the object id of each dense block when the trace is handed to
         libCacheSim: its source id, else dense id + 1 (id 0 is reserved in some of its
@@ -170,6 +192,8 @@ class Trace:
             raise ValueError("block_tokens must be positive")
         if self.depth is not None and len(self.depth) != len(self.blocks):
             raise ValueError(f"depth has {len(self.depth)} entries, expected {len(self.blocks)}")
+        if self.full_blocks is not None and len(self.full_blocks) != R:
+            raise ValueError(f"full_blocks has {len(self.full_blocks)} entries, expected {R}")
         if self.source_ids is not None and self.source_ids.shape != (self.n_unique,):
             raise ValueError(f"source_ids has shape {self.source_ids.shape}, expected ({self.n_unique},): "
                              f"one id per dense block")
@@ -303,7 +327,8 @@ class Trace:
                      self.session[:n_requests].copy(), self.input_tokens[:n_requests].copy(),
                      self.output_tokens[:n_requests].copy(), block_tokens=self.block_tokens,
                      name=self.name, source=self.source, meta=dict(self.meta, subset=n_requests),
-                     source_ids=None if self.source_ids is None else self.source_ids[old])
+                     source_ids=None if self.source_ids is None else self.source_ids[old],
+                     full_blocks=None if self.full_blocks is None else self.full_blocks[:n_requests].copy())
 
 
 def back_to_back(traces: Sequence[Trace], gap_s: float = 3600.0) -> Trace:
@@ -342,7 +367,9 @@ def back_to_back(traces: Sequence[Trace], gap_s: float = 3600.0) -> Trace:
                  source=ts[0].source, dropped_requests=sum(t.dropped_requests for t in ts),
                  meta=dict(ts[0].meta, back_to_back=len(ts)),
                  depth=cat(depth) if with_depth else None,
-                 source_ids=cat([t.source_ids for t in ts]) if keep_ids else None)
+                 source_ids=cat([t.source_ids for t in ts]) if keep_ids else None,
+                 full_blocks=cat([t.request_lengths if t.full_blocks is None else t.full_blocks for t in ts])
+                 if any(t.full_blocks is not None for t in ts) else None)
 
 
 @njit

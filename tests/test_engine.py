@@ -316,9 +316,9 @@ def test_capacities_past_saturation_share_one_replay(policy):
     for mode in ("block", "request"):
         recs = simulate(t, policy, [sat, big], mode=mode, one_pass=False, cost_models=["linear"])
         depth = len(depth_totals(t))
-        direct, _, counters = _replay(get_policy(policy), t, big, mode, "block",
-                                      cost_per_depth("linear", depth, t.block_tokens),
-                                      {**get_policy(policy).defaults}, 0, depth)
+        rp = _replay(get_policy(policy), t, big, mode, "block", cost_per_depth("linear", depth, t.block_tokens),
+                     {**get_policy(policy).defaults}, 0, depth)
+        direct, counters = rp.hit_by_depth, rp.counters
         assert counters[EVICTIONS] == 0  # no evictions at all
         for rec in recs:
             assert rec.hits == int(direct.sum()) == t.n_accesses - first_uses

@@ -17,6 +17,9 @@ A policy is a NamedTuple of flat arrays (its state) plus three njit hooks:
     evict_more(st, j, r, pin, out) -> k   optional: after a victim, further blocks that
                                 must go with it (session-level eviction); writes k ids to
                                 `out`, each resident, not pinned and removed from st
+    remove(st, b)               optional: take resident block b out of st (an exclusive
+                                lower tier hands a hit block up to HBM: sim_core.hierarchy);
+                                a policy with it sets `removable=True` in its PolicySpec
 
 Hooks are inlined into an engine compiled without numba's reference counting: they
 must not allocate arrays (allocate everything in make_state).
@@ -32,11 +35,15 @@ from typing import Any, Callable
 
 from numba.extending import overload
 
-_HOOKS: dict[type, tuple[Any, Any, Any, Any]] = {}
+_HOOKS: dict[type, tuple[Any, Any, Any, Any, Any]] = {}
 
 
-def register_hooks(state_cls: type, on_hit, on_insert, evict, evict_more=None) -> None:
-    _HOOKS[state_cls] = (on_hit, on_insert, evict, evict_more)
+def register_hooks(state_cls: type, on_hit, on_insert, evict, evict_more=None, remove=None) -> None:
+    _HOOKS[state_cls] = (on_hit, on_insert, evict, evict_more, remove)
+
+
+def has_remove(state_cls: type) -> bool:
+    return state_cls in _HOOKS and _HOOKS[state_cls][4] is not None
 
 
 def _hooks_for(st):
@@ -59,6 +66,10 @@ def p_evict(st, j, r, pin):  # pragma: no cover
 
 
 def p_evict_more(st, j, r, pin, out):  # pragma: no cover
+    raise NotImplementedError
+
+
+def p_remove(st, b):  # pragma: no cover
     raise NotImplementedError
 
 
@@ -143,6 +154,8 @@ class PolicySpec:
     check: Callable[..., None] | None = None
     # policy=all selects it; False keeps it to explicit selection (policy=[lru,ilp])
     in_all: bool = True
+    # its hooks include `remove`, so it can run an exclusive lower tier (sim_core.hierarchy)
+    removable: bool = False
 
 
 @overload(p_evict_more, inline="always")
@@ -150,4 +163,12 @@ def _ov_evict_more(st, j, r, pin, out):
     f = _hooks_for(st)[3]
     if f is None:
         return lambda st, j, r, pin, out: 0
+    return f.py_func
+
+
+@overload(p_remove, inline="always")
+def _ov_remove(st, b):
+    f = _hooks_for(st)[4]
+    if f is None:  # never called: sim_core.hierarchy refuses exclusive tiers of such a policy
+        return lambda st, b: None
     return f.py_func

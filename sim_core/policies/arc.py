@@ -182,11 +182,20 @@ def evict(st, j, r, pin):
     return _case_iv(st, pin, r)
 
 
-register_hooks(ARCState, on_hit, on_insert, evict)
+@njit
+def remove(st, b):
+    lk = st.lk
+    lst = T1 if lk[WHERE, b] == IN_T1 else T2
+    unlink(lk, L, b)
+    lk[META, lst] -= 1
+    lk[WHERE, b] = NONE  # handed up: no ghost is kept
+
+
+register_hooks(ARCState, on_hit, on_insert, evict, remove=remove)
 
 SPEC = PolicySpec(
     "arc", make_state,
     "ARC (Megiddo & Modha) - recency list T1 and frequency list T2 with ghosts "
     "B1/B2 steering T1's target size.",
-    family="quick_demotion",
+    family="quick_demotion", removable=True,
     weight=2.0, libcachesim="ARC", speed_target=10)

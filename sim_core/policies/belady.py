@@ -11,7 +11,7 @@ import numpy as np
 
 from ..future import NEVER, next_use
 from ..jit import njit
-from ..structures.heap import new_heap, pop_max_unpinned, push, update
+from ..structures.heap import new_heap, pop_max_unpinned, push, remove as heap_remove, update
 from ..result import Mode
 from .api import PolicySpec, register_hooks
 
@@ -61,11 +61,16 @@ def evict(st, j, r, pin):
     return pop_max_unpinned(st.heap, st.pos, st.key, st.size, pin, r, st.stash)
 
 
-register_hooks(BeladyState, on_hit, on_insert, evict)
+@njit
+def remove(st, b):
+    heap_remove(st.heap, st.pos, st.key, st.size, b)
+
+
+register_hooks(BeladyState, on_hit, on_insert, evict, remove=remove)
 
 SPEC = PolicySpec(
     "belady", make_state,
     "Offline optimum for hit ratio (MIN) - evicts the block reused furthest in "
     "the future.",
-    defaults={"horizon": 0}, offline=True, family="oracle",
+    defaults={"horizon": 0}, offline=True, family="oracle", removable=True,
     weight=7.0, libcachesim="Belady")

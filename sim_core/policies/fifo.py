@@ -40,10 +40,15 @@ def evict(st, j, r, pin):
     return v
 
 
-register_hooks(FIFOState, on_hit, on_insert, evict)
+@njit
+def remove(st, b):
+    unlink(st.prev, st.nxt, b)
+
+
+register_hooks(FIFOState, on_hit, on_insert, evict, remove=remove)
 
 SPEC = PolicySpec(
     "fifo", make_state,
     "First in, first out; hits do not change the eviction order.",
-    family="fifo",
+    family="fifo", removable=True,
     weight=1.0, libcachesim="FIFO", speed_target=20)

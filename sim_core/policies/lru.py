@@ -7,7 +7,7 @@ import numpy as np
 
 from ..jit import njit
 from ..onepass import lru_curve
-from ..structures.dlist import move_to_head, new_list, pop_lru, push_head
+from ..structures.dlist import move_to_head, new_list, pop_lru, push_head, unlink
 from .api import PolicySpec, register_hooks
 
 
@@ -35,10 +35,15 @@ def evict(st, j, r, pin):
     return pop_lru(st.prev, st.nxt, pin, r)
 
 
-register_hooks(LRUState, on_hit, on_insert, evict)
+@njit
+def remove(st, b):
+    unlink(st.prev, st.nxt, b)
+
+
+register_hooks(LRUState, on_hit, on_insert, evict, remove=remove)
 
 SPEC = PolicySpec(
     "lru", make_state,
     "Least recently used block is evicted first (the baseline of vLLM/SGLang).",
-    family="recency", curve=lru_curve,
+    family="recency", curve=lru_curve, removable=True,
     weight=1.0, libcachesim="LRU", speed_target=20)

@@ -141,12 +141,22 @@ def evict(st, j, r, pin):
     return v
 
 
-register_hooks(S3FIFOState, on_hit, on_insert, evict)
+@njit
+def remove(st, b):
+    lk = st.lk
+    w = lk[WHERE, b]
+    q = S if w == IN_S else M
+    unlink(lk, L, b)
+    lk[META, N_S + q] -= 1
+    lk[WHERE, b] = NONE  # handed up: no ghost is kept
+
+
+register_hooks(S3FIFOState, on_hit, on_insert, evict, remove=remove)
 
 SPEC = PolicySpec(
     "s3fifo", make_state,
     "S3-FIFO (SOSP'23) - small FIFO demotes one-hit blocks to a ghost; reused "
     "blocks live in a main FIFO with reinsertion.",
     defaults=dict(S3FIFO_DEFAULTS),
-    family="quick_demotion",
+    family="quick_demotion", removable=True,
     weight=1.5, libcachesim="S3FIFO", speed_target=10)

@@ -77,11 +77,21 @@ def evict(st, j, r, pin):
     return o
 
 
-register_hooks(SieveState, on_hit, on_insert, evict)
+@njit
+def remove(st, b):
+    lk = st.lk
+    if lk[META, HAND] == b:  # the hand moves on to b's newer neighbour, as after an eviction
+        s = lk.shape[1] - 1 - N_META
+        h = lk[L, b]
+        lk[META, HAND] = -1 if h == s else h
+    unlink(lk, L, b)
+
+
+register_hooks(SieveState, on_hit, on_insert, evict, remove=remove)
 
 SPEC = PolicySpec(
     "sieve", make_state,
     "SIEVE (NSDI'24) - FIFO queue with visited bits; a moving hand evicts the "
     "first unvisited block.",
-    family="quick_demotion",
+    family="quick_demotion", removable=True,
     weight=1.0, libcachesim="Sieve", speed_target=10)
