@@ -13,6 +13,7 @@ their depths.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 import re
@@ -146,11 +147,13 @@ def skip_partial_view(trace: Trace) -> Trace:
         off, blocks, depth = _drop_tails(trace.req_offsets, trace.blocks, trace.engine_depth(), tail_depth)
         import dataclasses
 
+        n_unique = int(blocks.max()) + 1 if len(blocks) else 0  # ids above the last kept one are gone
         view = dataclasses.replace(trace, req_offsets=off, blocks=blocks,
                                    depth=depth if trace.depth is not None else None,
                                    meta=dict(trace.meta, partial_blocks="skip"),
                                    full_blocks=trace.request_lengths if trace.full_blocks is None
-                                   else trace.full_blocks)
+                                   else trace.full_blocks,
+                                   source_ids=None if trace.source_ids is None else trace.source_ids[:n_unique])
         got = (trace.blocks, view)
         trace.__dict__["_skip_partial_view"] = got
     return got[1]

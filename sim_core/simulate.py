@@ -405,7 +405,8 @@ def _result(trace: Trace, cap: int, per_model: dict, costs: dict, totals, cost_a
             "tier_evictions": {t.name: int(st.c[T_EVICTIONS]) for t, st in zip(opts.tiers, rp.tiers)},
         }
     ttft = _ttft(trace, rp, costs, first, opts) if opts.hardware is not None and rp.acc is not None else None
-    windows = _windows(trace, rp, costs, first, opts) if opts.window_s is not None and rp.acc is not None else None
+    windows = _windows(trace, per_model, cost_aware, first_model, costs, first, opts) \
+        if opts.window_s is not None and rp.acc is not None else None
     return make_result(cap, accesses, rp.hit_by_depth, _holes_stats(holes, lengths),
                        {"evictions": c[EVICTIONS], "oversized_requests": c[OVERSIZED],
                         "oversized_blocks": c[OVERSIZED_BLOCKS], "max_resident_blocks": c[MAX_SIZE]},
@@ -435,14 +436,23 @@ def _ttft(trace: Trace, rp: Replay, costs: dict, first: int, opts: Options) -> d
                       percentiles=opts.rate == 1.0)
 
 
-def _windows(trace: Trace, rp: Replay, costs: dict, first: int, opts: Options) -> dict:
-
+def _windows(trace: Trace, per_model: dict, cost_aware: bool, first_model: str, costs: dict, first: int,
+             opts: Options) -> dict:
+    """Per-window metrics; a cost-aware policy's savings per window come from its replay
+    under that cost model."""
     n, dsum, tokens = request_sums(trace)
-    acc = rp.acc
-    tail_depth, tail_tokens = trace.partial_tails()
-    return windows_table(trace.arrival_s, first, opts.t0, opts.window_s, blocks=n, dsum_all=dsum, prompt=tokens,
-                         hbm=acc.req_hbm, served=acc.req_served, dsum_served=acc.req_dsum,
-                         reused=acc.req_tok, costs={m: affine(c, f"window ({m})") for m, c in costs.items()})
+    acc = per_model[first_model].acc
+    out = windows_table(trace.arrival_s, first, opts.t0, opts.window_s, blocks=n, dsum_all=dsum, prompt=tokens,
+                        hbm=acc.req_hbm, served=acc.req_served, dsum_served=acc.req_dsum, reused=acc.req_tok,
+                        costs={m: affine(c, f"window ({m})") for m, c in costs.items()})
+    if cost_aware:
+        for m, c in costs.items():
+            a = per_model[m].acc
+            out["compute_savings"][m] = windows_table(
+                trace.arrival_s, first, opts.t0, opts.window_s, blocks=n, dsum_all=dsum, prompt=tokens,
+                hbm=a.req_hbm, served=a.req_served, dsum_served=a.req_dsum, reused=a.req_tok,
+                costs={m: affine(c, f"window ({m})")})["compute_savings"][m]
+    return out
 
 
 def _replay(spec, trace: Trace, cap: int, mode: Mode, hits: Hits, cost, params: dict, seed: int,
