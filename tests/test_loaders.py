@@ -5,6 +5,7 @@ over the bundled Mooncake file, never from the loaders themselves.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -435,7 +436,8 @@ def test_load_cache_round_trip_and_invalidation(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("re-parsed although cached")
 
-    monkeypatch.setitem(loaders._LOADERS, "qwen_bailian", boom)
+    monkeypatch.setitem(loaders.REGISTRY, "qwen_bailian",
+                        dataclasses.replace(loaders.REGISTRY["qwen_bailian"], read=boom))
     cached = load_trace(src, cache_dir=cache, context_tokens=4096)
     for name in ("req_offsets", "blocks", "arrival_s", "session", "input_tokens", "output_tokens"):
         np.testing.assert_array_equal(getattr(cached, name), getattr(fresh, name))
