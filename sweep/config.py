@@ -189,7 +189,7 @@ def precheck_overrides(args: list[str], conf_dir: Path | None = None) -> None:
 
 # Keys whose value is free text (file paths, names, URIs). Hydra's override grammar reads
 # unquoted values only from a limited ASCII alphabet, so these often need quoting.
-STRING_KEYS = frozenset({"trace.path", "trace.cache_dir", "trace.name", "tracking.uri",
+STRING_KEYS = frozenset({"trace.path", "trace.cache_dir", "trace.name", "trace.tokenizer", "tracking.uri",
                          "tracking.experiment", "tracking.artifact_location", "cluster.address"})
 
 

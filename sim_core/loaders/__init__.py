@@ -23,7 +23,7 @@ Common rules for every JSONL format
   folded onto negative int64 (two's complement; only equality matters, so this is
   exact as long as one file does not mix negative and >= 2^63 hashes).
 * Input tokens of a request = its input-length field, or ``len(hashes) *
-  block_tokens`` when the field is absent. Requests with input tokens >
+  block_tokens`` when the field is absent (token formats: ``len(token_ids)``). Requests with input tokens >
   ``context_tokens`` (default: the model config's window, 262,144 for
   Qwen3-Coder-30B; ``None`` disables the filter) are dropped.
 * ``Trace.source`` is ``"real"``; ``Trace.name`` defaults to the file name without
