@@ -7,6 +7,7 @@ from .capacity import blocks_for_bytes, bytes_for_blocks, to_blocks
 from .cost import cost_per_depth
 from .models import MODELS, QWEN3_CODER_30B, ModelConfig, get_model
 from .policies import REGISTRY, get_policy, policy_names
+from .reblock import reblock
 from .result import Hits, Mode, Order, Result, metric_fields
 from .simulate import replay_units, saturation_capacity, simulate
 from .trace import Trace
@@ -14,5 +15,5 @@ from .trace import Trace
 __all__ = [
     "Hits", "MODELS", "Mode", "QWEN3_CODER_30B", "REGISTRY", "ModelConfig", "Order", "Result", "Trace", "blocks_for_bytes",
     "bytes_for_blocks", "cost_per_depth", "get_model", "get_policy", "policy_names",
-    "metric_fields", "replay_units", "saturation_capacity", "simulate", "to_blocks",
+    "metric_fields", "reblock", "replay_units", "saturation_capacity", "simulate", "to_blocks",
 ]

@@ -5,6 +5,7 @@ over the bundled Mooncake file, never from the loaders themselves.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -380,6 +381,19 @@ def test_empty_file_has_no_requests(tmp_path, fmt, content):
         load_trace(p)  # auto detection fails the same way
 
 
+def test_deep_nesting_and_damaged_gzip_are_format_errors(tmp_path):
+    import gzip
+
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text(json.dumps(GOOD["mooncake"]) + "\n" + "[" * 200_000 + "\n")
+    with pytest.raises(TraceFormatError, match=r"deep.jsonl:2: invalid JSON: nested too deeply"):
+        load_mooncake(deep)
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(gzip.compress((json.dumps(GOOD["mooncake"]) + "\n").encode() * 2000)[:300])
+    with pytest.raises(TraceFormatError, match=r"cut.jsonl.gz:\d+: unreadable gzip data"):
+        load_mooncake(cut)
+
+
 def test_all_requests_dropped_is_an_error(tmp_path):
     p = write_lines(tmp_path / "big.jsonl", [{"timestamp": 0, "input_length": 10**6, "hash_ids": [1]}])
     with pytest.raises(TraceFormatError, match="no requests left: all 1 exceed context_tokens=262144"):
@@ -435,7 +449,8 @@ def test_load_cache_round_trip_and_invalidation(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("re-parsed although cached")
 
-    monkeypatch.setitem(loaders._LOADERS, "qwen_bailian", boom)
+    monkeypatch.setitem(loaders.REGISTRY, "qwen_bailian",
+                        dataclasses.replace(loaders.REGISTRY["qwen_bailian"], read=boom))
     cached = load_trace(src, cache_dir=cache, context_tokens=4096)
     for name in ("req_offsets", "blocks", "arrival_s", "session", "input_tokens", "output_tokens"):
         np.testing.assert_array_equal(getattr(cached, name), getattr(fresh, name))

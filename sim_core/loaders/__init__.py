@@ -23,14 +23,19 @@ Common rules for every JSONL format
   folded onto negative int64 (two's complement; only equality matters, so this is
   exact as long as one file does not mix negative and >= 2^63 hashes).
 * Input tokens of a request = its input-length field, or ``len(hashes) *
-  block_tokens`` when the field is absent. Requests with input tokens >
+  block_tokens`` when the field is absent (token formats: ``len(token_ids)``). Requests with input tokens >
   ``context_tokens`` (default: the model config's window, 262,144 for
   Qwen3-Coder-30B; ``None`` disables the filter) are dropped.
 * ``Trace.source`` is ``"real"``; ``Trace.name`` defaults to the file name without
   ``.gz`` / ``.jsonl`` / ``.json``.
 
-One module per format (mooncake, qwen_bailian, freeinference, native) over a shared line
-reader (lines.py) and CSR builder (builder.py); this module dispatches by format.
+Registry
+--------
+One module per format over a shared line reader (lines.py) and CSR builder (builder.py).
+A module is a format when it defines ``FORMAT`` (a :class:`~.format.TraceFormat`: name,
+reader, ``format=auto`` sniffer, options); this package finds them at import, as
+``sim_core.policies`` finds policies: adding a format is adding one module. The formats
+are listed in :data:`FORMATS` and described by :func:`describe_formats`.
 """
 from __future__ import annotations
 
@@ -38,31 +43,37 @@ import errno
 import hashlib
 import logging
 import os
+import pkgutil
 import uuid
+from importlib import import_module
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..trace import Trace
 from ..trace_file import NATIVE_FORMAT_VERSION
 from .builder import DEFAULT_CONTEXT_TOKENS
-from .freeinference import load_freeinference
+from .format import TraceFormat
 from .lines import TraceFormatError, check_exists, default_name, iter_objects
-from .mooncake import load_mooncake
-from .native import load_native
-from .qwen_bailian import load_qwen_bailian
-
-__all__ = [
-    "DEFAULT_CONTEXT_TOKENS", "FORMATS", "TraceFormatError", "bundled_path", "detect_format",
-    "load_freeinference", "load_mooncake", "load_native", "load_qwen_bailian", "load_trace",
-]
 
 log = logging.getLogger(__name__)
 
-FORMATS = ("auto", "mooncake", "qwen_bailian", "freeinference", "native")
+REGISTRY: dict[str, TraceFormat] = {}
+for _info in pkgutil.iter_modules(__path__):
+    _mod = import_module(f"{__name__}.{_info.name}")
+    _fmt = getattr(_mod, "FORMAT", None)
+    if isinstance(_fmt, TraceFormat):
+        if _fmt.name in REGISTRY or _fmt.name == "auto":
+            raise RuntimeError(f"duplicate trace format name {_fmt.name!r} in {_info.name}")
+        REGISTRY[_fmt.name] = _fmt
+        globals()[_fmt.read.__name__] = _fmt.read  # load_mooncake, load_tokens, ...
+REGISTRY = dict(sorted(REGISTRY.items(), key=lambda kv: (kv[1].order, kv[0])))
+
+#: Every ``fmt=`` value: "auto" (sniff the file) and each registered format.
+FORMATS = ("auto", *REGISTRY)
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 # Bump when parsing changes in a way that alters the produced arrays: invalidates caches.
-_LOADER_VERSION = 2  # 2: traces keep the file's block hashes (Trace.source_ids)
+_LOADER_VERSION = 3  # 2: traces keep the file's block hashes (Trace.source_ids); 3: format options
 
 
 # ---------------------------------------------------------------- bundled data
@@ -82,69 +93,97 @@ def bundled_path(name: str) -> Path:
                             str(DATA_DIR / name))
 
 
-_LOADERS: dict[str, Callable[..., Trace]] = {
-    "mooncake": load_mooncake,
-    "qwen_bailian": load_qwen_bailian,
-    "freeinference": load_freeinference,
-}
-
-
 # ------------------------------------------------------------------- dispatch
+def get_format(fmt: str) -> TraceFormat:
+    if fmt not in REGISTRY:
+        raise ValueError(f"unknown trace format {fmt!r}; valid formats: {', '.join(FORMATS)}")
+    return REGISTRY[fmt]
+
+
+def describe_formats() -> dict[str, str]:
+    """name -> one-line description, in :data:`FORMATS` order."""
+    return {name: f.description for name, f in REGISTRY.items()}
+
+
 def detect_format(path: str | Path) -> str:
-    """``native`` for .npz, else sniff the keys of the first non-blank JSON line."""
+    """A format whose suffix the file has (``native`` for .npz), else the one format whose
+    sniffer claims the first non-blank JSON object."""
     path = Path(path)
     check_exists(path)
-    if path.suffix == ".npz":
-        return "native"
+    for f in REGISTRY.values():
+        if path.suffix in f.suffixes:
+            return f.name
     for lineno, obj in iter_objects(path):
-        keys = set(obj)
-        if "requests" in keys:
-            return "freeinference"
-        if "chat_id" in keys:
-            return "qwen_bailian"
-        if "hash_ids" in keys and "timestamp" in keys:
-            return "mooncake"
+        claims = [f.name for f in REGISTRY.values() if f.sniff is not None and f.sniff(obj)]
+        if len(claims) == 1:
+            return claims[0]
+        what = (f"formats {' and '.join(claims)} both read records" if claims
+                else "cannot detect the trace format")
         raise TraceFormatError(
-            f"{path}:{lineno}: cannot detect the trace format from keys {sorted(keys)}; "
-            f"pass fmt= one of {FORMATS[1:]}")
+            f"{path}:{lineno}: {what} with keys {sorted(obj)[:20]}; pass fmt= one of {FORMATS[1:]}")
     raise TraceFormatError(f"{path}: no requests (empty file)")
+
+
+def _option_stamp(kw: dict) -> list:
+    """Options as they enter the cache key; a file option (tokenizer) with its size and mtime."""
+    out = []
+    for k in sorted(kw):
+        v = kw[k]
+        if k == "tokenizer" and v is not None and Path(v).expanduser().is_file():
+            p = Path(v).expanduser()
+            st = p.stat()
+            v = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+        out.append((k, v if isinstance(v, (int, str, tuple, type(None))) else str(v)))
+    return out
 
 
 def _cache_file(cache_dir: Path, path: Path, fmt: str, kw: dict) -> Path:
     st = path.stat()
     key = repr((str(path.resolve()), st.st_size, st.st_mtime_ns, fmt,
-                kw.get("context_tokens", DEFAULT_CONTEXT_TOKENS), kw.get("name"),
+                kw.get("context_tokens", DEFAULT_CONTEXT_TOKENS), _option_stamp(kw),
                 _LOADER_VERSION, NATIVE_FORMAT_VERSION))
     digest = hashlib.sha256(key.encode()).hexdigest()[:20]
     return cache_dir / f"{default_name(path)}.{fmt}.{digest}.npz"
+
+
+def _read(f: TraceFormat, path: Path, kw: dict) -> Trace:
+    block_tokens = kw.pop("block_tokens", None)
+    if f.hashes_tokens:
+        return f.read(path, block_tokens=block_tokens, **kw)
+    trace = f.read(path, **kw)
+    if block_tokens is not None and block_tokens != trace.block_tokens:
+        from ..reblock import reblock
+
+        trace = reblock(trace, block_tokens)
+    return trace
 
 
 def load_trace(path: str | Path, fmt: str = "auto", *, cache_dir: str | Path | None = None,
                **kw: Any) -> Trace:
     """Load a trace of format ``fmt`` (one of :data:`FORMATS`).
 
-    ``kw`` goes to the format's loader (``name``, ``context_tokens``; native takes only
-    ``name``). With ``cache_dir`` a parsed JSONL trace is stored there in native format,
-    keyed by (absolute path, size, mtime, fmt, context_tokens, name), and later calls
-    load that file instead of re-parsing.
+    ``kw`` goes to the format's reader: ``name`` always, and the options its module
+    declares (``context_tokens`` for the JSONL formats; ``tokenizer`` for text;
+    ``file_block_tokens`` for dynamo). ``block_tokens=B`` is the block size of the
+    trace: token formats hash at B, the others are re-blocked to B (a multiple of the
+    file's block size; :func:`sim_core.reblock`). With ``cache_dir`` a parsed JSONL trace
+    is stored there in native format, keyed by (absolute path, size, mtime, fmt,
+    options), and later calls load that file instead of re-parsing.
     """
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown trace format {fmt!r}; valid formats: {', '.join(FORMATS)}")
+    f = get_format(fmt) if fmt != "auto" else None
     path = Path(path)
     check_exists(path)
-    if fmt == "auto":
-        fmt = detect_format(path)
-    if fmt == "native":
-        unexpected = set(kw) - {"name"}
-        if unexpected:
-            raise TypeError(f"native traces accept only name=, got {sorted(unexpected)}")
-        return load_native(path, **kw)
-    loader = _LOADERS[fmt]
-    if cache_dir is None:
-        return loader(path, **kw)
+    if f is None:
+        f = REGISTRY[detect_format(path)]
+    allowed = {"name", "block_tokens", *f.options}
+    unexpected = set(kw) - allowed
+    if unexpected:
+        raise TypeError(f"{f.name} traces accept only {', '.join(sorted(allowed))}=, got {sorted(unexpected)}")
+    if cache_dir is None or not f.cacheable:
+        return _read(f, path, dict(kw))
 
     cache_dir = Path(cache_dir)
-    cached = _cache_file(cache_dir, path, fmt, kw)
+    cached = _cache_file(cache_dir, path, f.name, kw)
     if cached.is_file():
         try:
             trace = Trace.load(cached)
@@ -152,7 +191,7 @@ def load_trace(path: str | Path, fmt: str = "auto", *, cache_dir: str | Path | N
             return trace
         except Exception as e:  # a broken cache entry is re-parsed, never fatal
             log.warning("ignoring unreadable trace cache %s (%s); re-parsing %s", cached, e, path)
-    trace = loader(path, **kw)
+    trace = _read(f, path, dict(kw))
     cache_dir.mkdir(parents=True, exist_ok=True)
     tmp = cache_dir / f".{cached.stem}.{os.getpid()}.{uuid.uuid4().hex[:8]}.npz"
     try:
@@ -161,3 +200,10 @@ def load_trace(path: str | Path, fmt: str = "auto", *, cache_dir: str | Path | N
     finally:
         tmp.unlink(missing_ok=True)
     return trace
+
+
+__all__ = [
+    "DEFAULT_CONTEXT_TOKENS", "FORMATS", "REGISTRY", "TraceFormat", "TraceFormatError", "bundled_path",
+    "describe_formats", "detect_format", "get_format", "load_trace",
+    *(f.read.__name__ for f in REGISTRY.values()),
+]

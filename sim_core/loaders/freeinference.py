@@ -29,6 +29,7 @@ from typing import Any
 
 from ..trace import Trace
 from .builder import DEFAULT_CONTEXT_TOKENS, Builder
+from .format import TraceFormat
 from .lines import Line, iter_objects, short
 
 
@@ -83,3 +84,9 @@ def load_freeinference(path: str | Path, *, name: str | None = None,
     for lineno, obj in iter_objects(path):
         walk(Line(where, lineno), obj, "")
     return b.build("freeinference", name, {"sessions": n_sessions, "subagent_sessions": n_subagents})
+
+
+FORMAT = TraceFormat(
+    name="freeinference", read=load_freeinference, order=30, sniff=lambda obj: "requests" in obj,
+    description="FreeInference agentic JSONL: one session per line, subagent sessions nested",
+)

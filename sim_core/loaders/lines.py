@@ -7,6 +7,7 @@ import errno
 import gzip
 import json
 import math
+import zlib
 from array import array
 from pathlib import Path
 from typing import Any, Iterator
@@ -31,23 +32,37 @@ def _open_binary(path: Path):
     return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
 
 
+def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(1-based line number, raw line); damaged gzip data is a format error at the line
+    where it starts, not an OSError/EOFError/zlib.error from deep inside gzip."""
+    lineno = 0
+    with _open_binary(path) as f:
+        try:
+            for lineno, raw in enumerate(f, 1):
+                yield lineno, raw
+        except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+            raise TraceFormatError(f"{path}:{lineno + 1}: unreadable gzip data "
+                                   f"({type(e).__name__}: {e})") from None
+
+
 def iter_objects(path: Path) -> Iterator[tuple[int, dict]]:
     """Yield (1-based line number, parsed JSON object) for every non-blank line."""
     where = str(path)
-    with _open_binary(path) as f:
-        for lineno, raw in enumerate(f, 1):
-            raw = raw.strip()
-            if not raw:
-                continue
-            try:
-                obj = json.loads(raw)
-            except ValueError as e:  # JSONDecodeError and UnicodeDecodeError
-                detail = f"{e.msg} (column {e.colno})" if isinstance(e, json.JSONDecodeError) else str(e)
-                raise TraceFormatError(f"{where}:{lineno}: invalid JSON: {detail}") from None
-            if not isinstance(obj, dict):
-                raise TraceFormatError(
-                    f"{where}:{lineno}: expected a JSON object, got {type(obj).__name__} {short(obj)}")
-            yield lineno, obj
+    for lineno, raw in _lines(path):
+        raw = raw.strip()
+        if not raw:
+            continue
+        try:
+            obj = json.loads(raw)
+        except ValueError as e:  # JSONDecodeError and UnicodeDecodeError
+            detail = f"{e.msg} (column {e.colno})" if isinstance(e, json.JSONDecodeError) else str(e)
+            raise TraceFormatError(f"{where}:{lineno}: invalid JSON: {detail}") from None
+        except RecursionError:  # json's recursive parser on deeply nested arrays
+            raise TraceFormatError(f"{where}:{lineno}: invalid JSON: nested too deeply") from None
+        if not isinstance(obj, dict):
+            raise TraceFormatError(
+                f"{where}:{lineno}: expected a JSON object, got {type(obj).__name__} {short(obj)}")
+        yield lineno, obj
 
 
 def default_name(path: Path) -> str:
@@ -102,6 +117,24 @@ class Line:
             raise self.fail(field, f"integer out of the int64 range: {value}")
         return value
 
+    def string(self, value: Any, field: str) -> str:
+        if not isinstance(value, str):
+            raise self.fail(field, f"expected a string, got {short(value)}")
+        return value
+
+    def mapping(self, value: Any, field: str) -> dict:
+        if not isinstance(value, dict):
+            raise self.fail(field, f"expected an object, got {short(value)}")
+        return value
+
+    def first(self, obj: dict, keys: tuple[str, ...]) -> tuple[str, Any]:
+        """(key, value) of the first of `keys` present and not null (aliases of one
+        field), or (keys[0], None)."""
+        for key in keys:
+            if obj.get(key) is not None:
+                return key, obj[key]
+        return keys[0], None
+
     def optional_integer(self, obj: dict, keys: tuple[str, ...], field_prefix: str = "",
                          *, minimum: int | None = 0) -> int | None:
         for key in keys:
@@ -132,3 +165,21 @@ class Line:
                 raise self.fail(field, f"hash {x} at index {i} does not fit in 64 bits")
             folded.append(x)
         return array("q", folded)
+
+
+class Sessions:
+    """Dense session ids 0, 1, 2, ... in order of first appearance of a file's session
+    keys (strings or integers; "1" and 1 are different sessions)."""
+
+    __slots__ = ("ids",)
+
+    def __init__(self) -> None:
+        self.ids: dict[tuple[type, Any], int] = {}
+
+    def id_of(self, ln: Line, value: Any, field: str) -> int:
+        """-1 for an absent (None) session key."""
+        if value is None:
+            return -1
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise ln.fail(field, f"expected a string or integer, got {short(value)}")
+        return self.ids.setdefault((type(value), value), len(self.ids))

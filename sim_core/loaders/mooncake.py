@@ -21,7 +21,18 @@ from pathlib import Path
 
 from ..trace import Trace
 from .builder import DEFAULT_CONTEXT_TOKENS, Builder
+from .format import TraceFormat
 from .lines import Line, iter_objects
+
+
+#: Keys NVIDIA Dynamo's replay rows add to Mooncake's (format ``dynamo``): a first
+#: record with any of them is Dynamo's, not a plain Mooncake record.
+DYNAMO_KEYS = frozenset({"session_id", "delay", "delay_ms", "created_time", "input_tokens",
+                         "output_tokens", "request_id", "priority"})
+
+
+def _is_mooncake(obj: dict) -> bool:
+    return "timestamp" in obj and "hash_ids" in obj and "chat_id" not in obj and not DYNAMO_KEYS & obj.keys()
 
 
 def load_mooncake(path: str | Path, *, name: str | None = None,
@@ -37,3 +48,9 @@ def load_mooncake(path: str | Path, *, name: str | None = None,
         olen = ln.optional_integer(obj, ("output_length",))
         b.add(hashes, ts / 1000.0, -1, b.input_tokens_of(ilen, hashes), olen or 0)
     return b.build("mooncake", name)
+
+
+FORMAT = TraceFormat(
+    name="mooncake", read=load_mooncake, order=10, sniff=_is_mooncake,
+    description="Mooncake FAST'25 JSONL: timestamp (ms), hash_ids of 512-token blocks",
+)

@@ -5,6 +5,7 @@ import zipfile
 from pathlib import Path
 
 from ..trace import Trace
+from .format import TraceFormat
 from .lines import TraceFormatError, check_exists
 
 
@@ -20,3 +21,9 @@ def load_native(path: str | Path, *, name: str | None = None) -> Trace:
     if name is not None:
         trace.name = name
     return trace
+
+
+FORMAT = TraceFormat(
+    name="native", read=load_native, order=40, options=(), suffixes=(".npz",), cacheable=False,
+    description="the .npz written by Trace.save (replayed as saved)",
+)

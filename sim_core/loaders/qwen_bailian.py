@@ -31,6 +31,7 @@ from array import array
 
 from ..trace import Trace
 from .builder import DEFAULT_CONTEXT_TOKENS, Builder
+from .format import TraceFormat
 from .lines import Line, TraceFormatError, iter_objects, short
 
 
@@ -93,3 +94,9 @@ def load_qwen_bailian(path: str | Path, *, name: str | None = None,
         b.session[i] = root(chat)
     orphans = sum(1 for c, p in parent_of.items() if p >= 0 and p not in parent_of)
     return b.build("qwen_bailian", name, {"types": types, "unknown_parents": orphans})
+
+
+FORMAT = TraceFormat(
+    name="qwen_bailian", read=load_qwen_bailian, order=20, sniff=lambda obj: "chat_id" in obj,
+    description="Alibaba Qwen Bailian JSONL (ATC'25): chat_id, parent links, 16-token hash_ids",
+)

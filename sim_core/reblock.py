@@ -1,0 +1,82 @@
+"""Re-blocking: a trace of B-token blocks as a trace of (m * B)-token blocks.
+
+Block size is a property of the deployment, not of the trace: the same traffic cached
+by an engine with 64- or 512-token pages has other blocks. A coarse block is a chunk of
+m consecutive fine blocks of a request, and its id is a function of the request's whole
+fine prefix up to the chunk's end, so two requests share coarse block k exactly when
+they share all fine blocks up to (k+1) * m (the coarse hashes are chained, as the fine
+ones are). Concretely: the fine prefixes form a trie (node of prefix + [b] = a node
+per distinct (node of prefix, b)), and a coarse block's id is the trie node where its
+chunk ends. A request's partial last chunk (fewer than m fine blocks) stays a block of
+the trace; it ends at a trie node of another depth than any full chunk, so it never
+shares an id with one. ``input_tokens`` and everything per request is unchanged.
+
+For prefix-chained fine ids (every format's hashes) the trie node of a prefix is its
+last fine block, so this equals taking the fine id at each chunk's end; the trie makes
+the result right for fine ids that are not chained too.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import types
+from numba.typed import Dict
+
+from .jit import njit
+from .trace import Trace
+from .trace_file import remap_dense_ids
+
+
+@njit
+def _coarse_blocks(offsets, blocks, n_fine, m):
+    """(coarse req_offsets, coarse ids as trie nodes 1..): see the module docstring."""
+    n_req = offsets.shape[0] - 1
+    out_offsets = np.zeros(n_req + 1, np.int64)
+    for r in range(n_req):
+        out_offsets[r + 1] = out_offsets[r] + (offsets[r + 1] - offsets[r] + m - 1) // m
+    out = np.empty(out_offsets[n_req], np.int64)
+    child = Dict.empty(key_type=types.int64, value_type=types.int64)
+    n_nodes = 0  # node 0 is the empty prefix
+    for r in range(n_req):
+        node = 0
+        w = out_offsets[r]
+        s = offsets[r]
+        e = offsets[r + 1]
+        for j in range(s, e):
+            key = node * n_fine + blocks[j]  # < 2^62: nodes <= accesses, ids < 2^31
+            nxt = child.get(key, -1)
+            if nxt < 0:
+                n_nodes += 1
+                nxt = n_nodes
+                child[key] = nxt
+            node = nxt
+            if (j - s) % m == m - 1 or j == e - 1:
+                out[w] = node
+                w += 1
+    return out_offsets, out
+
+
+def reblock(trace: Trace, block_tokens: int) -> Trace:
+    """`trace` with blocks of `block_tokens` tokens, a multiple of ``trace.block_tokens``.
+
+    Raises ValueError for a size that is not a positive multiple, and for a sample or a
+    tail-first view (their per-access depths belong to the fine blocks).
+    """
+    if isinstance(block_tokens, bool) or not isinstance(block_tokens, (int, np.integer)):
+        raise ValueError(f"block_tokens must be an integer, got {block_tokens!r}")
+    fine = trace.block_tokens
+    if block_tokens <= 0 or block_tokens % fine:
+        raise ValueError(f"cannot re-block {trace.name!r} from {fine}-token blocks to {block_tokens}: "
+                         f"the new block size must be a positive multiple of {fine} "
+                         f"(e.g. {', '.join(str(fine * k) for k in (2, 4, 16, 32))})")
+    if trace.depth is not None or trace.tail_first:
+        raise ValueError("re-block the full trace, before sampling or a tail-first view")
+    m = int(block_tokens) // fine
+    if m == 1:
+        return trace
+    offsets, nodes = _coarse_blocks(trace.req_offsets, trace.blocks.astype(np.int64),
+                                    np.int64(max(trace.n_unique, 1)), np.int64(m))
+    blocks, _ = remap_dense_ids(nodes)
+    meta = dict(trace.meta, reblocked_from=fine)
+    return Trace(offsets, blocks, trace.arrival_s.copy(), trace.session.copy(), trace.input_tokens.copy(),
+                 trace.output_tokens.copy(), block_tokens=int(block_tokens), name=trace.name,
+                 source=trace.source, dropped_requests=trace.dropped_requests, meta=meta)

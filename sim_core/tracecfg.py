@@ -1,0 +1,299 @@
+"""The trace a configuration selects: the `trace` config group -> a Trace.
+
+Takes any Mapping (an omegaconf DictConfig is one; plain dicts work the same), so sweep
+and analysis share it without importing each other. Rules, in order: `path` set -> that
+file (it must exist); `bundled` -> the copy shipped in sim_core/data; `profile` -> a
+synthetic trace from sim_core.synth. sim_core.loaders and sim_core.synth are imported
+only when needed.
+
+Keys (conf/trace/*.yaml): name, path, bundled, profile, format, max_requests,
+context_tokens, cache_dir, block_tokens (the trace's block size: token formats hash at
+it, every other trace is re-blocked to it; null = the trace's own), tokenizer (text
+format: a tokenizer.json), file_block_tokens (dynamo: tokens per hash in the file),
+and the synthetic generator's scale, seed, weeks, concurrency.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .config_checks import ConfigError, check_int, check_number
+
+log = logging.getLogger("sweep")
+
+_ARRAYS = ("req_offsets", "blocks", "arrival_s", "session", "input_tokens", "output_tokens")
+_MISSING = object()  # a required value left as ??? in the config
+
+
+def _get(tc: Mapping, key: str, default: Any = None) -> Any:
+    """tc[key], or `default`; _MISSING for a mandatory value not given (omegaconf raises
+    MissingMandatoryValue for ???, a plain Mapping holds the text '???')."""
+    try:
+        value = tc.get(key, default)
+    except Exception as e:  # noqa: BLE001 - omegaconf's error, without importing omegaconf
+        if type(e).__name__ == "MissingMandatoryValue":
+            return _MISSING
+        raise
+    return _MISSING if isinstance(value, str) and value == "???" else value
+
+
+def formats() -> tuple[str, ...]:
+    from .loaders import FORMATS
+
+    return FORMATS
+
+
+def check_trace_config(tc: Mapping, choice: str) -> None:
+    """Checks that need no I/O beyond a stat: run before any work."""
+    path = _get(tc, "path")
+    if path is _MISSING:
+        raise ConfigError(f"trace={choice} needs a file: trace.path=/path/to/trace "
+                          f"(format {_get(tc, 'format') or 'auto'})")
+    if not isinstance(path, str) and isinstance(path, (Sequence, Mapping)):
+        # e.g. trace.path=/data/a,b.jsonl parses as a list; quoting keeps it one string
+        raise ConfigError(f"trace.path must be one file path, got {path!r}; quote a path with "
+                          f"special characters: \"trace.path='/data/a,b.jsonl'\"")
+    fmt = _get(tc, "format") or "auto"
+    if path:
+        p = Path(str(path)).expanduser()
+        if not p.exists():
+            raise ConfigError(f"trace.path {str(p)!r} does not exist"
+                              + (" (unset trace.path to use the synthetic profile)" if _get(tc, "profile") else ""))
+        if p.is_dir():
+            raise ConfigError(f"trace.path {str(p)!r} is a directory; give a trace file (.jsonl or .npz)")
+        if fmt not in formats():
+            raise ConfigError(f"unknown trace.format {fmt!r}; valid: {', '.join(formats())}")
+    elif not _get(tc, "bundled") and not _get(tc, "profile"):
+        raise ConfigError(f"trace={choice} sets none of path, bundled or profile")
+    check_int(_get(tc, "max_requests"), "trace.max_requests", 1, allow_none=True, none_means="all requests")
+    # 0 would otherwise fall back to the default window (`or` below): reject it instead
+    check_int(_get(tc, "context_tokens"), "trace.context_tokens", 1, allow_none=True,
+              none_means="the default context window")
+    check_int(_get(tc, "block_tokens"), "trace.block_tokens", 1, allow_none=True,
+              none_means="the trace's own block size")
+    check_int(_get(tc, "file_block_tokens"), "trace.file_block_tokens", 1, allow_none=True,
+              none_means="the format's default")
+    tokenizer = _get(tc, "tokenizer")
+    if tokenizer is _MISSING or (fmt == "text" and not tokenizer):
+        raise ConfigError("trace.format=text needs a tokenizer file: trace.tokenizer=/path/to/tokenizer.json")
+    if tokenizer:
+        t = Path(str(tokenizer)).expanduser()
+        if not t.is_file():
+            raise ConfigError(f"trace.tokenizer {str(t)!r} is not a file (a tokenizer.json)")
+    if _get(tc, "profile") and not path:  # the synthetic generator's knobs
+        check_number(_get(tc, "scale"), "trace.scale", allow_none=True,
+                     none_means="the default size; 1.0 = the full trace")
+        check_int(_get(tc, "seed"), "trace.seed", 0, allow_none=True, none_means="0")
+        check_number(_get(tc, "concurrency"), "trace.concurrency", allow_none=True,
+                     none_means="the profile's default")
+    check_int(_get(tc, "weeks"), "trace.weeks", 1, allow_none=True, none_means="1")
+    if weeks(tc) > 1:
+        if path or _get(tc, "bundled") or not _get(tc, "profile"):
+            raise ConfigError(f"trace.weeks={weeks(tc)} needs a synthetic profile (independent weeks are generated); "
+                              f"trace={choice} reads a file: set trace.weeks=1")
+        if _get(tc, "max_requests") is not None:
+            raise ConfigError("trace.max_requests cannot be combined with trace.weeks > 1: set trace.weeks=1, or "
+                              "trace.scale for a smaller trace")
+
+
+def _head(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(64)
+
+
+def _reblocked(trace, tc: Mapping):
+    """The trace at trace.block_tokens (null: as it is)."""
+    bt = _get(tc, "block_tokens")
+    if bt is None or int(bt) == trace.block_tokens:
+        return trace
+    from .reblock import reblock
+
+    try:
+        return reblock(trace, int(bt))
+    except ValueError as e:
+        raise ConfigError(f"trace.block_tokens={bt}: {e}") from None
+
+
+def _load_native(path: Path, fmt: str, name: str | None):
+    """Trace.load, not loaders.load_native: its errors already name the file and the bad
+    field, and the loaders' context_tokens/cache_dir do not apply (the file is replayed
+    as saved)."""
+    from .trace import Trace
+
+    if fmt not in ("auto", "native"):
+        log.info("%s is an .npz archive: reading it as a native trace (trace.format=%s ignored)", path, fmt)
+    try:
+        t = Trace.load(path)
+    except ValueError as e:
+        looks_json = _head(path).lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"[")
+        hint = "; read it with trace.format=mooncake, qwen_bailian or freeinference" if looks_json else ""
+        raise ConfigError(f"{e}{hint}") from None
+    if name:
+        t.name = name
+    return t
+
+
+def _load_file(path: Path, fmt: str, tc: Mapping, name: str | None):
+    # a zip archive is never JSONL: read it as native whatever the trace group's format says
+    if fmt == "native" or (fmt == "auto" and path.suffix == ".npz") or _head(path).startswith(b"PK\x03\x04"):
+        return _reblocked(_load_native(path, fmt, name), tc)
+    from .loaders import REGISTRY, detect_format, load_trace
+
+    if fmt == "auto":
+        fmt = detect_format(path)
+    f = REGISTRY[fmt]
+    kwargs: dict[str, Any] = {}
+    if _get(tc, "context_tokens") and "context_tokens" in f.options:
+        kwargs["context_tokens"] = int(_get(tc, "context_tokens"))
+    for key in ("tokenizer", "file_block_tokens"):
+        value = _get(tc, key)
+        if value is None:
+            continue
+        if key not in f.options:
+            raise ConfigError(f"trace.{key} applies to format(s) "
+                              f"{', '.join(n for n, g in REGISTRY.items() if key in g.options)}; "
+                              f"{path} is {fmt}")
+        kwargs[key] = str(Path(str(value)).expanduser()) if key == "tokenizer" else int(value)
+    if fmt == "text" and "tokenizer" not in kwargs:
+        raise ConfigError(f"{path} is a text trace: it needs trace.tokenizer=/path/to/tokenizer.json")
+    if _get(tc, "block_tokens") is not None:
+        kwargs["block_tokens"] = int(_get(tc, "block_tokens"))
+    if _get(tc, "cache_dir"):
+        kwargs["cache_dir"] = str(_get(tc, "cache_dir"))
+    try:
+        return load_trace(str(path), fmt, name=name, **kwargs)
+    except ValueError as e:  # a block size that is not a multiple of the file's
+        if str(e).startswith("cannot re-block"):
+            raise ConfigError(f"trace.block_tokens={kwargs['block_tokens']}: {e}") from None
+        raise
+
+
+def load(tc: Mapping, choice: str):
+    """The Trace selected by the `trace` config group (name and source set)."""
+    check_trace_config(tc, choice)
+    name = _get(tc, "name")
+    name = str(name) if name not in (None, "") else None  # trace.name=2024 arrives as an int
+    path = _get(tc, "path")
+    if path:
+        p = Path(str(path)).expanduser()
+        trace = _load_file(p, str(_get(tc, "format") or "auto"), tc, name or p.stem.split(".")[0])
+    elif _get(tc, "bundled"):
+        from .loaders import bundled_path
+
+        trace = _load_file(Path(bundled_path(str(_get(tc, "bundled")))), str(_get(tc, "format") or "auto"), tc,
+                           name or choice)
+    else:
+        trace = week_maker(tc)(0)
+    mr = _get(tc, "max_requests")
+    if mr is not None and int(mr) < trace.n_requests:
+        trace = trace.subset(int(mr))
+    if trace.n_accesses == 0:
+        raise ConfigError(f"trace {trace.name!r} is empty (no block accesses)")
+    return trace
+
+
+def weeks(tc: Mapping) -> int:
+    """trace.weeks: how many independent weeks of the synthetic profile (sweep/weeks.py)."""
+    return int(_get(tc, "weeks") or 1)
+
+
+def week_maker(tc: Mapping):
+    """week -> that week of the synthetic trace `tc` configures (week 0: the seed's own),
+    at trace.block_tokens when set."""
+    from . import synth
+
+    kwargs = {"seed": int(_get(tc, "seed") or 0)}
+    if _get(tc, "scale") is not None:
+        kwargs["scale"] = _get(tc, "scale")
+    if _get(tc, "concurrency") is not None:
+        kwargs["concurrency"] = int(_get(tc, "concurrency"))
+    name = _get(tc, "name")
+    profile = str(_get(tc, "profile"))
+
+    def make(week: int):
+        n = weeks(tc)
+        log.info("generating a synthetic %s trace (%s%s)", profile, ", ".join(f"{k}={v}" for k, v in kwargs.items()),
+                 f", week {week + 1} of {n}" if n > 1 else "")
+        trace = synth.generate(profile, week=week, **kwargs)
+        if name not in (None, ""):
+            trace.name = str(name)
+        return _reblocked(trace, tc)
+
+    return make
+
+
+def experiment_name(trace, override: str | None = None) -> str:
+    if override:
+        return str(override)
+    return trace.name if trace.source == "real" else f"{trace.name}-synthetic"
+
+
+# --------------------------------------------------------------- Ray transport
+def to_payload(trace) -> dict:
+    """Plain dict for ray.put: numpy arrays become zero-copy read-only views in workers.
+    A sim_core.sample.SampleSet travels as its samples."""
+    from .sample import SampleSet
+
+    if isinstance(trace, SampleSet):
+        return {"kind": "samples", "name": trace.name, "source": trace.source, "block_tokens": trace.block_tokens,
+                "n_accesses": trace.n_accesses,
+                "samples": [(list(k), to_payload(t)) for k, t in trace._samples.items()]}
+    d = {k: getattr(trace, k) for k in _ARRAYS}
+    d.update(block_tokens=trace.block_tokens, name=trace.name, source=trace.source,
+             dropped_requests=trace.dropped_requests, meta=dict(trace.meta), depth=trace.depth,
+             source_ids=trace.source_ids)
+    return d
+
+
+def from_payload(d: dict):
+    from .sample import SampleSet
+    from .trace import Trace
+
+    if d.get("kind") == "samples":
+        return SampleSet(d["name"], d["source"], d["block_tokens"], d["n_accesses"],
+                         {tuple(k): from_payload(p) for k, p in d["samples"]})
+    arrays = {k: d[k] for k in _ARRAYS}
+    for k, a in arrays.items():
+        if not isinstance(a, np.ndarray):
+            raise TypeError(f"trace payload field {k} is {type(a)}")
+    return Trace(**arrays, block_tokens=d["block_tokens"], name=d["name"], source=d["source"],
+                 dropped_requests=d["dropped_requests"], meta=d["meta"], depth=d.get("depth"),
+                 source_ids=d.get("source_ids"))
+
+
+def payload_bytes(d: dict) -> int:
+    if d.get("kind") == "samples":
+        return sum(payload_bytes(p) for _, p in d["samples"])
+    return sum(getattr(v, "nbytes", 0) for v in d.values())
+
+
+def summarize(trace) -> tuple[dict, str]:
+    """(flat summary dict, formatted text): sim_core.summary plus the request-size and
+    reuse numbers it lacks. Weeks held as samples (sweep.weeks) give their first week's."""
+    from .summary import format_summary, summary
+
+    if getattr(trace, "summary", None) is not None:
+        return trace.summary
+
+    full = summary(trace)
+    lengths = trace.request_lengths
+    out = {"max_request_blocks": trace.max_request_blocks,
+           "mean_request_blocks": float(lengths.mean()) if len(lengths) else 0.0,
+           "reuse_ratio": 1.0 - trace.n_unique / trace.n_accesses if trace.n_accesses else 0.0}
+    out.update(flatten(full))
+    return out, format_summary(full)
+
+
+def flatten(d, prefix: str = "") -> dict:
+    """{"a": {"b": 1}} -> {"a.b": 1} (MLflow params and metrics are flat)."""
+    out = {}
+    if isinstance(d, Mapping):
+        for k, v in d.items():
+            out.update(flatten(v, f"{prefix}{k}."))
+    else:
+        out[prefix[:-1]] = d
+    return out
