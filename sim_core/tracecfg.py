@@ -240,12 +240,12 @@ def to_payload(trace) -> dict:
 
     if isinstance(trace, SampleSet):
         return {"kind": "samples", "name": trace.name, "source": trace.source, "block_tokens": trace.block_tokens,
-                "n_accesses": trace.n_accesses,
+                "n_accesses": trace.n_accesses, "requests": getattr(trace, "requests", None),
                 "samples": [(list(k), to_payload(t)) for k, t in trace._samples.items()]}
     d = {k: getattr(trace, k) for k in _ARRAYS}
     d.update(block_tokens=trace.block_tokens, name=trace.name, source=trace.source,
              dropped_requests=trace.dropped_requests, meta=dict(trace.meta), depth=trace.depth,
-             source_ids=trace.source_ids)
+             source_ids=trace.source_ids, full_blocks=trace.full_blocks)
     return d
 
 
@@ -255,19 +255,19 @@ def from_payload(d: dict):
 
     if d.get("kind") == "samples":
         return SampleSet(d["name"], d["source"], d["block_tokens"], d["n_accesses"],
-                         {tuple(k): from_payload(p) for k, p in d["samples"]})
+                         {tuple(k): from_payload(p) for k, p in d["samples"]}, d.get("requests"))
     arrays = {k: d[k] for k in _ARRAYS}
     for k, a in arrays.items():
         if not isinstance(a, np.ndarray):
             raise TypeError(f"trace payload field {k} is {type(a)}")
     return Trace(**arrays, block_tokens=d["block_tokens"], name=d["name"], source=d["source"],
                  dropped_requests=d["dropped_requests"], meta=d["meta"], depth=d.get("depth"),
-                 source_ids=d.get("source_ids"))
+                 source_ids=d.get("source_ids"), full_blocks=d.get("full_blocks"))
 
 
 def payload_bytes(d: dict) -> int:
     if d.get("kind") == "samples":
-        return sum(payload_bytes(p) for _, p in d["samples"])
+        return sum(payload_bytes(p) for _, p in d["samples"]) + sum(a.nbytes for a in d.get("requests") or ())
     return sum(getattr(v, "nbytes", 0) for v in d.values())
 
 
