@@ -9,7 +9,7 @@ from .models import MODELS, QWEN3_CODER_30B, ModelConfig, get_model
 from .policies import REGISTRY, get_policy, policy_names
 from .reblock import reblock
 from .result import Hits, Mode, Order, Result, metric_fields
-from .simulate import replay_units, saturation_capacity, simulate
+from .simulate import replay_units, saturation_capacity, simulate, tier_bound
 from .trace import Trace
 
 __all__ = [

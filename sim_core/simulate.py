@@ -550,3 +550,20 @@ def _segments(spec, n_requests: int):
     if step <= 0:
         return [(0, n_requests)]
     return [(r, min(r + step, n_requests)) for r in range(0, n_requests, step)]
+
+
+def tier_bound(trace: Trace, hbm_capacities, tiers, **kw) -> list[Result]:
+    """Belady (MIN) over the combined capacity of HBM and its lower tiers, one Result per
+    HBM capacity (capacity_blocks: the HBM capacity; every count is the flat cache's).
+
+    A bound, not a policy. With every block admitted to HBM, the blocks a hierarchy
+    holds (HBM and every tier together) form a demand-fetched cache of at most that many
+    blocks, so in block mode no hierarchy of those capacities serves more accesses than
+    MIN does (Belady's optimality). In request mode it is the paper's Belady at the
+    combined capacity, an offline heuristic under the residency constraint (policy=ilp
+    gives the exact optimum of small traces). `kw` are simulate's other arguments."""
+    specs = as_tier_specs(tiers)
+    below = sum(t.capacity for t in specs)
+    caps = [as_capacity(c) for c in ([hbm_capacities] if np.ndim(hbm_capacities) == 0 else hbm_capacities)]
+    got = simulate(trace, "belady", [c + below for c in caps], **kw)
+    return [dataclasses.replace(r, capacity_blocks=c) for c, r in zip(caps, got)]

@@ -211,17 +211,19 @@ def reference(seq, hbm_cap, tiers, hbm_policy="lru"):
     return hits, tier_hits
 
 
+# one tier policy per example: each combination of policy types compiles its own engine
 _tier = hs.fixed_dictionaries({
-    "capacity": hs.integers(0, 6), "policy": hs.sampled_from(["lru", "fifo"]),
+    "capacity": hs.integers(0, 6),
     "write": hs.sampled_from(["on_evict", "on_compute"]), "inclusive": hs.booleans(),
     "admit": hs.sampled_from(["all", "after_hits=1", "after_hits=2", "doorkeeper"])})
 
 
 @settings(max_examples=150, deadline=None)
 @given(seq=hs.lists(hs.integers(0, 12), min_size=1, max_size=60), hbm=hs.integers(1, 5),
-       tiers=hs.lists(_tier, min_size=1, max_size=3), hbm_policy=hs.sampled_from(["lru", "fifo"]))
-def test_block_mode_equals_the_reference_model(seq, hbm, tiers, hbm_policy):
-    named = [dict(t, name=f"t{i}") for i, t in enumerate(tiers)]
+       tiers=hs.lists(_tier, min_size=1, max_size=3), hbm_policy=hs.sampled_from(["lru", "fifo"]),
+       tier_policy=hs.sampled_from(["lru", "fifo"]))
+def test_block_mode_equals_the_reference_model(seq, hbm, tiers, hbm_policy, tier_policy):
+    named = [dict(t, name=f"t{i}", policy=tier_policy) for i, t in enumerate(tiers)]
     r = simulate(Trace.from_requests([[b] for b in seq]), hbm_policy, [hbm], mode="block", tiers=named)[0]
     hits, tier_hits = reference(seq, hbm, named, hbm_policy)
     assert r.hits == hits
@@ -326,3 +328,17 @@ def _has_generate() -> bool:
     import sim_core.synth as synth
 
     return hasattr(synth, "generate")
+
+
+@settings(max_examples=80, deadline=None)
+@given(seq=hs.lists(hs.integers(0, 15), min_size=1, max_size=80), hbm=hs.integers(1, 5),
+       tiers=hs.lists(_tier, min_size=1, max_size=2), hbm_policy=hs.sampled_from(["lru", "s3fifo"]))
+def test_no_hierarchy_serves_more_than_the_bound_in_block_mode(seq, hbm, tiers, hbm_policy):
+    from sim_core import tier_bound
+
+    named = [dict(t, name=f"t{i}", policy="lru") for i, t in enumerate(tiers)]
+    t = Trace.from_requests([[b] for b in seq])
+    r = simulate(t, hbm_policy, [hbm], mode="block", tiers=named)[0]
+    bound = tier_bound(t, [hbm], named, mode="block")[0]
+    assert r.hits + r.lower_tier_hits <= bound.hits
+    assert bound.capacity_blocks == hbm
