@@ -67,7 +67,7 @@ def _ttft(doc: str):
 NAN = float("nan")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Result:
     capacity_blocks: int = field(metadata={"doc": "HBM capacity in blocks"})
     accesses: int = field(metadata={"doc": "block accesses counted (after the warm-up)"})
@@ -109,6 +109,15 @@ class Result:
     windows: Mapping | None = field(default=None, metadata={
         "doc": "per window of trace time (sim.window): start_s, accesses, hits, served, prompt_tokens, "
                "reused_tokens and compute_savings per cost model (lists, one entry per window)"})
+
+    def __eq__(self, other) -> bool:
+        # NaN means "not measured": two results that both lack a metric agree on it (a
+        # value read back from a journal or store is a new NaN object, unequal to itself)
+        if not isinstance(other, Result):
+            return NotImplemented
+        return _same(self.to_dict(), other.to_dict())
+
+    __hash__ = object.__hash__
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -163,6 +172,16 @@ class Result:
         return int(sum(self.tier_hits.values()))
 
 
+def _same(a, b) -> bool:
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float) and a != a and b != b:
+        return True
+    return a == b
+
+
 def _plain(v):
     return {k: _plain(x) if isinstance(x, Mapping) else (list(x) if isinstance(x, (list, tuple, np.ndarray)) else x)
             for k, x in v.items()}
@@ -178,6 +197,12 @@ def per_tier_fields() -> tuple[str, ...]:
 def metric_fields() -> tuple[str, ...]:
     """Names of the per-capacity metrics, in declaration order."""
     return tuple(f.name for f in dataclasses.fields(Result) if f.metadata.get("metric"))
+
+
+def required_fields() -> tuple[str, ...]:
+    """Fields every stored point has (no default, not optional)."""
+    return tuple(f.name for f in dataclasses.fields(Result) if f.default is dataclasses.MISSING
+                 and f.default_factory is dataclasses.MISSING and not f.metadata.get("optional"))
 
 
 def optional_fields() -> tuple[str, ...]:

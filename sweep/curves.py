@@ -7,17 +7,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from sim_core import Result, metric_fields
+from sim_core import Result
 
 from .keys import CurveIdentity
 from .plan import Capacity
 
-CSV_COLUMNS = ("capacity_index", "capacity_label", "capacity_gib", "capacity_blocks", "accesses") + metric_fields()
+LABEL_COLUMNS = ("capacity_index", "capacity_label", "capacity_gib")
+
+
+def csv_columns(rows: Sequence[dict], lead: Sequence[str] = LABEL_COLUMNS) -> tuple[str, ...]:
+    """`lead` then every key of the rows in first-seen order (a lower tier's fields,
+    `tier_hits.<name>`, exist only in a tiered sweep)."""
+    out = dict.fromkeys(lead)
+    for r in rows:
+        out.update(dict.fromkeys(r))
+    return tuple(out)
 
 
 @dataclass
 class Curve:
-    """One child run: a (policy, cost model) curve over the sweep's capacities."""
+    """One child run: a (policy, cost model[, pool]) curve over the sweep's HBM capacities."""
 
     policy: str
     cost_model: str
@@ -31,6 +40,13 @@ class Curve:
     supersede: str | None = None  # a run of the same key that this one replaces (resume=false)
     times: dict = field(default_factory=dict)  # capacity index -> journal.JobTime of its job
     start_ms: int | None = None  # the run's start time
+    pool: str = ""  # the lower tiers' sizes, e.g. "dram=1TiB" ("" = a flat cache)
+
+    @property
+    def label(self) -> str:
+        """The policy, and the pool it runs above HBM in a tiered sweep: how tables,
+        CSVs and run names tell its curves apart."""
+        return f"{self.policy} @ {self.pool}" if self.pool else self.policy
 
     def __post_init__(self):
         self.key = self.identity.curve_key(self.capacities_blocks)
@@ -69,7 +85,7 @@ def curves_by_model(capacities: Sequence[Capacity], curves: Sequence[Curve]) -> 
     out: dict[str, dict[str, list[dict]]] = {}
     for c in curves:
         if c.rows:
-            out.setdefault(c.cost_model, {})[c.policy] = [row_dict(capacities, i, c.rows[i], c.cost_model)
+            out.setdefault(c.cost_model, {})[c.label] = [row_dict(capacities, i, c.rows[i], c.cost_model)
                                                           for i in sorted(c.rows)]
     return out
 

@@ -27,10 +27,10 @@ import time
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from sim_core import Result, metric_fields
-from sim_core.result import optional_fields
+from sim_core import Result
+from sim_core.result import required_fields
 
-from .curves import CSV_COLUMNS, Curve, SweepFacts, curves_by_model, row_dict, write_csv
+from .curves import LABEL_COLUMNS, Curve, SweepFacts, csv_columns, curves_by_model, row_dict, write_csv
 from .plan import Capacity
 from .store import quiet_mlflow, sqlite_path, store_lock
 
@@ -191,21 +191,21 @@ class Tracker:
 
     def _points_of(self, run_id: str) -> dict[int, Result]:
         """step -> Result (compute_savings under the run's own cost model) from the run's
-        metric histories (curve/<field>; a run recorded before that prefix: <field>)."""
+        metric histories (curve/<field>; a run recorded before that prefix: <field>).
+        A metric absent at a step is NaN (unavailable on a sample, not logged); a step
+        without the required counts is incomplete (a batch cut short) and left out."""
         run = self.client.get_run(run_id)
         cm = run.data.tags.get("cost_model", "uniform")
-        keys = ("capacity_blocks", "accesses") + metric_fields()
-        prefix = CURVE_PREFIX if self.client.get_metric_history(run_id, CURVE_PREFIX + "capacity_blocks") else ""
-        hist = {k: {m.step: m.value for m in self.client.get_metric_history(run_id, prefix + k)} for k in keys}
+        prefix = CURVE_PREFIX if CURVE_PREFIX + "capacity_blocks" in run.data.metrics else ""
+        names = [k[len(prefix):] for k in run.data.metrics if k.startswith(prefix)
+                 and (prefix or "/" not in k) and k[len(prefix):] != "capacity_gib"]
+        hist = {k: {m.step: m.value for m in self.client.get_metric_history(run_id, prefix + k)} for k in names}
         out = {}
-        for step in hist["capacity_blocks"]:
-            try:
-                d = {k: hist[k].get(step, float("nan")) if k in optional_fields() else hist[k][step]
-                     for k in hist}
-            except KeyError:  # a batch cut short: this step is incomplete
+        for step in hist.get("capacity_blocks", {}):
+            row = {k: h.get(step, float("nan")) for k, h in hist.items()}
+            if any(row.get(k, float("nan")) != row.get(k, float("nan")) for k in required_fields()):
                 continue
-            d["compute_savings"] = {cm: d["compute_savings"]}
-            out[step] = Result.from_dict(d)
+            out[step] = Result.from_row(row, cm)
         return out
 
     # ------------------------------------------------------------------ parent
@@ -263,11 +263,13 @@ class Tracker:
             return
         caps = self.capacities
         run = self.client.create_run(
-            self.experiment_id, run_name=f"{c.policy} | {c.cost_model}",
+            self.experiment_id, run_name=f"{c.label} | {c.cost_model}",
             tags={"mlflow.parentRunId": self.parent_id, "policy": c.policy, "cost_model": c.cost_model,
+                  **({"pool": c.pool} if c.pool else {}),
                   T_KIND: "curve", T_CURVE: c.key, T_BASE: c.base_key, **{k: str(v) for k, v in tags.items()}})
         c.run_id, c.status, c.start_ms = run.info.run_id, "CREATED", run.info.start_time
-        ps = {"policy": c.policy, "cost_model": c.cost_model, "n_capacities": len(caps),
+        ps = {"policy": c.policy, "cost_model": c.cost_model, **({"pool": c.pool} if c.pool else {}),
+              "n_capacities": len(caps),
               "capacities_blocks": [x.blocks for x in caps], "capacities_gib": [round(x.gib, 6) for x in caps],
               **params}
         for chunk in _chunks([Param(k[:250], param_value(v)) for k, v in ps.items()], 100):
@@ -283,11 +285,10 @@ class Tracker:
             cap = self.capacities[idx]
             if res.capacity_blocks != cap.blocks:
                 raise RuntimeError(f"result for {cap.blocks} blocks came back as {res.capacity_blocks}")
-            row = res.row(c.cost_model)
             ms.append(Metric(CURVE_PREFIX + "capacity_gib", cap.gib, now, idx))
-            for k in ("capacity_blocks", "accesses") + metric_fields():
-                if row[k] == row[k]:  # NaN = unavailable on a sample: not logged
-                    ms.append(Metric(CURVE_PREFIX + k, float(row[k]), now, idx))
+            for k, v in res.row(c.cost_model).items():
+                if isinstance(v, (int, float)) and v == v:  # NaN = unavailable on a sample: not logged
+                    ms.append(Metric(CURVE_PREFIX + k, float(v), now, idx))
         for chunk in _chunks(ms, 1000):
             self.client.log_batch(c.run_id, metrics=chunk)
         c.stored.update(points)
@@ -327,7 +328,7 @@ class Tracker:
         if rows:
             with tempfile.TemporaryDirectory() as d:
                 path = Path(d) / "curve.csv"
-                write_csv(path, rows, CSV_COLUMNS)
+                write_csv(path, rows, csv_columns(rows))
                 self.client.log_artifact(c.run_id, str(path))
         end = c.start_ms + round(secs * 1000) if n_jobs and c.start_ms is not None else None
         self.client.set_terminated(c.run_id, status, end_time=end)
@@ -343,7 +344,7 @@ class Tracker:
         n_caps, done = len(self.capacities), 0
         now = int(time.time() * 1000)
         for c in curves:
-            ref = references.get(c.cost_model)
+            ref = references.get((c.cost_model, c.pool))
             finished = c.status == "REUSED" or (c.done and len(c.stored) == n_caps)
             if ref is None or len(ref.rows) < n_caps or len(c.rows) < n_caps or not finished or c.run_id is None:
                 continue
@@ -360,6 +361,18 @@ class Tracker:
         return [row_dict(self.capacities, i, c.rows[i], c.cost_model) for i in sorted(c.rows)]
 
     # ------------------------------------------------------------------ end
+    def log_parent_metrics(self, metrics: dict) -> None:
+        """Numbers about the sweep as a whole (its work: accesses replayed, CPU-s). Never raises."""
+        from mlflow.entities import Metric
+
+        if self.parent_id is None:
+            return
+        now = int(time.time() * 1000)
+        try:
+            self.client.log_batch(self.parent_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()])
+        except Exception as e:  # noqa: BLE001 - the status update matters more
+            log.warning("could not log %s to the sweep run: %s", ", ".join(metrics), e)
+
     def close_parent(self, status: str, curves: Sequence[Curve], facts: SweepFacts | None = None) -> None:
         """Compare finished curves with LRU, attach every curve and the report to the
         parent, then mark it. Never raises."""
@@ -393,7 +406,7 @@ class Tracker:
             rows = [{"policy": p, "cost_model": m, **r} for m, per in per_model.items()
                     for p, rs in per.items() for r in rs]
             path = Path(d) / "curves.csv"
-            write_csv(path, rows, ("policy", "cost_model") + CSV_COLUMNS)
+            write_csv(path, rows, csv_columns(rows, ("policy", "cost_model") + LABEL_COLUMNS))
             self.client.log_artifact(self.parent_id, str(path))
             order = [m for m in facts.cost_models if m in per_model] + sorted(set(per_model) - set(facts.cost_models))
             table = SweepTable(experiment=self.experiment, run_id=self.parent_id,
