@@ -40,3 +40,17 @@ def trace_digest(trace) -> str:
         cached = h.hexdigest()
         trace._content_digest = cached
     return cached
+
+
+def generator_digest(meta: dict) -> str:
+    """The identity of a trace that sim_core.synth generated, from what generated it: its
+    parameters (`Trace.meta`, which records a non-default profile in full) and the
+    simulator's source digest (which covers the generator). It stands for the content
+    digest of a fresh generated trace: the same inputs give the same arrays bit for bit,
+    and computing it costs nothing where hashing a full-scale week's arrays takes
+    seconds. A trace derived from it (a subset, a sample, a view) is a new object and
+    gets its content digest."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(repr(sorted((str(k), repr(v)) for k, v in meta.items())).encode())
+    h.update(source_digest().encode())
+    return "synth-" + h.hexdigest()

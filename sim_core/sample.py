@@ -163,11 +163,13 @@ def sample(trace: Trace, rate: float, seed: int = 0, by: str = "block") -> Trace
     depth = trace.depth[idx] if trace.depth is not None else (idx - trace.req_offsets[req]).astype(np.int32)
     meta = dict(trace.meta, sample_rate=rate, sample_seed=int(seed), sample_by=by,
                 sampled_from_accesses=trace.n_accesses)
-    return Trace(offsets, blocks, trace.arrival_s[kept_req], trace.session[kept_req],
+    s = Trace(offsets, blocks, trace.arrival_s[kept_req], trace.session[kept_req],
                  trace.input_tokens[kept_req], trace.output_tokens[kept_req], block_tokens=trace.block_tokens,
                  name=trace.name, source=trace.source, dropped_requests=trace.dropped_requests, meta=meta,
                  depth=depth, source_ids=None if trace.source_ids is None else trace.source_ids[old],
                  full_blocks=(trace.request_lengths if trace.full_blocks is None else trace.full_blocks)[kept_req])
+    s.__dict__["_source_dense"] = old  # the trace's id of each of the sample's blocks (samples_of)
+    return s
 
 
 # A scaled cache below this many blocks is too coarse to stand for the full one: such a
@@ -209,9 +211,55 @@ def capacity_rates(trace: Trace, capacities, rate: float, seed: int, by: str, mo
                 break
             r = min(1.0, r * 2)
         out[c] = r
-    for r in set(out.values()) - {1.0}:
-        sample_of(trace, r, seed, by)  # built here, once: SampleSet.of ships what this made
+    samples_of(trace, sorted(set(out.values()) - {1.0}), seed, by)  # built here, once: SampleSet.of ships them
     return out
+
+
+def samples_of(trace: Trace, rates, seed: int, by: str) -> list[Trace]:
+    """`sample_of` at each rate. Depth samples at strides that divide one another are
+    nested (a block kept at stride 2m is kept at m), so each is cut from the next finer
+    one instead of from the whole trace: one pass over the trace's accesses for all."""
+    rates = sorted(float(r) for r in rates)
+    cache = trace.__dict__.setdefault("_samples", {})
+    if by != "depth" or not isinstance(trace, Trace):
+        return [sample_of(trace, r, seed, by) for r in rates]
+    out: dict[float, Trace] = {}
+    finer = None  # (stride, sample) of the finest sample built or cached so far
+    for r in reversed(rates):  # finest first
+        key = (r, int(seed), by)
+        if key not in cache:
+            m = stride(r)
+            if finer is not None and m % finer[0] == 0 and r < 1:
+                cache[key] = _subsample(trace, finer[1], m, seed, r)
+            else:
+                cache[key] = sample(trace, r, seed, by)
+        out[r] = cache[key]
+        if r < 1:
+            finer = (stride(r), cache[key])
+    return [out[r] for r in rates]
+
+
+def _subsample(trace: Trace, fine: Trace, m: int, seed: int, rate: float) -> Trace:
+    """The depth sample at stride m of `trace`, cut from its depth sample `fine` at a
+    stride dividing m: the same blocks and accesses as sample(trace, rate, seed, "depth")."""
+    d0, root, _ = _depth_root(trace)
+    keep_full = _depth_keep(d0, root, m, int(seed))
+    # fine's dense ids map back to trace ids through their first appearance
+    old = fine.__dict__["_source_dense"]
+    keep = keep_full[old]
+    idx, req = _kept_accesses(fine.req_offsets, fine.blocks, keep, np.ones(fine.n_requests, np.bool_))
+    per_req = np.bincount(req, minlength=fine.n_requests)
+    kept_req = per_req > 0
+    offsets = np.concatenate([[0], np.cumsum(per_req[kept_req])]).astype(np.int64)
+    blocks, sub_old = remap_dense_ids(fine.blocks[idx])
+    meta = dict(fine.meta, sample_rate=rate)
+    s = Trace(offsets, blocks, fine.arrival_s[kept_req], fine.session[kept_req], fine.input_tokens[kept_req],
+              fine.output_tokens[kept_req], block_tokens=fine.block_tokens, name=fine.name, source=fine.source,
+              dropped_requests=fine.dropped_requests, meta=meta, depth=fine.depth[idx],
+              source_ids=None if fine.source_ids is None else fine.source_ids[sub_old],
+              full_blocks=fine.full_blocks[kept_req])
+    s.__dict__["_source_dense"] = old[sub_old]
+    return s
 
 
 # sim.sample_rate=auto: a trace larger than twice this many block accesses is sampled

@@ -6,6 +6,7 @@ import logging
 
 import numpy as np
 
+from ..digest import generator_digest
 from ..jit import njit
 from ..trace import Trace
 from ..trace_file import densify_in_place
@@ -95,6 +96,7 @@ def generate_labeled(profile: str | SynthProfile = "freeinference", *, scale: fl
     trace = Trace(offsets, blocks, plan.arrival_s[order], session, plan.input_tokens[order],
                   plan.output_tokens[order], block_tokens=BLOCK_TOKENS, name=prof.name,
                   source="synthetic", dropped_requests=0, meta=meta)
+    trace._content_digest = generator_digest(meta)  # what trace_digest returns for it
     return trace, block_category
 
 
