@@ -116,6 +116,8 @@ def run(cfg) -> int:
         code = EXIT_FAILED
 
     print("\n" + record.summary_text(st) + "\n")
+    if record.work_line(st):
+        print(record.work_line(st))
     if st.tracker is not None:
         db = sqlite_path(st.uri)
         print(f"MLflow experiment {st.experiment!r}, sweep run {st.tracker.parent_id} ({status})")

@@ -39,6 +39,8 @@ class Job:
     shard: int
     n_shards: int
     accesses: int  # block accesses this job replays (trace accesses x replays)
+    pool: str = ""  # the lower tiers' sizes ("" = a flat cache)
+    tiers: tuple = ()  # simulate()'s tier dicts, top down
 
     @property
     def group(self) -> tuple[str, tuple[str, ...]]:
@@ -86,6 +88,26 @@ def resolve_capacities(sizes: Sequence, model, block_tokens: int) -> tuple[list[
     return caps, notes
 
 
+def resolve_pools(levels: Sequence, model, block_tokens: int) -> tuple[list[tuple[str, tuple]], list[str]]:
+    """The lower tiers' capacity axis: every combination of their sizes, as (label such
+    as "dram=1TiB,ssd=4TiB", simulate()'s tier dicts with capacities in blocks), smallest
+    first; [("", ())] for a flat cache. `levels` is SweepSpec.tiers."""
+    import itertools
+
+    from sim_core.capacity import parse_size
+
+    per_level, notes = [], []
+    for name, sizes, settings in levels:
+        zero = [s for s in sizes if parse_size(s)[0] == 0]  # a pool of size 0: the flat cache's results
+        caps, n = resolve_capacities([s for s in sizes if s not in zero], model, block_tokens)
+        notes += [f"tier.{name}: {x}" for x in n]
+        per_level.append([(f"{name}=0", {"name": name, "capacity": 0, **settings})] * bool(zero) +
+                         [(f"{name}={c.label}", {"name": name, "capacity": c.blocks, **settings}) for c in caps])
+    pools = [(",".join(lab for lab, _ in combo), tuple(t for _, t in combo))
+             for combo in itertools.product(*per_level)]
+    return pools or [("", ())], notes
+
+
 def oversized_warnings(caps: Sequence[Capacity], request_lengths) -> list[str]:
     """Capacities below the largest request: they still run; the engine counts such
     requests as oversized (all their blocks recomputed)."""
@@ -120,7 +142,7 @@ def make_plan(policies: Sequence, cost_models: Sequence[str], capacities: Sequen
     cost_aware, one_pass); `accesses` is the trace's block-access count. Capacities are
     batched into replays by sim_core.replay_units (the simulator's own rules): one-pass
     curves from `max_request_blocks` up (0 in block mode), and every capacity at or above
-    `saturation_blocks` in one replay. `todo[(policy, cost-model group)]` limits a curve
+    `saturation_blocks` in one replay. `todo[(policy, cost-model group, pool)]` limits a curve
     to those capacity indices (resume); a group with nothing to do gets no job.
     `replay_scale(policy, blocks)` is the cost of replaying at that capacity relative to
     the whole trace (sampled replay: the rate, 1 where a capacity or policy runs exactly)."""
@@ -132,7 +154,7 @@ def make_plan(policies: Sequence, cost_models: Sequence[str], capacities: Sequen
     groups = []
     for p in policies:
         for g in ([(m,) for m in cost_models] if p.cost_aware else [tuple(cost_models)]):
-            idx = range(len(capacities)) if todo is None else sorted(todo.get((p.name, g), ()))
+            idx = range(len(capacities)) if todo is None else sorted(todo.get((p.name, g, getattr(p, "pool", "")), ()))
             if idx:
                 units = replay_units([capacities[i].blocks for i in idx],
                                      saturation=saturation_blocks or 1 << 62,
@@ -160,10 +182,11 @@ def make_plan(policies: Sequence, cost_models: Sequence[str], capacities: Sequen
         for s, shard in enumerate(_split(units, k)):
             idx = tuple(sorted(index[b] for u in shard for b in u.capacities))
             raw.append((p, g, s, k, idx, cost(p, shard), sum(scale(p, u) for u in shard)))
-    raw.sort(key=lambda r: (-r[5], r[0].name, r[1], r[2]))
+    raw.sort(key=lambda r: (-r[5], r[0].name, getattr(r[0], "pool", ""), r[1], r[2]))
     return [Job(id=i, policy=p.name, params=tuple(sorted(p.params.items())), cost_models=g,
                 cap_indices=idx, capacities=tuple(capacities[j].blocks for j in idx),
-                est_cost=est, shard=s, n_shards=k, accesses=round(accesses * n_replays))
+                est_cost=est, shard=s, n_shards=k, accesses=round(accesses * n_replays),
+                pool=getattr(p, "pool", ""), tiers=tuple(getattr(p, "tiers", ())))
             for i, (p, g, s, k, idx, est, n_replays) in enumerate(raw)]
 
 

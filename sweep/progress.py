@@ -43,6 +43,11 @@ class Progress:
     def refresh(self) -> None:
         self.bar.refresh()
 
+    def work(self) -> dict:
+        """What the jobs did, so a change in speed can be told from a change in work."""
+        return {"jobs": self.n_done, "accesses_replayed": self.acc_done, "actor_cpu_s": round(self.cpu, 3),
+                "jobs_wall_s": round(time.perf_counter() - self.t0, 3)}
+
     def close(self) -> None:
         self.bar.close()
         el = time.perf_counter() - self.t0

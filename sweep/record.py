@@ -63,6 +63,9 @@ def start_runs(st) -> None:
                                   "order": str(st.spec.order),
                                   "model": st.spec.model.name, "block_tokens": st.trace.block_tokens,
                                   "cost_aware": p.cost_aware, "offline": p.offline,
+                                  **{f"sim.{k}": v for k, v in st.spec.engine.items()},
+                                  **({"tier": st.spec.tier_name} if c.pool else {}),
+                                  **({"hardware": st.spec.hardware.get("part")} if st.spec.hardware else {}),
                                   **{f"params.{k}": v for k, v in p.params.items()}},
                               {"trace_source": st.trace.source, "family": ps.family,
                                "cost_aware": str(p.cost_aware).lower(), "offline": str(p.offline).lower(),
@@ -125,6 +128,8 @@ def finish(st, status: str, wait_s: float) -> str:
 
     from .curves import SweepFacts
 
+    if st.work:
+        st.tracker.log_parent_metrics({f"work.{k}": v for k, v in st.work.items()})
     st.tracker.close_parent(status, st.curves, SweepFacts(
         trace_source=st.trace.source, saturation_blocks=saturation_capacity(st.trace),
         sample_rate=st.spec.sample_rate, cost_models=st.spec.cost_models, references=st.references))
@@ -141,6 +146,15 @@ def summary_text(st) -> str:
                          int(st.cfg.sweep.get("summary_points") or 4),
                          [p.name for p in st.spec.policies], st.spec.cost_models, st.spec.sample_rate,
                          saturation_capacity(st.trace))
+
+
+def work_line(st) -> str | None:
+    """The work this sweep did (the same figures are on its MLflow run, work.*)."""
+    w = st.work
+    if not w:
+        return None
+    return (f"work: {w['jobs']} jobs replayed {w['accesses_replayed']:.4g} block accesses in "
+            f"{w['jobs_wall_s']:.0f}s wall, {w['actor_cpu_s']:.0f} CPU-s in the actors")
 
 
 # ---------------------------------------------------------------------- helpers

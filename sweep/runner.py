@@ -45,7 +45,7 @@ class SimulatorShard:
         started = time.time()
         t0, c0 = time.perf_counter(), time.process_time()
         recs = simulate(self.trace, job.policy, list(job.capacities), cost_models=list(job.cost_models),
-                        params=dict(job.params), **self.sim_kwargs)
+                        params=dict(job.params), tiers=[dict(t) for t in job.tiers] or None, **self.sim_kwargs)
         return job.id, recs, time.perf_counter() - t0, time.process_time() - c0, started
 
 

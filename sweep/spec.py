@@ -27,6 +27,8 @@ class PolicyChoice:
     offline: bool = False
     one_pass: bool = False  # stack policy: every capacity from one replay (sim_core.onepass)
     description: str = ""
+    pool: str = ""  # the lower tiers' sizes this variant runs with ("" = none), e.g. "dram=1TiB"
+    tiers: tuple = ()  # their simulate() tier dicts (capacities in blocks), top down
 
 
 @dataclass
@@ -46,6 +48,21 @@ class SweepSpec:
     sample_auto: bool = False  # sim.sample_rate=auto: the rate follows the trace's size (set at load)
     selected_all: bool = False  # policy=all (a policy that cannot be sampled is skipped under sampling)
     sample_force: bool = False  # sim.sample_force: sample also the policies with sample_ok=False
+    tier_name: str = "none"
+    tiers: list = field(default_factory=list)  # [(name, capacities as given, settings)], top down
+    engine: dict = field(default_factory=dict)  # simulate()'s hbm_admit, partial_blocks, warmup, window, overlap
+    hardware: Any = None  # a sim_core.hardware mapping {part, overrides}, or None (no TTFT)
+
+    def engine_key(self) -> tuple:
+        """The engine settings that change results, for a curve's identity: () when all
+        are the defaults, so a flat sweep keeps the keys it had before tiers existed."""
+        d = {k: v for k, v in self.engine.items()
+             if v != {"hbm_admit": "all", "partial_blocks": "cache", "warmup": None, "window": None,
+                      "overlap": True}[k]}
+        if self.hardware is not None:
+            d["hardware"] = tuple(sorted(self.hardware.items()))
+            d["overlap"] = self.engine.get("overlap", True)
+        return tuple(sorted(d.items()))
 
     def sampled(self, policy: str) -> bool:
         """Whether `policy` is replayed on a sample in this sweep."""
@@ -198,7 +215,7 @@ def resolve_costs(cfg: DictConfig, model) -> list[str]:
 
 def capacity_sizes(cfg: DictConfig) -> list:
     """The capacity list as given (strings with units, or block counts); syntax-checked."""
-    from sim_core.capacity import log_spaced_bytes, parse_size
+    from sim_core.capacity import log_spaced_bytes
 
     c = cfg.capacity
     name = c.get("name", "custom")
@@ -218,22 +235,104 @@ def capacity_sizes(cfg: DictConfig) -> list:
             sizes = [f"{b:.3f}B" for b in log_spaced_bytes(ls["lo"], ls["hi"], n)]
         except (KeyError, ValueError) as e:
             raise ConfigError(f"capacity={name}: bad logspace {ls}: {e}") from None
+    return check_sizes(sizes, "capacity.sizes")
+
+
+def check_sizes(sizes, where: str, zero_ok: bool = False) -> list:
+    """A list of capacities (strings with units, or block counts), syntax-checked."""
+    from sim_core.capacity import parse_size
+
     if not isinstance(sizes, list):
         sizes = [sizes]
     if not sizes:
-        raise ConfigError("capacity.sizes is empty; give at least one size, e.g. [24GiB]")
+        raise ConfigError(f"{where} is empty; give at least one size, e.g. [24GiB]")
     for s in sizes:
         if isinstance(s, bool) or not isinstance(s, (str, int, float)):
-            raise ConfigError(f"bad capacity {s!r}: expected e.g. 24GiB, 1TiB or 16384 (blocks)")
+            raise ConfigError(f"{where}: bad capacity {s!r}: expected e.g. 24GiB, 1TiB or 16384 (blocks)")
         try:
             value, kind = parse_size(s)
         except ValueError as e:
-            raise ConfigError(f"{e}; units: blocks (plain number), B, KiB, MiB, GiB, TiB, KB, MB, GB, TB") from None
-        if value <= 0:
-            raise ConfigError(f"bad capacity {s!r}: must be positive")
+            raise ConfigError(f"{where}: {e}; units: blocks (plain number), B, KiB, MiB, GiB, TiB, KB, MB, GB, "
+                              "TB") from None
+        if value < 0 or (value == 0 and not zero_ok):
+            raise ConfigError(f"{where}: bad capacity {s!r}: must be {'>= 0' if zero_ok else 'positive'}")
         if kind == "blocks" and float(value) != int(value):
-            raise ConfigError(f"bad capacity {s!r}: a block count must be a whole number")
+            raise ConfigError(f"{where}: bad capacity {s!r}: a block count must be a whole number")
     return sizes
+
+
+TIER_KEYS = ("capacities", "policy", "write", "admit", "inclusive", "params", "link", "bandwidth_bps")
+
+
+def resolve_tiers(cfg: DictConfig) -> tuple[str, list[tuple[str, list, dict]]]:
+    """(tier config name, [(tier name, capacities as given, the tier's other settings)]),
+    top down; every setting is checked here (sim_core.hierarchy.as_tier_specs), before
+    any work."""
+    from sim_core.hierarchy import as_tier_specs
+
+    t = cfg.get("tier") or {}
+    name = str(t.get("name", "none"))
+    levels = []
+    for tier, node in t.items():
+        if tier == "name":
+            continue
+        where = f"tier.{tier}"
+        d = _plain(node)
+        if not isinstance(d, dict):
+            raise ConfigError(f"{where} must be a mapping with capacities, policy, write, admit, inclusive")
+        unknown = set(d) - set(TIER_KEYS)
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; valid: {', '.join(TIER_KEYS)}")
+        if d.get("capacities") is None:
+            raise ConfigError(f"{where}.capacities is missing: e.g. {where}.capacities=[256GiB,1TiB]")
+        sizes = check_sizes(d.pop("capacities"), f"{where}.capacities", zero_ok=True)
+        d = {k: v for k, v in d.items() if v is not None}
+        try:
+            as_tier_specs([{"name": tier, "capacity": 0, **d}])
+        except (ValueError, KeyError) as e:
+            raise ConfigError(f"{where}: {e}") from None
+        levels.append((tier, sizes, d))
+    return name, levels
+
+
+def resolve_engine(cfg: DictConfig) -> tuple[dict, Any]:
+    """(the engine's counting and admission switches as simulate() takes them, the
+    hardware mapping or None), checked."""
+    from sim_core.accounting import PARTIAL_BLOCKS, duration_s
+    from sim_core.hardware import as_hardware
+    from sim_core.hierarchy import parse_admit
+
+    sim = cfg.sim
+    admit = str(sim.get("hbm_admit", "all"))
+    try:
+        parse_admit(admit, "sim.hbm_admit")
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    partial = str(sim.get("partial_blocks", "cache"))
+    if partial not in PARTIAL_BLOCKS:
+        raise ConfigError(f"unknown sim.partial_blocks {partial!r}; valid: {', '.join(PARTIAL_BLOCKS)}")
+    warmup, window = _plain(sim.get("warmup")), _plain(sim.get("window"))
+    try:
+        if isinstance(warmup, (int, float)) and not isinstance(warmup, bool):
+            if not 0 <= warmup < 1:
+                raise ValueError(f"sim.warmup as a fraction must be in [0, 1), got {warmup}")
+        elif warmup is not None:
+            duration_s(warmup, "sim.warmup")
+        if window is not None and duration_s(window, "sim.window") <= 0:
+            raise ValueError(f"sim.window must be a positive duration, got {window!r}")
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    engine = {"hbm_admit": admit, "partial_blocks": partial, "warmup": warmup, "window": window,
+              "overlap": check_bool(sim.get("overlap", True), "sim.overlap")}
+    hw = _plain(cfg.get("hardware") or {})
+    if not hw or hw.get("part") is None:
+        return engine, None
+    hw = {k: v for k, v in hw.items() if v is not None}
+    try:
+        as_hardware(hw)
+    except ValueError as e:
+        raise ConfigError(f"hardware: {e}") from None
+    return engine, hw
 
 
 def resolve(cfg: DictConfig, policy_choice: str = "all") -> SweepSpec:
@@ -268,7 +367,9 @@ def resolve(cfg: DictConfig, policy_choice: str = "all") -> SweepSpec:
                                        selected_all=str(policy_choice) == "all")
     costs = resolve_costs(cfg, model)
     sizes = capacity_sizes(cfg)
-    return SweepSpec(policies=policies, cost_models=costs, capacity_sizes=sizes,
+    tier_name, tiers = resolve_tiers(cfg)
+    engine, hardware = resolve_engine(cfg)
+    return SweepSpec(tier_name=tier_name, tiers=tiers, engine=engine, hardware=hardware,policies=policies, cost_models=costs, capacity_sizes=sizes,
                      capacity_name=str(cfg.capacity.get("name", "custom")), model=model,
                      mode=Mode(mode), hits=Hits(hits), seed=seed, order=order,
                      sample_rate=None if rate is None or rate == 1 else rate, sample_seed=sample_seed, notes=notes,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ class Study:
     caps: list = field(default_factory=list)
     cap_notes: list = field(default_factory=list)
     curves: list = field(default_factory=list)  # curves.Curve
-    references: dict = field(default_factory=dict)  # cost model -> LRU curves.Curve (*_vs_lru_* metrics)
+    references: dict = field(default_factory=dict)  # (cost model, pool) -> LRU curves.Curve (*_vs_lru_* metrics)
     jobs: list = field(default_factory=list)
     tracker: Any = None
     delivery: Any = None
@@ -40,6 +40,9 @@ class Study:
     n_failed: int = 0
     replay_scale: Any = None  # capacity blocks -> relative replay cost (sampling), set by planning
     mirrors: list = field(default_factory=list)  # (target, source) curves: sweep.derived
+    pools: list = field(default_factory=lambda: [("", ())])  # (label, tier dicts): sweep.plan.resolve_pools
+    variants: list = field(default_factory=list)  # spec.PolicyChoice per (policy, pool)
+    work: dict = field(default_factory=dict)  # progress.Progress.work() of the jobs run
 
     @property
     def experiment(self) -> str:
@@ -79,14 +82,19 @@ def load(st: Study) -> None:
     from sim_core import saturation_capacity
 
     from . import traces
-    from .plan import oversized_warnings, resolve_capacities
+    from .plan import counted, oversized_warnings, resolve_capacities, resolve_pools
 
     st.trace = traces.load(st.cfg.trace, st.trace_choice)  # trace.weeks > 1: the first week
     st.caps, st.cap_notes = resolve_capacities(st.spec.capacity_sizes, st.spec.model, st.trace.block_tokens)
-    for note in st.cap_notes:
+    st.pools, pool_notes = resolve_pools(st.spec.tiers, st.spec.model, st.trace.block_tokens)
+    for note in st.cap_notes + pool_notes:
         log.info("capacity dedup: %s", note)
     _resolve_sampling(st)
     _join_weeks(st)
+    st.variants = variants(st.spec, st.pools)
+    if st.spec.tiers:
+        log.info("tier=%s: %s x %s (%s)", st.spec.tier_name, counted(len(st.pools), "pool size"),
+                 counted(len(st.caps), "HBM capacity", "HBM capacities"), ", ".join(lab for lab, _ in st.pools))
     t = st.trace
     log.info("trace %s (%s%s): %d requests, %d block accesses, %d unique %d-token blocks",
              t.name, t.source, f", {traces.weeks(st.cfg.trace)} weeks" if traces.weeks(st.cfg.trace) > 1 else "",
@@ -99,6 +107,22 @@ def load(st: Study) -> None:
         log.info("%d of %d capacities hold the whole trace (>= %d blocks): no policy evicts there, "
                  "so each curve replays them once", n_sat, len(st.caps), sat)
     check_policies(st)
+
+
+def variants(sp, pools) -> list:
+    """Every policy once per pool size (a flat sweep: the policies themselves). A stack
+    policy's one-pass curve models no tiers, admission, windows or TTFT, so it replays
+    each capacity then; a policy solved over the whole trace runs a flat cache only."""
+    from sim_core import get_policy
+
+    flat = not sp.tiers and not sp.engine_key()
+    if not flat:
+        solved = [p.name for p in sp.policies if get_policy(p.name).solve is not None]
+        if solved:
+            raise ConfigError(f"{', '.join(solved)} solve a flat cache over the whole trace: drop them from the "
+                              "policy list to sweep tiers, admission, partial_blocks=skip, warmup, windows or TTFT")
+    return [p if flat else replace(p, pool=label, tiers=tiers, one_pass=False)
+            for label, tiers in pools for p in sp.policies]
 
 
 def check_policies(st: Study) -> None:
@@ -210,10 +234,16 @@ def _curves(st: Study, policies=None) -> list:
             return ()  # replayed exactly: the same key as an exact sweep's
         return (sp.sample_rate, sp.sample_seed, get_policy(p.name).sample_by)
 
+    def engine(p) -> tuple:
+        tiers = tuple(tuple(sorted((k, tuple(sorted(v.items())) if isinstance(v, dict) else v)
+                                   for k, v in t.items())) for t in p.tiers)
+        return sp.engine_key() + ((("tiers", tiers),) if tiers else ())
+
     return [Curve(p.name, m, CurveIdentity.make(trace=tdig, policy=p.name, params=p.params, mode=sp.mode,
                                                 hits=sp.hits, seed=sp.seed, cost_model=m, model=sp.model,
-                                                simulator=sdig, sample=sample(p), order=sp.order), blocks)
-            for p in (sp.policies if policies is None else policies) for m in sp.cost_models]
+                                                simulator=sdig, sample=sample(p), order=sp.order,
+                                                engine=engine(p)), blocks, pool=p.pool)
+            for p in (st.variants if policies is None else policies) for m in sp.cost_models]
 
 
 def _reference_curves(st: Study) -> tuple[dict, list]:
@@ -227,10 +257,11 @@ def _reference_curves(st: Study) -> tuple[dict, list]:
 
     mine = [c for c in st.curves if c.policy == REFERENCE]
     if mine:
-        return {c.cost_model: c for c in mine}, []
+        return {(c.cost_model, c.pool): c for c in mine}, []
     spec = get_policy(REFERENCE)
-    extra = _curves(st, [PolicyChoice(name=REFERENCE, params=dict(spec.defaults))])
-    return {c.cost_model: c for c in extra}, extra
+    lru = PolicyChoice(name=REFERENCE, params=dict(spec.defaults))
+    extra = _curves(st, variants(replace(st.spec, policies=[lru]), st.pools))
+    return {(c.cost_model, c.pool): c for c in extra}, extra
 
 
 def _plan_kw(st: Study) -> dict:
@@ -320,7 +351,7 @@ def resolve_known(st: Study) -> None:
 
 
 def todo(st: Study) -> dict:
-    """(policy, cost-model group) -> capacity indices still to simulate."""
+    """(policy, cost-model group, pool) -> capacity indices still to simulate."""
     out: dict = {}
     pols = {p.name: p for p in st.spec.policies}
     read_off = {id(t) for t, _ in st.mirrors}  # filled from their sources' replays
@@ -328,14 +359,14 @@ def todo(st: Study) -> dict:
         if id(c) in read_off:
             continue
         group = (c.cost_model,) if pols[c.policy].cost_aware else tuple(st.spec.cost_models)
-        out.setdefault((c.policy, group), set()).update(i for i in range(len(st.caps)) if i not in c.rows)
+        out.setdefault((c.policy, group, c.pool), set()).update(i for i in range(len(st.caps)) if i not in c.rows)
     return {k: v for k, v in out.items() if v}
 
 
 def make_jobs(st: Study, workers: int) -> None:
     from .plan import make_plan
 
-    st.jobs = make_plan(st.spec.policies, st.spec.cost_models, st.caps, st.trace.n_accesses, workers,
+    st.jobs = make_plan(st.variants or st.spec.policies, st.spec.cost_models, st.caps, st.trace.n_accesses, workers,
                         todo=todo(st), **_plan_kw(st))
 
 
@@ -372,14 +403,15 @@ def run_jobs(st: Study, cluster) -> None:
     from .progress import Progress
 
     sp = st.spec
-    sim_kwargs = {"mode": sp.mode, "hits": sp.hits, "order": sp.order, "model": sp.model, "seed": sp.seed}
+    sim_kwargs = {"mode": sp.mode, "hits": sp.hits, "order": sp.order, "model": sp.model, "seed": sp.seed,
+                  **sp.engine, "hardware": sp.hardware}
     if sp.sample_rate is not None:
         sim_kwargs.update(sample_rate=sp.sample_rate, sample_seed=sp.sample_seed, sample_force=sp.sample_force)
     pool = cluster.pool_for(traces.to_payload(_shipped(st)), sim_kwargs, len(st.jobs))
     log.info("%s x %s x %s -> %s on %d actor(s)", counted(len(sp.policies), "policy", "policies"),
              counted(len(sp.cost_models), "cost model"), counted(len(st.caps), "capacity", "capacities"),
              counted(len(st.jobs), "job"), len(pool.actors) or min(pool.n_actors, len(st.jobs)))
-    by_curve = {(c.policy, c.cost_model): c for c in st.curves}
+    by_curve = {(c.policy, c.cost_model, c.pool): c for c in st.curves}
     progress = Progress(st.jobs)
     try:
         for out in pool.results(st.jobs, fail_fast=bool(st.cfg.sweep.get("fail_fast", False)),
@@ -390,31 +422,32 @@ def run_jobs(st: Study, cluster) -> None:
                 progress.done(job, 0.0, failed=True)
                 if st.delivery:
                     for m in job.cost_models:
-                        st.delivery.finish(by_curve[(job.policy, m)], "FAILED", error=out.error)
+                        st.delivery.finish(by_curve[(job.policy, m, job.pool)], "FAILED", error=out.error)
                 continue
             points = []
             jt = JobTime(out.start, out.secs, out.cpu)
             for m in job.cost_models:
-                c = by_curve[(job.policy, m)]
+                c = by_curve[(job.policy, m, job.pool)]
                 for idx, res in zip(job.cap_indices, out.results):
                     c.rows[idx] = res
                     c.times[idx] = jt
                     points.append(Point(c.point_keys[idx], c.run_id, idx, m, res, jt))
             took = {}
             for target, src in st.mirrors:
-                if src.policy == job.policy and src.cost_model in job.cost_models:
+                if src.policy == job.policy and src.pool == job.pool and src.cost_model in job.cost_models:
                     took[id(target)] = (target, derived.fill(target, src, job.cap_indices))
                     points += [Point(target.point_keys[i], target.run_id, i, target.cost_model, target.rows[i], jt)
                                for i in took[id(target)][1]]
             st.journal.add_points(st.uri, st.experiment, points)  # safe before MLflow hears of it
             if st.delivery:
                 for m in job.cost_models:
-                    c = by_curve[(job.policy, m)]
+                    c = by_curve[(job.policy, m, job.pool)]
                     st.delivery.points(c, {i: c.rows[i] for i in job.cap_indices})
                 for target, idx in took.values():
                     st.delivery.points(target, {i: target.rows[i] for i in idx})
             progress.done(job, out.secs, cpu=out.cpu)
     finally:
+        st.work = progress.work()
         progress.close()
 
 

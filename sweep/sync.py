@@ -48,6 +48,7 @@ def sync(journal_path: str, uri: str | None = None) -> tuple[int, int]:
             tr.capacities = [Capacity(i, f"{g}GiB", b, g) for i, (b, g) in enumerate(zip(blocks, gib))]
             c = Curve.__new__(Curve)
             c.policy, c.cost_model = run.data.tags.get("policy"), run.data.tags.get("cost_model")
+            c.pool = run.data.tags.get("pool", "")
             c.run_id, c.status, c.done = run_id, "RESUMED", False
             c.start_ms, c.times = run.info.start_time, {p.step: p.job for p in pts if p.job is not None}
             stored = tr._points_of(run_id)

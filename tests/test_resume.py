@@ -92,8 +92,9 @@ def _curves(runs) -> Counter:
 
 
 def _table(stdout: str) -> str:
-    """The final compute-savings table of a sweep's output."""
-    return stdout[stdout.index("compute-savings ratio"):].split("\nMLflow experiment")[0].strip()
+    """The final compute-savings table of a sweep's output (without the work line: a
+    re-run does none)."""
+    return stdout[stdout.index("compute-savings ratio"):].split("\nMLflow experiment")[0].split("\nwork:")[0].strip()
 
 
 def _journal_points(cwd: Path) -> int:

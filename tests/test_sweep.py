@@ -341,6 +341,9 @@ def test_e2e_curves_in_mlflow_equal_simulate(e2e):
     assert json.loads(parent.data.params["capacities_blocks"]) == E2E_BLOCKS
     arts = {a.path for a in c.list_artifacts(parent.info.run_id)}
     assert {"config.yaml", "curves.csv", "plots"} <= arts
+    work = {k: v for k, v in parent.data.metrics.items() if k.startswith("work.")}
+    assert work["work.accesses_replayed"] > 0 and work["work.actor_cpu_s"] > 0, work
+    assert f"block accesses in" in e2e["proc"].stdout and f"{work['work.accesses_replayed']:.4g}" in e2e["proc"].stdout
     plots = {a.path for a in c.list_artifacts(parent.info.run_id, "plots")}
     assert plots == {f"plots/curves_{m}.png" for m in E2E_COSTS}
 

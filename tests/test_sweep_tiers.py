@@ -1,0 +1,135 @@
+"""Tiers in the sweep: `tier=` and `hardware=` groups, a pool-size axis, keys that resume.
+
+One `python -m sweep` run (module-scoped: Ray start-up is slow) with a DRAM pool of two
+sizes under HBM; every curve in MLflow is checked against sim_core.simulate called
+directly with the same tiers, and the pool of size 0 against a flat replay.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sim_core import QWEN3_CODER_30B, simulate
+from sim_core.loaders import load_trace
+from sweep.config import ConfigError
+from sweep.spec import resolve
+from tests.test_sweep import _write_mooncake
+
+REPO = Path(__file__).resolve().parent.parent
+HBM = [4, 8, 16]
+POOLS = [0, 12]
+POLICIES = ["lru", "fifo"]
+COSTS = ["uniform", "linear"]
+
+
+def _cmd(trace: Path, db: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "sweep", "trace=file", f"trace.path={trace}", "trace.format=mooncake",
+            f"policy=[{','.join(POLICIES)}]", f"cost=[{','.join(COSTS)}]", "capacity=custom",
+            f"capacity.sizes=[{','.join(map(str, HBM))}]", "tier=hbm_dram",
+            f"tier.dram.capacities=[{','.join(map(str, POOLS))}]", "hardware=h100_sxm", "cluster.num_cpus=2",
+            f"tracking.uri=sqlite:///{db}", *extra]
+
+
+def _run(d: Path, cmd: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, cwd=d, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+@pytest.fixture(scope="module")
+def tiered(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tiers")
+    trace = d / "tiny_mooncake.jsonl"
+    _write_mooncake(trace)
+    db = d / "mlflow.db"
+    return {"proc": _run(d, _cmd(trace, db)), "dir": d, "trace": trace, "db": db}
+
+
+def _tiers(pool: int, **kw) -> list[dict]:
+    return [{"name": "dram", "capacity": pool, "policy": "lru", "write": "on_evict", "admit": "all",
+             "inclusive": False, "link": "host", **kw}]
+
+
+def test_every_tiered_curve_in_mlflow_equals_simulate(tiered):
+    from mlflow.tracking import MlflowClient
+
+    p = tiered["proc"]
+    assert p.returncode == 0, p.stderr[-4000:]
+    assert "lru @ dram=12" in p.stdout and "lru @ dram=0" in p.stdout
+    c = MlflowClient(f"sqlite:///{tiered['db']}")
+    exp = c.get_experiment_by_name("tiny_mooncake")
+    runs = [r for r in c.search_runs([exp.experiment_id]) if "mlflow.parentRunId" in r.data.tags]
+    by = {(r.data.tags["policy"], r.data.tags["cost_model"], r.data.tags.get("pool")): r for r in runs}
+    assert set(by) == {(q, m, f"dram={s}") for q in POLICIES for m in COSTS for s in POOLS}
+    trace = load_trace(tiered["trace"], "mooncake")
+    for q in POLICIES:
+        flat = simulate(trace, q, HBM, cost_models=COSTS, model=QWEN3_CODER_30B)
+        for s in POOLS:
+            want = simulate(trace, q, HBM, cost_models=COSTS, model=QWEN3_CODER_30B, tiers=_tiers(s),
+                            hardware="h100_sxm")
+            if s == 0:  # an empty pool is the flat cache, field for field
+                for a, b in zip(want, flat):
+                    assert (a.hits, a.compute_savings, a.evictions) == (b.hits, b.compute_savings, b.evictions)
+            else:
+                assert sum(r.tier_hits["dram"] for r in want) > 0  # the pool serves something
+            for m in COSTS:
+                run = by[(q, m, f"dram={s}")]
+                assert run.info.status == "FINISHED"
+                for key, vals in (("compute_savings", [r.compute_savings[m] for r in want]),
+                                  ("served_ratio", [r.served_ratio for r in want]),
+                                  ("tier_hits.dram", [r.tier_hits["dram"] for r in want]),
+                                  ("ttft_mean_s", [r.ttft_mean_s for r in want])):
+                    hist = sorted(c.get_metric_history(run.info.run_id, "curve/" + key), key=lambda x: x.step)
+                    assert np.allclose([h.value for h in hist], vals, rtol=1e-12, atol=0), (q, s, m, key)
+
+
+def test_the_same_tiers_resume_and_other_tiers_do_not(tiered):
+    assert tiered["proc"].returncode == 0, tiered["proc"].stderr[-4000:]
+    same = _run(tiered["dir"], _cmd(tiered["trace"], tiered["db"], "sweep.dry_run=true"))
+    assert same.returncode == 0, same.stderr[-3000:]
+    assert "nothing to run" in same.stdout
+    other = _run(tiered["dir"], _cmd(tiered["trace"], tiered["db"], "sweep.dry_run=true",
+                                     "tier.dram.write=on_compute"))
+    assert other.returncode == 0, other.stderr[-3000:]
+    assert "nothing to run" not in other.stdout and "dry run:" in other.stdout
+
+
+@pytest.mark.parametrize("override, field", [
+    ("tier.dram.capacities=[-1]", "tier.dram.capacities"),
+    ("tier.dram.capacities=[1.5]", "tier.dram.capacities"),
+    ("tier.dram.policy=nope", "tier.dram"),
+    ("tier.dram.write=sometimes", "write mode"),
+    ("tier.dram.admit='after_hits=0'", "tier.dram"),
+    ("hardware.mfu=1.5", "mfu"),
+    ("hardware.host_link_bps=0", "host_link_bps"),
+    ("sim.hbm_admit=maybe", "hbm_admit"),
+    ("sim.partial_blocks=drop", "sim.partial_blocks"),
+    ("sim.warmup=1.5", "sim.warmup"),
+])
+def test_bad_tier_and_hardware_settings_name_the_field(compose, override, field):
+    cfg = compose("tier=hbm_dram", "hardware=h100_sxm", override)
+    with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
+        resolve(cfg, "lru")
+
+
+def test_a_bad_tier_setting_records_nothing(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    _write_mooncake(trace)
+    db = tmp_path / "mlflow.db"
+    p = _run(tmp_path, _cmd(trace, db, "tier.dram.capacities=[-4]"))
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert "tier.dram.capacities" in p.stderr
+    assert not db.exists() and not (tmp_path / "kvsweep-journal.jsonl").exists()
+
+
+def test_flat_sweeps_keep_their_keys(compose):
+    """No tier and default engine switches: the identity has no engine part, so results
+    recorded before tiers existed are found again."""
+    sp = resolve(compose(), "lru")
+    assert sp.tiers == [] and sp.engine_key() == () and sp.hardware is None
+    tiered = resolve(compose("tier=hbm_dram"), "lru")
+    assert [t[0] for t in tiered.tiers] == ["dram"]
