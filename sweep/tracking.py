@@ -49,6 +49,22 @@ CURVE_PREFIX = "curve/"
 REFERENCE = "lru"  # the baseline of the *_vs_lru_* metrics
 
 
+def _window_metrics(res: Result, cost_model: str, label: str, now: int) -> list:
+    """sim.window: `window/<capacity>/<metric>` time series (step = window index) of hit
+    ratio, token hit ratio and compute savings; MLflow charts them over the trace's time."""
+    from mlflow.entities import Metric
+
+    w = res.windows
+    if not w:
+        return []
+    out = []
+    for i, acc in enumerate(w["accesses"]):
+        vals = {k: w[k][i] for k in ("hit_ratio", "served_ratio", "token_hit_ratio")}
+        vals.update(compute_savings=w["compute_savings"][cost_model][i], accesses=acc)
+        out += [Metric(f"window/{label}/{k}", float(v), now, i) for k, v in vals.items() if v == v]
+    return out
+
+
 def _chunks(items: list, n: int) -> Iterable[list]:
     for i in range(0, len(items), n):
         yield items[i:i + n]
@@ -289,6 +305,7 @@ class Tracker:
             for k, v in res.row(c.cost_model).items():
                 if isinstance(v, (int, float)) and v == v:  # NaN = unavailable on a sample: not logged
                     ms.append(Metric(CURVE_PREFIX + k, float(v), now, idx))
+            ms += _window_metrics(res, c.cost_model, cap.label, now)
         for chunk in _chunks(ms, 1000):
             self.client.log_batch(c.run_id, metrics=chunk)
         c.stored.update(points)

@@ -133,3 +133,24 @@ def test_flat_sweeps_keep_their_keys(compose):
     assert sp.tiers == [] and sp.engine_key() == () and sp.hardware is None
     tiered = resolve(compose("tier=hbm_dram"), "lru")
     assert [t[0] for t in tiered.tiers] == ["dram"]
+
+
+def test_windows_reach_mlflow_as_time_series(tmp_path):
+    """sim.window: per capacity, one MLflow series per metric over the windows, equal to
+    simulate's own per-window counts."""
+    from mlflow.tracking import MlflowClient
+
+    trace = tmp_path / "t.jsonl"
+    _write_mooncake(trace)
+    db = tmp_path / "mlflow.db"
+    p = _run(tmp_path, [sys.executable, "-m", "sweep", "trace=file", f"trace.path={trace}", "trace.format=mooncake",
+                        "policy=lru", "cost=uniform", "capacity=custom", "capacity.sizes=[8]", "sim.window=5m",
+                        "cluster.num_cpus=1", f"tracking.uri=sqlite:///{db}"])
+    assert p.returncode == 0, p.stderr[-3000:]
+    c = MlflowClient(f"sqlite:///{db}")
+    exp = c.get_experiment_by_name("t")
+    run = [r for r in c.search_runs([exp.experiment_id]) if "mlflow.parentRunId" in r.data.tags][0]
+    want = simulate(load_trace(trace, "mooncake"), "lru", [8], model=QWEN3_CODER_30B, window="5m")[0].windows
+    hist = sorted(c.get_metric_history(run.info.run_id, "window/8/accesses"), key=lambda m: m.step)
+    assert [int(m.value) for m in hist] == [a for a in want["accesses"] if a == a]
+    assert len(hist) > 1 and sum(m.value for m in hist) == sum(want["accesses"])
