@@ -335,6 +335,34 @@ def resolve_engine(cfg: DictConfig) -> tuple[dict, Any]:
     return engine, hw
 
 
+def apply_engine(cfg: DictConfig, overrides: list[str]) -> str | None:
+    """sim.engine=<preset>: the engine's counting switches (sim_core.engines) go into
+    cfg.sim, except those given on the command line, which win. Returns a note."""
+    from omegaconf import open_dict
+
+    from sim_core.engines import preset
+
+    name = cfg.sim.get("engine")
+    if name is None:
+        return None
+    try:
+        p = preset(str(name))
+    except ValueError as e:
+        raise ConfigError(f"sim.engine: {e}") from None
+    given = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
+    set_ = {}
+    with open_dict(cfg):
+        for k, v in p.switches().items():
+            if f"sim.{k}" not in given:
+                cfg.sim[k] = v
+                set_[k] = v
+    kept = sorted(k for k in p.switches() if k not in set_)
+    return (f"sim.engine={name}: " + ", ".join(f"sim.{k}={'null' if v is None else v}" for k, v in set_.items()) +
+            (f" (kept from the command line: {', '.join('sim.' + k for k in kept)})" if kept else "") +
+            (f"; {name} usually runs {p.block_tokens}-token blocks (trace.block_tokens re-blocks a trace)"
+             if p.block_tokens else ""))
+
+
 def resolve(cfg: DictConfig, policy_choice: str = "all") -> SweepSpec:
     from sim_core import Hits, Mode
     from sim_core.simulate import HITS, MODES, resolve_order

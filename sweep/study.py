@@ -56,10 +56,13 @@ def configure(cfg, overrides: list[str], trace_choice: str, policy_choice: str) 
     """Everything that can be checked without work; raises ConfigError."""
     from . import traces
     from .journal import Journal
-    from .spec import resolve
+    from .spec import apply_engine, resolve
     from .store import check_reachable, default_uri
 
     st = Study(cfg=cfg, overrides=overrides, trace_choice=trace_choice)
+    note = apply_engine(cfg, overrides)
+    if note:
+        log.info("%s", note)
     st.spec = resolve(cfg, policy_choice)
     traces.check_trace_config(cfg.trace, trace_choice)
     tc = cfg.tracking

@@ -1,0 +1,47 @@
+"""Engine presets: the counting conventions of a serving engine as simulate() switches.
+
+A preset sets mode, hits, order, partial_blocks and warmup the way an engine (or a
+peer tool) counts, so a result can be held against what that engine reports. It does
+not model the engine's scheduler, batching, chunked prefill or preemption. Each value
+and the source file it was read from: docs/engines.md.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class Preset:
+    mode: str
+    hits: str
+    order: str
+    partial_blocks: str
+    warmup: float | None = None  # a fraction of the requests, as simulate(warmup=) takes it
+    block_tokens: int | None = None  # the engine's usual block size (documented; the trace decides)
+
+    def switches(self) -> dict:
+        """simulate()'s keyword arguments (block_tokens is the trace's: sim_core.reblock)."""
+        d = asdict(self)
+        d.pop("block_tokens")
+        return d
+
+
+PRESETS: dict[str, Preset] = {
+    # the paper's accounting (today's default): every resident block is reused
+    "paper": Preset(mode="request", hits="block", order="tail_first", partial_blocks="cache"),
+    # prefix lookup over full-block hashes, LRU free queue fed tail first
+    "vllm": Preset(mode="request", hits="prefix", order="tail_first", partial_blocks="skip", block_tokens=16),
+    # radix tree, LRU over leaves (a request's tail first); page_size 1 caches every token
+    "sglang": Preset(mode="request", hits="prefix", order="tail_first", partial_blocks="cache", block_tokens=1),
+    # chunk store: prefix lookup over full chunks, LRU
+    "lmcache": Preset(mode="block", hits="prefix", order="forward", partial_blocks="skip", block_tokens=256),
+    # Mooncake's hit-rate simulator: prefix hits after the first half of the requests warm the cache
+    "mooncake": Preset(mode="block", hits="prefix", order="forward", partial_blocks="cache", warmup=0.5,
+                       block_tokens=512),
+}
+
+
+def preset(name: str) -> Preset:
+    if name not in PRESETS:
+        raise ValueError(f"unknown engine preset {name!r}; valid: {', '.join(PRESETS)}")
+    return PRESETS[name]
