@@ -142,10 +142,15 @@ def summary_text(st) -> str:
     from .report import summary_table
     from .curves import curves_by_model
 
-    return summary_table(curves_by_model(st.caps, st.curves), st.caps,
-                         int(st.cfg.sweep.get("summary_points") or 4),
+    from .report import tier_table
+
+    points = int(st.cfg.sweep.get("summary_points") or 4)
+    text = summary_table(curves_by_model(st.caps, st.curves), st.caps, points,
                          [p.name for p in st.spec.policies], st.spec.cost_models, st.spec.sample_rate,
                          saturation_capacity(st.trace))
+    if st.spec.tiers and len(st.pools) > 1:
+        text += "\n\n" + tier_table(st.curves, st.caps, [lab for lab, _ in st.pools], points)
+    return text
 
 
 def work_line(st) -> str | None:

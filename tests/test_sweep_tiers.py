@@ -154,3 +154,20 @@ def test_windows_reach_mlflow_as_time_series(tmp_path):
     hist = sorted(c.get_metric_history(run.info.run_id, "window/8/accesses"), key=lambda m: m.step)
     assert [int(m.value) for m in hist] == [a for a in want["accesses"] if a == a]
     assert len(hist) > 1 and sum(m.value for m in hist) == sum(want["accesses"])
+
+
+def test_knee_is_the_smallest_pool_within_one_point_of_the_largest():
+    from sweep.report import knee
+
+    assert knee([("0", 0.50), ("1", 0.885), ("2", 0.895), ("3", 0.90)]) == 2
+    assert knee([("0", 0.90), ("1", 0.90)]) == 0
+    assert knee([("0", 0.2), ("1", 0.3)]) == 1
+
+
+def test_the_summary_sizes_the_pool(tiered):
+    out = tiered["proc"].stdout
+    assert "pool sizing: served ratio" in out and "knee" in out
+    table = out[out.index("pool sizing"):].splitlines()
+    rows = [x.split() for x in table if x.startswith(("lru ", "fifo "))]
+    assert len(rows) == len(POLICIES) * len(HBM)
+    assert all(r[-2] in {f"dram={s}" for s in POOLS} for r in rows)  # the knee names a pool
