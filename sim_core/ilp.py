@@ -40,19 +40,9 @@ maximum before solving.
 
 Size limit: traces with more than `max_intervals` non-trivial reuse intervals are refused
 with a ValueError; raise it knowingly. The default, 1,000,000, comes from timing `solve`
-on this project's 2-core machine (HiGHS 1.16, request mode, the worst of the capacities
-24 GiB-96 GiB; FreeInference-like synthetic trace cut to its first R requests):
-
-    intervals   R      uniform   linear / qwen3_coder_30b   peak RSS
-      563,142   500     1.5 s        10 s
-      960,909   800     2.5 s        18 s                    1.1 GB
-    1,319,748  1000     3.3 s        29 s
-    2,488,049  1500     8.2 s        92 s
-
-so at the limit one capacity under one cost model takes about 20 s (the FLOPs and linear
-cost models are ~7x slower than uniform). The whole Mooncake conversation trace (12,031
-requests, 93,680 intervals) takes under 1.1 s per capacity. `time_limit_s` bounds HiGHS'
-run; on a time-out the best solution found is reported with its status and gap.
+on this project's 2-core machine: the measured solve times are the table of
+docs/analysis.md ("The exact optimum"). `time_limit_s` bounds HiGHS' run; on a time-out
+the best solution found is reported with its status and gap.
 
 This is not a replay policy (it has no eviction hooks and needs the whole trace): the
 registered policy `ilp` (sim_core/policies/ilp.py) calls `results`, which `simulate` and

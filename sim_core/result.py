@@ -2,7 +2,7 @@
 
 `simulate` fills it (one-pass and replayed capacities through `make_result`); the sweep's
 tracker logs every metric field to MLflow, the CSV columns and the console table read
-the same fields, and the README's metric list is checked against them by a test. A new
+the same fields, and the field table of docs/concepts.md is checked against them by a test. A new
 engine counter is one field here plus its line in `make_result`.
 """
 from __future__ import annotations

@@ -14,7 +14,7 @@ with the rate. Here the keys are blocks, chosen one of three ways (`by`):
   - "block": block ids hashed (SHARDS' sampling).
   - "session": whole sessions hashed.
 Which one each policy uses, and the floor below which a scaled cache is too coarse,
-come from the error table in the README ("Sampled replay").
+come from the error table in docs/sampling.md.
 
 What a sample keeps:
   - the kept blocks of each request, in order (the residency constraint then applies to
@@ -173,10 +173,9 @@ def sample(trace: Trace, rate: float, seed: int = 0, by: str = "block") -> Trace
 
 
 # A scaled cache below this many blocks is too coarse to stand for the full one: such a
-# capacity is sampled at a higher rate (the error table in the README, "Sampled
-# replay", groups errors by scaled size: depth samples of 128-255 blocks are within 0.15
-# point MAE, 1.07 max, for every policy that meets the target but PartialNode, which is
-# 3.2 points off at 164 blocks and keeps 256 through its PolicySpec.sample_floor).
+# capacity is sampled at a higher rate. The floors come from the error table of
+# docs/sampling.md ("The floor" groups its errors by scaled cache size; PartialNode keeps
+# a higher floor through its PolicySpec.sample_floor).
 MIN_SAMPLED_BLOCKS = {"depth": 128, "block": 256, "session": 256}
 
 

@@ -1,4 +1,4 @@
-"""The record step of a sweep (README: configure -> load -> plan -> run -> record): the
+"""The record step of a sweep (docs/concepts.md: configure -> load -> plan -> run -> record): the
 MLflow runs a sweep opens before its jobs run, and how it ends them. Functions over one
 `sweep.study.Study`; every result reaches MLflow through sweep.delivery, after the journal.
 """

@@ -1,4 +1,4 @@
-"""A sweep as the README tells it: configure -> load -> plan -> run -> record.
+"""A sweep as docs/concepts.md tells it: configure -> load -> plan -> run -> record.
 
 Each step is a function over one `Study` (the record step's are in sweep/record.py).
 Nothing is recorded before `plan` has found what the tracking store and the journal

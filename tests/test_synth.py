@@ -207,14 +207,14 @@ def test_full_scale_statistics_through_the_plan(seed):
                                                                      "session_duration_p99_s"]:
         assert s[name] == pytest.approx(targets[name], rel=TOL), name
     # the time fit's published reuse statistics: the lifetime is met, the reuse intervals
-    # are 12-17% short (README "Fitted targets"); 99.7% of gaps under 22 min is met
+    # are 12-17% short (docs/fidelity.md, "Fitted targets"); 99.7% of gaps under 22 min is met
     assert s["history_lifetime_median_s"] == pytest.approx(REUSE_TARGETS_FREEINFERENCE["history_lifetime_median_s"],
                                                            rel=TOL)
     for name in ("history_reuse_median_s", "history_reuse_p99_s"):
         assert 0.8 < s[name] / REUSE_TARGETS_FREEINFERENCE[name] < 0.9, name
     assert 0.996 <= s["gap_share_under_22min"] <= 0.998
     # the prompts fit's: system blocks live 24-27% long and are reused 15-17% (median) and
-    # 32-35% (p99) fast; the 99th percentile lifetime swings with the seed (README)
+    # 32-35% (p99) fast; the 99th percentile lifetime swings with the seed (docs/fidelity.md)
     bands = {"system_reuse_median_s": (0.8, 0.9), "system_reuse_p99_s": (0.6, 0.7),
              "system_lifetime_median_s": (1.2, 1.3), "system_lifetime_p99_s": (1.0, 1.6)}
     for name, (lo, hi) in bands.items():
@@ -279,7 +279,7 @@ def test_template_requests_run_in_bursts():
 
 
 def test_working_set_churn_full_scale():
-    # the template bursts' fit (README "Fitted targets"): adjacent 5-minute windows share
+    # the template bursts' fit (docs/fidelity.md, "Fitted targets"): adjacent 5-minute windows share
     # just over 30% of their blocks, two hours apart under 4%; a template's requests
     # arriving on their own share 18%
     ov = window_overlap(synth.generate("freeinference", scale=1.0, seed=0), lags_s=(300, 7200))

@@ -115,9 +115,9 @@ class PolicySpec:
     family: str = "recency"
     # sampled replay (sim_core.sample): which unit the sample keeps ("depth": every m-th
     # depth of each prefix tree; "block": hashed block ids; "session"), chosen per policy
-    # from the measured error (README, "Sampled replay")
+    # from the measured error (docs/sampling.md)
     sample_by: str = "depth"
-    # False: its sampled error misses the target (README, "Sampled replay"), so a sampled
+    # False: its sampled error misses the target (docs/sampling.md), so a sampled
     # simulate replays it exactly unless asked to sample it anyway (sample_force)
     sample_ok: bool = True
     # the smallest scaled cache (blocks) it is sampled into; None: the unit's

@@ -30,5 +30,5 @@ SPEC = PolicySpec(
     cost_aware=True, offline=True, family="oracle", sample_ok=False,
     solve=_solve, check=ilp.check, in_all=False,
     # planning estimate: ~16 us per block access at the size limit under the FLOPs cost model
-    # (sim_core/ilp.py), against FIFO's ~0.005 us
+    # (solve times: docs/analysis.md), against FIFO's ~0.005 us
     weight=3000.0)

@@ -173,4 +173,4 @@ SPEC = PolicySpec(
     defaults={"samples": 64, "clock": "access", "chunk_blocks": 32}, cost_aware=True,
     family="compute_aware",
     weight=2.5, speed_reference="Hyperbolic",
-    sample_floor=256)  # 3.2 points off at 164 sampled blocks (README, "Sampled replay")
+    sample_floor=256)  # its error at the default floor: docs/sampling.md ("The floor")

@@ -429,5 +429,5 @@ SPEC = PolicySpec(
     defaults={"window": 0.01, "protected": 0.8, "sketch_depth": 4, "sketch_width": 0,
               "counter_max": 15, "sample_factor": 10.0, "doorkeeper": False,
               "conservative": False, "libcachesim": False},
-    family="frequency", sample_ok=False,  # sampled: 1.6 / 4.2 points MAE / max at r=0.01 (README)
+    family="frequency", sample_ok=False,  # its sampled error misses the target: table in docs/sampling.md
     weight=15.0, libcachesim="WTinyLFU")

@@ -70,8 +70,8 @@ Model (lengths in 16-token blocks, times in seconds):
   proportional to ``1 + a sin(2 pi t / 1 day)``. The mean concurrency is unchanged, the
   peak one is higher, and cache pressure at the peaks lowers 24 GiB hit and savings
   ratios. The paper gives no hourly load for FreeInference; ``freeinference``'s a = 0.3
-  is fitted to LRU's and Belady's 24 GiB compute savings after the time knobs (README:
-  "How close the generated trace is to the paper"), not measured.
+  is fitted to LRU's and Belady's 24 GiB compute savings after the time knobs
+  (docs/fidelity.md), not measured.
   No session may last more than ``max_session_span_frac * W``: longer ones lose the
   excess from their longest gaps (the pauses first). A small trace (a few dozen
   multi-turn sessions) cannot hold a high concurrency at its sessions' natural pace:

@@ -150,8 +150,8 @@ class SynthProfile:
 # compulsory misses took longer agent loops (the turns' upper tail) that grow a little
 # slower, shorter template suffixes, a smaller template pool, slightly shorter unique
 # prompts and fewer, longer system prompts; a larger templated share holds the top-1%
-# share, skewed template popularity the single-turn once share (README "Fitted
-# targets" has what each does). The statistics do not pin every
+# share, skewed template popularity the single-turn once share (docs/fidelity.md,
+# "Fitted targets", has what each does). The statistics do not pin every
 # spread: per-session growth and pace stay near-constant (variety comes from turn
 # counts, per-turn spread and the front-loaded decay), per-session system suffixes tiny.
 FREEINFERENCE = SynthProfile(
@@ -195,7 +195,7 @@ FREEINFERENCE = SynthProfile(
     pause_share=0.0154,
     pause_s=(1_320.0, 156_000.0),
     concurrency=12.0,
-    diurnal=0.3,  # fitted to LRU's and Belady's compute savings at 24 GiB (see README)
+    diurnal=0.3,  # fitted to LRU's and Belady's compute savings at 24 GiB (docs/fidelity.md)
     # a system prompt's sessions run one after another (`bench_fidelity fit --knobs
     # prompts`, to the system blocks' published reuse intervals and lifetimes): "they
     # routinely outlive individual conversations" yet live a median 291 s
