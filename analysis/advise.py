@@ -246,7 +246,7 @@ def build(trace, caps, results: dict, cost_models: list[str], primary: str, note
     work = workload(trace)
     rate = sim.get("sample_rate")
     if rate:
-        notes = notes + [f"sampled replay at r={rate:g}: the results are estimates (README \"Sampled replay\" gives "
+        notes = notes + [f"sampled replay at r={rate:g}: the results are estimates (docs/sampling.md gives "
                          f"the measured error per policy and rate); each value shows the rate it ran at, a higher "
                          f"one where the scaled cache would be too small, none where it was replayed exactly"]
     from sim_core.simulate import resolve_order

@@ -312,8 +312,8 @@ def _sampled_scale(st: Study):
                            for (c, r), ps in sorted(raised.items())[:6]) + (" ..." if len(raised) > 6 else ""))
     exact = sp.exact_policies()
     if exact:
-        log.info("sampling at r=%g: %s stay exact (their sampled error misses the target; see README "
-                 "\"Sampled replay\")", sp.sample_rate, ", ".join(exact))
+        log.info("sampling at r=%g: %s stay exact (their sampled error misses the target; see "
+                 "docs/sampling.md)", sp.sample_rate, ", ".join(exact))
     return lambda policy, blocks: 1.0 if policy in exact else per_rule[rule[policy]].get(blocks, 1.0)
 
 
