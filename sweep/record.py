@@ -130,6 +130,11 @@ def finish(st, status: str, wait_s: float) -> str:
 
     if st.work:
         st.tracker.log_parent_metrics({f"work.{k}": v for k, v in st.work.items()})
+    if st.spec.engine.get("window") is not None:
+        from analysis.windows import ranking, window_rows
+
+        rows = window_rows(st.curves, st.caps)
+        st.tracker.log_parent_rows({"windows.csv": rows, "window_ranking.csv": ranking(rows)})
     st.tracker.close_parent(status, st.curves, SweepFacts(
         trace_source=st.trace.source, saturation_blocks=saturation_capacity(st.trace),
         sample_rate=st.spec.sample_rate, cost_models=st.spec.cost_models, references=st.references))
@@ -150,6 +155,11 @@ def summary_text(st) -> str:
                          saturation_capacity(st.trace))
     if st.spec.tiers and len(st.pools) > 1:
         text += "\n\n" + tier_table(st.curves, st.caps, [lab for lab, _ in st.pools], points)
+    if st.spec.engine.get("window") is not None:
+        from analysis.windows import ranking, ranking_text, window_rows
+
+        shown = st.spec.cost_models[-1]  # the model-derived cost when swept
+        text += "\n\n" + ranking_text(ranking(window_rows(st.curves, st.caps)), shown)
     return text
 
 

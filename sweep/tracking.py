@@ -390,6 +390,19 @@ class Tracker:
         except Exception as e:  # noqa: BLE001 - the status update matters more
             log.warning("could not log %s to the sweep run: %s", ", ".join(metrics), e)
 
+    def log_parent_rows(self, tables: dict[str, list[dict]]) -> None:
+        """CSV artifacts on the sweep run (file name -> rows). Never raises."""
+        if self.parent_id is None:
+            return
+        try:
+            with tempfile.TemporaryDirectory() as d:
+                for name, rows in tables.items():
+                    if rows:
+                        write_csv(Path(d) / name, rows, csv_columns(rows, ()))
+                        self.client.log_artifact(self.parent_id, str(Path(d) / name))
+        except Exception as e:  # noqa: BLE001 - the status update matters more
+            log.warning("could not attach %s to the sweep run: %s", ", ".join(tables), e)
+
     def close_parent(self, status: str, curves: Sequence[Curve], facts: SweepFacts | None = None) -> None:
         """Compare finished curves with LRU, attach every curve and the report to the
         parent, then mark it. Never raises."""

@@ -154,6 +154,9 @@ def test_windows_reach_mlflow_as_time_series(tmp_path):
     hist = sorted(c.get_metric_history(run.info.run_id, "window/8/accesses"), key=lambda m: m.step)
     assert [int(m.value) for m in hist] == [a for a in want["accesses"] if a == a]
     assert len(hist) > 1 and sum(m.value for m in hist) == sum(want["accesses"])
+    parent = c.get_run(run.data.tags["mlflow.parentRunId"])
+    assert {"windows.csv", "window_ranking.csv"} <= {a.path for a in c.list_artifacts(parent.info.run_id)}
+    assert "per window of trace time" in p.stdout
 
 
 def test_knee_is_the_smallest_pool_within_one_point_of_the_largest():
