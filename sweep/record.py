@@ -135,10 +135,31 @@ def finish(st, status: str, wait_s: float) -> str:
 
         rows = window_rows(st.curves, st.caps)
         st.tracker.log_parent_rows({"windows.csv": rows, "window_ranking.csv": ranking(rows)})
+    if st.spec.tiers and len(st.pools) > 1:
+        _log_tier_plot(st)
     st.tracker.close_parent(status, st.curves, SweepFacts(
         trace_source=st.trace.source, saturation_blocks=saturation_capacity(st.trace),
         sample_rate=st.spec.sample_rate, cost_models=st.spec.cost_models, references=st.references))
     return status
+
+
+def _log_tier_plot(st) -> None:
+    """plots/tiers.png on the sweep run: served ratio and TTFT over the pool size."""
+    import tempfile
+
+    from analysis.tierplot import plot_tiers
+
+    from .report import pick_points
+
+    first = st.spec.cost_models[0]
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            path = plot_tiers([c for c in st.curves if c.cost_model == first], st.caps, [lab for lab, _ in st.pools],
+                              pick_points(len(st.caps), int(st.cfg.sweep.get("summary_points") or 4)),
+                              Path(d) / "tiers.png", f"{st.trace.name}: tier={st.spec.tier_name}")
+            st.tracker.client.log_artifact(st.tracker.parent_id, str(path), "plots")
+    except Exception as e:  # noqa: BLE001 - a figure must not lose the results
+        log.warning("could not draw the tier figure: %s", e)
 
 
 def summary_text(st) -> str:

@@ -64,6 +64,8 @@ def test_every_tiered_curve_in_mlflow_equals_simulate(tiered):
     exp = c.get_experiment_by_name("tiny_mooncake")
     runs = [r for r in c.search_runs([exp.experiment_id]) if "mlflow.parentRunId" in r.data.tags]
     by = {(r.data.tags["policy"], r.data.tags["cost_model"], r.data.tags.get("pool")): r for r in runs}
+    parent = runs[0].data.tags["mlflow.parentRunId"]
+    assert "plots/tiers.png" in {a.path for a in c.list_artifacts(parent, "plots")}
     assert set(by) == {(q, m, f"dram={s}") for q in POLICIES for m in COSTS for s in POOLS}
     trace = load_trace(tiered["trace"], "mooncake")
     for q in POLICIES:
