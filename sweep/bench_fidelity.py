@@ -232,7 +232,7 @@ def fit(a, overrides: dict) -> dict:
     """Nelder-Mead over one group of sim_core.synth.fit.KNOBS (--knobs) from the shipped
     profile (with --set), full scale, seed --seed; logs each improvement, returns the best
     profile's changed fields and its ratios to the targets."""
-    from analysis.workload import REUSE_TARGETS_FREEINFERENCE, SECONDARY_TARGETS_FREEINFERENCE, TARGETS_FREEINFERENCE
+    from sim_core.synth.targets import REUSE_TARGETS_FREEINFERENCE, SECONDARY_TARGETS_FREEINFERENCE, TARGETS_FREEINFERENCE
     from sim_core.synth import fit as synth_fit, get_profile
 
     base = dataclasses.replace(get_profile("freeinference"), **overrides)
