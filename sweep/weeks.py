@@ -3,7 +3,7 @@
 One generated week's results move with its seed by about a point at 24-48 GiB
 (docs/fidelity.md, "Seed spread"): which long sessions happen to be in flight together is chance, and a
 larger trace averages it only slowly. Independent weeks replayed through one cache give
-their access-weighted mean (within 0.02 point: `python -m sweep.bench_fidelity spread`),
+their access-weighted mean (within 0.02 point: `python -m benchmarks.fidelity spread`),
 so k weeks divide the spread by about sqrt(k). Week 0 is the seed's own trace; week w
 is another draw of the same seed (sim_core.synth.generate(..., week=w)).
 

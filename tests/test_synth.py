@@ -13,12 +13,12 @@ import math
 import numpy as np
 import pytest
 
-from analysis.workload import (
-    OVERLAP_TARGETS_FREEINFERENCE, REUSE_TARGETS_FREEINFERENCE, SECONDARY_TARGETS_FREEINFERENCE, TARGETS_CHUTES,
-    TARGETS_FREEINFERENCE,
-    calibration_table, category_reuse, characterize, format_table, infer_block_category, window_overlap,
-)
+from analysis.workload import category_reuse, characterize, infer_block_category, window_overlap
 from sim_core import synth
+from sim_core.synth.targets import (
+    OVERLAP_TARGETS_FREEINFERENCE, REUSE_TARGETS_FREEINFERENCE, SECONDARY_TARGETS_FREEINFERENCE, TARGETS_CHUTES,
+    TARGETS_FREEINFERENCE, calibration_table, format_table,
+)
 from sim_core.trace import Trace
 
 TOL = 0.10

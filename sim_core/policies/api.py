@@ -135,16 +135,12 @@ class PolicySpec:
     # curve in one pass, signature as sim_core.onepass.lru_curve
     curve: Any = None
     # scheduling: run time per block access relative to FIFO (request mode, 20M-access
-    # bench, `python -m sweep.bench`); a sweep orders its jobs by accesses x weight
+    # bench, `python -m benchmarks.speed`); a sweep orders its jobs by accesses x weight
     weight: float = 1.0
     # policy=all leaves it out while sweep.exclude_slow=true (named explicitly, it runs)
     slow: bool = False
-    # libCacheSim's class for the same policy: equality tests and `sweep.bench`
+    # libCacheSim's class for the same policy: equality tests and `benchmarks.speed`
     libcachesim: str | None = None
-    # libCacheSim class timed against when it has no equal (same eviction family, same
-    # data-structure work per access; the hit ratios differ)
-    speed_reference: str | None = None
-    speed_target: float = 2  # speed-up over libCacheSim that sweep.bench requires
     # an offline optimum computed by a solver over the whole trace instead of replayed
     # (sim_core.ilp): solve(trace, capacities, *, cost_models, mode, hits, model, params)
     # -> one Result per capacity. make_state and the hooks are then never used.

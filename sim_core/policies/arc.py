@@ -198,4 +198,4 @@ SPEC = PolicySpec(
     "ARC (Megiddo & Modha) - recency list T1 and frequency list T2 with ghosts "
     "B1/B2 steering T1's target size.",
     family="quick_demotion", removable=True,
-    weight=2.0, libcachesim="ARC", speed_target=10)
+    weight=2.0, libcachesim="ARC")

@@ -252,4 +252,4 @@ SPEC = PolicySpec(
     "AsymCache-style (our reading of arXiv 2606.02964) - evict the lowest "
     "exp(-age/tau) x recompute cost at depth, tau fitted online.",
     defaults=DEFAULTS, cost_aware=True, family="prefix_specific",
-    weight=10.0, speed_reference="GDSF")
+    weight=10.0)

@@ -319,4 +319,4 @@ SPEC = PolicySpec(
     "its next use per unit of recompute cost (one pass per cost model).",
     defaults={"horizon": 0, "score": "time_per_cost"}, cost_aware=True, offline=True,
     family="oracle", uniform_same_as=lambda params: ("belady", {"horizon": params["horizon"]}),
-    weight=14.0, speed_reference="Belady")
+    weight=14.0)

@@ -51,4 +51,4 @@ SPEC = PolicySpec(
     "fifo", make_state,
     "First in, first out; hits do not change the eviction order.",
     family="fifo", removable=True,
-    weight=1.0, libcachesim="FIFO", speed_target=20)
+    weight=1.0, libcachesim="FIFO")

@@ -55,4 +55,4 @@ SPEC = PolicySpec(
     "Least frequently used block is evicted (FIFO among equal counts; counts "
     "forgotten on eviction).",
     family="frequency",
-    weight=2.5, libcachesim="LFU", speed_target=10)
+    weight=2.5, libcachesim="LFU")

@@ -46,4 +46,4 @@ SPEC = PolicySpec(
     "lru", make_state,
     "Least recently used block is evicted first (the baseline of vLLM/SGLang).",
     family="recency", curve=lru_curve, removable=True,
-    weight=1.0, libcachesim="LRU", speed_target=20)
+    weight=1.0, libcachesim="LRU")

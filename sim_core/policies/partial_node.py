@@ -172,5 +172,5 @@ SPEC = PolicySpec(
     "radix-tree node; a contiguous chunk is evicted from the node's beginning.",
     defaults={"samples": 64, "clock": "access", "chunk_blocks": 32}, cost_aware=True,
     family="compute_aware",
-    weight=2.5, speed_reference="Hyperbolic",
+    weight=2.5,
     sample_floor=256)  # its error at the default floor: docs/sampling.md ("The floor")

@@ -52,4 +52,4 @@ SPEC = PolicySpec(
     "ComputeIntensity / TimeSinceLastAccess.",
     defaults={"samples": 64, "clock": "access"}, cost_aware=True,
     family="compute_aware",
-    weight=13.0, speed_reference="Hyperbolic")
+    weight=13.0)

@@ -159,4 +159,4 @@ SPEC = PolicySpec(
     "blocks live in a main FIFO with reinsertion.",
     defaults=dict(S3FIFO_DEFAULTS),
     family="quick_demotion", removable=True,
-    weight=1.5, libcachesim="S3FIFO", speed_target=10)
+    weight=1.5, libcachesim="S3FIFO")

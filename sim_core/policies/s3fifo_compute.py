@@ -177,4 +177,4 @@ SPEC = PolicySpec(
     "main cache (paper 5.4).",
     defaults={**S3FIFO_DEFAULTS, "samples": 64, "clock": "access"},
     cost_aware=True, family="compute_aware",
-    weight=6.0, speed_reference="S3FIFO")
+    weight=6.0)

@@ -233,4 +233,4 @@ SPEC = PolicySpec(
     defaults={**S3FIFO_DEFAULTS, "skip_ratio": 0.0, "ghost_to_main_threshold": 0,
               "ghost_mode": "carry", "preset": -1},
     family="quick_demotion",
-    weight=2.0, speed_reference="S3FIFO")
+    weight=2.0)

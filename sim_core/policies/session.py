@@ -225,11 +225,11 @@ SPEC = [
         "Session-level LRU (paper 5.3) - the session of the least recently used block "
         "loses all its resident blocks at once.",
         family="session",
-        weight=1.5, speed_reference="LRU"),
+        weight=1.5),
     PolicySpec(
         "random_compute_session", make_rc_session,
         "Session-level RandomCompute (paper 5.3) - the session of RandomCompute's "
         "victim loses all its resident blocks at once.",
         defaults={"samples": 64, "clock": "access"}, cost_aware=True, family="session",
-        weight=2.0, speed_reference="Hyperbolic"),
+        weight=2.0),
 ]

@@ -94,4 +94,4 @@ SPEC = PolicySpec(
     "SIEVE (NSDI'24) - FIFO queue with visited bits; a moving hand evicts the "
     "first unvisited block.",
     family="quick_demotion", removable=True,
-    weight=1.0, libcachesim="Sieve", speed_target=10)
+    weight=1.0, libcachesim="Sieve")

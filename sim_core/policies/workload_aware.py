@@ -447,4 +447,4 @@ SPEC = PolicySpec(
     "Workload-aware (ATC'25 KVCache in the Wild) - per-category exponential "
     "reuse probability fitted online, evict the lowest (ReuseProb, -offset).",
     defaults=DEFAULTS, family="prefix_specific",
-    weight=15.0, speed_reference="GDSF")
+    weight=15.0)

@@ -6,8 +6,8 @@ reproduces the structure that matters to eviction (paper sec. 4): prefix-chained
 blocks, append-only multi-turn sessions, shared system prompts, mostly-unique
 single-turn prompts with a templated minority, session-paced arrivals, heavy-tailed
 session sizes and footprints. ``analysis.workload.characterize`` measures a trace with
-the paper's definitions; ``TARGETS_FREEINFERENCE`` there lists what the
-``freeinference`` profile is calibrated to.
+the paper's definitions; ``TARGETS_FREEINFERENCE`` in :mod:`sim_core.synth.targets`
+lists what the ``freeinference`` profile is calibrated to.
 
 Model (lengths in 16-token blocks, times in seconds):
 

@@ -8,7 +8,7 @@ affordable. ``tests/test_synth.py`` checks the two agree.
 
 :func:`fit` moves named knobs of a profile (:data:`KNOBS`, in two groups:
 :data:`KNOB_GROUPS`) by Nelder-Mead to minimise the weighted sum of squared log ratios
-to the targets (``python -m sweep.bench_fidelity fit [--knobs time]``).
+to the targets (``python -m benchmarks.fidelity fit [--knobs time]``).
 """
 from __future__ import annotations
 
@@ -155,7 +155,7 @@ KNOBS: dict[str, Callable[[SynthProfile, float], SynthProfile]] = {
     "plain_len_tail": lambda p, x: dataclasses.replace(p, plain_len=_scaled(p.plain_len, math.exp(x), 0.87)),
     "template_suffix": lambda p, x: dataclasses.replace(p, template_suffix=_scaled(p.template_suffix, math.exp(x))),
     "plain_len_body": lambda p, x: dataclasses.replace(p, plain_len=_scaled(p.plain_len, math.exp(x), 0.0, 0.87)),
-    # time (the second fit, `bench_fidelity fit --knobs time`): the per-session pace, its
+    # time (the second fit, `benchmarks.fidelity fit --knobs time`): the per-session pace, its
     # spread over sessions, its trend with turn count, the per-gap spread, and the pauses
     "gap": lambda p, x: dataclasses.replace(p, gap=_scaled(p.gap, math.exp(x))),
     "gap_spread": lambda p, x: dataclasses.replace(p, gap=_scaled(p.gap, math.exp(x), 0.51)),
@@ -165,7 +165,7 @@ KNOBS: dict[str, Callable[[SynthProfile, float], SynthProfile]] = {
     "pause_share": lambda p, x: dataclasses.replace(p, pause_share=min(1.0, p.pause_share * math.exp(x))),
     "pause_max": lambda p, x: dataclasses.replace(p, pause_s=(p.pause_s[0], max(1.1 * p.pause_s[0],
                                                                                 p.pause_s[1] * math.exp(x)))),
-    # system prompts' bursts (`bench_fidelity fit --knobs prompts`): how often a prompt's
+    # system prompts' bursts (`benchmarks.fidelity fit --knobs prompts`): how often a prompt's
     # session starts a new burst, and the idle time between the sessions of a burst
     "sys_burst_share": lambda p, x: dataclasses.replace(p, sys_burst_share=min(1.0, p.sys_burst_share * math.exp(x))),
     "sys_burst_gap": lambda p, x: dataclasses.replace(p, sys_burst_gap=_scaled(p.sys_burst_gap, math.exp(x))),

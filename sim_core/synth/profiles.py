@@ -143,7 +143,7 @@ class SynthProfile:
 
 
 # The freeinference knobs were fitted (Nelder-Mead, then rounded) at full size, seed 0,
-# on the plan's statistics (`python -m sweep.bench_fidelity fit`: no blocks built, under
+# on the plan's statistics (`python -m benchmarks.fidelity fit`: no blocks built, under
 # a second a point) against the 16 targets plus compulsory misses, the top-1% footprint
 # share, the one-hit share and the median accesses per system-prompt and history block;
 # then the time knobs (below). Reaching 6%
@@ -182,7 +182,7 @@ FREEINFERENCE = SynthProfile(
     template_len=((0.5, 841.0), (0.85, 3321.0), (0.95, 8103.0), (0.99, 9319.0)),
     template_suffix=((0.5, 38.3), (0.9, 191.2)),
     plain_len=((0.6, 42.5), (0.87, 200.1), (0.97, 437.1), (0.995, 1093.2)),
-    # time: fitted (`bench_fidelity fit --knobs time`) to the gap and duration medians,
+    # time: fitted (`benchmarks.fidelity fit --knobs time`) to the gap and duration medians,
     # the 7.0-day span, the 99.7% of gaps under 22 min, the ~4 h duration p99 and the
     # history blocks' published reuse intervals (median 11.2 s, p99 562 s) and lifetime
     # (median 219 s): turn gaps are heavy-tailed up to 22 min and longer on long contexts;
@@ -196,14 +196,14 @@ FREEINFERENCE = SynthProfile(
     pause_s=(1_320.0, 156_000.0),
     concurrency=12.0,
     diurnal=0.3,  # fitted to LRU's and Belady's compute savings at 24 GiB (docs/fidelity.md)
-    # a system prompt's sessions run one after another (`bench_fidelity fit --knobs
+    # a system prompt's sessions run one after another (`benchmarks.fidelity fit --knobs
     # prompts`, to the system blocks' published reuse intervals and lifetimes): "they
     # routinely outlive individual conversations" yet live a median 291 s
     sys_burst_share=0.005,
     sys_burst_gap=((0.5, 9.1), (0.9, 75.0), (0.95, 7480.0)),
     # a template's requests run in bursts too, about 5.5 min apart (the bursts' share is
     # the system prompts'): fitted to the working set's churn, adjacent 5-minute windows
-    # sharing "over 30%" of their blocks (Fig. 3 (c); `bench_fidelity targets --set ...`)
+    # sharing "over 30%" of their blocks (Fig. 3 (c); `benchmarks.fidelity targets --set ...`)
     template_burst_share=0.005,
     template_burst_gap=((0.5, 330.0), (0.9, 2000.0)),
     compaction=True,

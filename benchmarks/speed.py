@@ -1,9 +1,9 @@
 """Benchmark: our replay speed against libCacheSim on the same trace, and the costs that
 decide how long a sweep takes (request vs block mode, one-pass curves, JIT, memory).
 
-    python -m sweep.bench                      # every policy, default sizes
-    python -m sweep.bench --accesses 20e6 --policies lru,fifo,arc --reps 3
-    python -m sweep.bench --full-scale         # + FreeInference-scale load/RSS figures
+    python -m benchmarks.speed                      # every policy, default sizes
+    python -m benchmarks.speed --accesses 20e6 --policies lru,fifo,arc --reps 3
+    python -m benchmarks.speed --full-scale         # + FreeInference-scale load/RSS figures
 
 All numbers of one table come from one run on one machine: ours and libCacheSim's are
 timed back to back on the same access sequence and capacity, the median of --reps runs.
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib.util
 import json
 import os
 import statistics
@@ -24,22 +25,49 @@ import time
 from pathlib import Path
 
 import numpy as np
+from omegaconf import OmegaConf
 
+from sim_core import QWEN3_CODER_30B, get_policy, policy_names, simulate, synth, to_blocks
 from sim_core.jit import njit
+from sim_core.reference import libcachesim_hit_ratio, write_oracle_general
+from sweep.plan import Capacity, make_plan
+from sweep.runner import RayCluster
+from sweep.spec import PolicyChoice
+from sweep.traces import to_payload
 
-# Per policy, sim_core's PolicySpec says which libCacheSim class it is timed against
-# (`libcachesim`, the same policy, else `speed_reference`, its nearest: same eviction
-# family, same data-structure work per access, different hit ratios) and the speed-up
-# it must reach (`speed_target`). The sampled compute-aware policies draw 64 blocks per
-# eviction and score each by a ratio over its age, which is what libCacheSim's
-# Hyperbolic does (n_sample=64); libCacheSim's Random draws one, i.e. does 1/64 of that
-# work per eviction.
+from . import sampling
+
+# Each policy is timed against libCacheSim's class for the same policy
+# (PolicySpec.libcachesim) or, where libCacheSim has none, against NEAREST[policy]: same
+# eviction family, same data-structure work per access, different hit ratios. The
+# sampled compute-aware policies draw 64 blocks per eviction and score each by a ratio
+# over its age, which is what libCacheSim's Hyperbolic does (n_sample=64); libCacheSim's
+# Random draws one, i.e. does 1/64 of that work per eviction.
+NEAREST = {
+    "asymcache": "GDSF",
+    "belady_compute": "Belady",
+    "lru_session": "LRU",
+    "partial_node": "Hyperbolic",
+    "random_compute": "Hyperbolic",
+    "random_compute_session": "Hyperbolic",
+    "s3fifo_compute": "S3FIFO",
+    "s4fifo": "S3FIFO",
+    "workload_aware": "GDSF",
+}
+#: the speed-up over libCacheSim a policy must reach: TARGETS[policy], else DEFAULT_TARGET
+TARGETS = {"arc": 10, "fifo": 20, "lfu": 10, "lru": 20, "s3fifo": 10, "sieve": 10}
+DEFAULT_TARGET = 2
+HAVE_LCS = importlib.util.find_spec("libcachesim") is not None  # an optional dependency ('.[test]')
+
+
+def reference_of(name: str) -> tuple[str | None, bool, float]:
+    """(libCacheSim class timed against or None, whether it is the same policy, target)."""
+    same = get_policy(name).libcachesim
+    return same or NEAREST.get(name), same is not None, TARGETS.get(name, DEFAULT_TARGET)
 
 
 def bench_trace(accesses: float, seed: int = 0):
     """A generated FreeInference-like trace with at least `accesses` block accesses."""
-    from sim_core import synth
-
     probe = synth.generate("freeinference", scale=synth.DEFAULT_SCALE, seed=seed)
     scale = synth.DEFAULT_SCALE * max(1.0, accesses / max(probe.n_accesses, 1)) * 1.02
     return synth.generate("freeinference", scale=scale, seed=seed)
@@ -92,14 +120,6 @@ def yardstick_lru(blocks, n_unique, capacity):
 
 
 def speed_table(trace, policies, capacity, reps, oracle_path):
-    from sim_core import get_policy, simulate
-    from sim_core.reference import libcachesim_hit_ratio
-
-    try:
-        import libcachesim  # noqa: F401
-        have_lcs = True
-    except ImportError:
-        have_lcs = False
     rows = []
     n = trace.n_accesses
     for name in policies:
@@ -113,13 +133,13 @@ def speed_table(trace, policies, capacity, reps, oracle_path):
         row = {"policy": name, "capacity_blocks": capacity, "accesses": n,
                "ours_hit_ratio": rec.hit_ratio, "ours_acc_per_s": n / ours,
                "ours_request_acc_per_s": n / _median_time(req, reps)}
-        ref = spec.libcachesim or spec.speed_reference
-        if have_lcs and ref:
+        ref, same, target = reference_of(name)
+        if HAVE_LCS and ref:
             theirs_hr = libcachesim_hit_ratio(oracle_path, ref, capacity)
             theirs = _median_time(lambda: libcachesim_hit_ratio(oracle_path, ref, capacity), reps)
-            row.update(lcs_policy=ref, same_policy=spec.libcachesim is not None, lcs_hit_ratio=theirs_hr,
+            row.update(lcs_policy=ref, same_policy=same, lcs_hit_ratio=theirs_hr,
                        lcs_acc_per_s=n / theirs, speedup=theirs / ours,
-                       target=spec.speed_target)
+                       target=target)
             row["meets_target"] = row["speedup"] >= row["target"]
         rows.append(row)
         print(_fmt_row(row), flush=True)
@@ -138,8 +158,6 @@ def _fmt_row(row):
 
 def engine_figures(trace, capacity, reps):
     """Request vs block mode, one-pass vs per-capacity, yardstick LRU."""
-    from sim_core import simulate
-
     n = trace.n_accesses
     out = {}
     yardstick_lru(trace.blocks, trace.n_unique, capacity)
@@ -207,8 +225,6 @@ print(json.dumps(dict(load_s=load_s, accesses=t.n_accesses, requests=t.n_request
 def full_scale_figures(workdir: Path, capacity: int) -> dict:
     """Generate the full-scale FreeInference-like trace, then load it and replay LRU in a
     fresh process (so peak RSS is the replay's, not the generator's)."""
-    from sim_core import synth
-
     path = workdir / "freeinference_full.npz"
     t0 = time.perf_counter()
     tr = synth.generate("freeinference", scale=1.0)
@@ -229,13 +245,6 @@ def ray_scaling(trace, capacity: int, n_caps: int = 6, actors=(1, 2)) -> dict:
     through the object store and actor start-up included, Ray's start-up not) with 1
     and with 2 actors, on
     the same plan: RAY_POLICIES x n_caps capacities around `capacity`, request mode."""
-    from omegaconf import OmegaConf
-
-    from .plan import Capacity, make_plan
-    from .runner import RayCluster
-    from .spec import PolicyChoice
-    from .traces import to_payload
-
     blocks = sorted({max(1, int(capacity * f)) for f in np.geomspace(0.5, 2.0, n_caps)})
     caps = [Capacity(index=i, label=str(b), blocks=b, gib=0.0) for i, b in enumerate(blocks)]
     pols = [PolicyChoice(name=p, params={}, weight=1.0, cost_aware=False, one_pass=False) for p in RAY_POLICIES]
@@ -289,7 +298,7 @@ def write_outputs(out_dir: Path, rows, figures, jit, scale, ray=None):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sweep.bench", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.speed", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--accesses", type=float, default=20e6, help="block accesses in the generated trace (default 20e6)")
     ap.add_argument("--capacity", default="48GiB", help="capacity for the speed table (bytes or blocks; default 48GiB)")
@@ -298,14 +307,11 @@ def main(argv=None) -> int:
     ap.add_argument("--skip", default="", help="comma list of sections to skip: speed,engine,jit,ray")
     ap.add_argument("--full-scale", action="store_true", help="also measure a full-scale (327.5K requests) trace")
     ap.add_argument("--sampling", action="store_true",
-                    help="also print sampled replay's error table (python -m sweep.bench_sampling: 1/10-scale "
+                    help="also print sampled replay's error table (python -m benchmarks.sampling: 1/10-scale "
                          "trace, every policy, r = 0.1, 0.01, 0.001; about an hour of CPU)")
     ap.add_argument("--out", default="bench_results", help="output directory (default bench_results/)")
     ap.add_argument("--mlflow", default=None, help="tracking URI to log the results to (optional)")
     args = ap.parse_args(argv)
-
-    from sim_core import QWEN3_CODER_30B, get_policy, policy_names, to_blocks
-    from sim_core.reference import write_oracle_general
 
     skip = set(filter(None, args.skip.split(",")))
     t0 = time.perf_counter()
@@ -335,13 +341,12 @@ def main(argv=None) -> int:
             scale = full_scale_figures(Path(d), to_blocks("24GiB", QWEN3_CODER_30B, 16))
             print("full scale:", scale)
         if args.sampling:
-            from .bench_sampling import main as sampling_main
-
-            sampling_main(["--out", args.out])
+            sampling.main(["--out", args.out])
     table = write_outputs(Path(args.out), rows, figures, jit, scale, ray)
     print(table)
     if args.mlflow:
-        import mlflow
+        import mlflow  # only with --mlflow, and slow to import
+
 
         mlflow.set_tracking_uri(args.mlflow)
         mlflow.set_experiment("benchmarks")

@@ -1,17 +1,17 @@
 """The generated FreeInference-like trace against the paper's published results.
 
-    python -m sweep.bench_fidelity targets                 # statistics, LRU/Belady at 24 GiB and 1 TiB
-    python -m sweep.bench_fidelity targets --set template_burst_share=0.02  # the same, a field changed
-    python -m sweep.bench_fidelity ablation                # each mechanism off in turn
-    python -m sweep.bench_fidelity seeds --seeds 10        # spread over trace seeds
-    python -m sweep.bench_fidelity unfitted                # results the generator was not fitted to
-    python -m sweep.bench_fidelity concurrency             # appendix B: the same sessions at 8-1024 in flight
-    python -m sweep.bench_fidelity spread --other 5        # where seeds 0 and 5 differ (README "Seed spread")
-    python -m sweep.bench_fidelity seeds --set diurnal=0   # the same, with a profile field changed
-    python -m sweep.bench_fidelity seeds --weeks 8 --rate 0.00125  # the default study's 8 weeks
-    python -m sweep.bench_fidelity fit --maxfev 800        # refit the statistics' knobs (sim_core.synth.fit)
-    python -m sweep.bench_fidelity fit --knobs time        # refit gaps and pauses to the published reuse times
-    python -m sweep.bench_fidelity fit --knobs prompts     # refit the system prompts' bursts (their reuse times)
+    python -m benchmarks.fidelity targets                 # statistics, LRU/Belady at 24 GiB and 1 TiB
+    python -m benchmarks.fidelity targets --set template_burst_share=0.02  # the same, a field changed
+    python -m benchmarks.fidelity ablation                # each mechanism off in turn
+    python -m benchmarks.fidelity seeds --seeds 10        # spread over trace seeds
+    python -m benchmarks.fidelity unfitted                # results the generator was not fitted to
+    python -m benchmarks.fidelity concurrency             # appendix B: the same sessions at 8-1024 in flight
+    python -m benchmarks.fidelity spread --other 5        # where seeds 0 and 5 differ (README "Seed spread")
+    python -m benchmarks.fidelity seeds --set diurnal=0   # the same, with a profile field changed
+    python -m benchmarks.fidelity seeds --weeks 8 --rate 0.00125  # the default study's 8 weeks
+    python -m benchmarks.fidelity fit --maxfev 800        # refit the statistics' knobs (sim_core.synth.fit)
+    python -m benchmarks.fidelity fit --knobs time        # refit gaps and pauses to the published reuse times
+    python -m benchmarks.fidelity fit --knobs prompts     # refit the system prompts' bursts (their reuse times)
 
 Every run generates the full-scale trace (`--scale`, default 1.0) and replays it as the
 default study does: sampled at `--rate` (default 0.01), request mode, block hits, the
@@ -28,6 +28,17 @@ import json
 import sys
 import time
 
+import numpy as np
+
+from analysis.workload import characterize, window_overlap
+from sim_core import get_policy, simulate
+from sim_core.schedule import steady_concurrency
+from sim_core.synth import fit as synth_fit, generate_labeled, get_profile
+from sim_core.synth.plan import STREAMS
+from sim_core.synth.targets import REUSE_TARGETS_FREEINFERENCE, SECONDARY_TARGETS_FREEINFERENCE, TARGETS_FREEINFERENCE
+from sim_core.trace import back_to_back
+from sweep import weeks
+
 HEADLINE = {16384: "24GiB", 32768: "48GiB", 65536: "96GiB", 699051: "1TiB"}  # Qwen3-Coder-30B blocks
 COSTS = ("uniform", "qwen3_coder_30b", "linear")
 STATS = ("compulsory_miss_ratio", "system_accesses_median", "history_accesses_median", "footprint_top1_share",
@@ -39,7 +50,7 @@ PREVIOUS_TIME = {"gap": ((0.5, 10.62), (0.9, 17.25)), "gap_turns_exponent": 0.17
                  "gap_max_s": float("inf"), "gap_context_exponent": 0.0, "pause_share": 0.095,
                  "pause_s": (1_320.0, 25_200.0)}
 # variant name -> (SynthProfile overrides, simulate order); an override may be a function
-# of the shipped profile (so this module imports nothing heavy before it runs)
+# of the shipped profile
 ABLATION = {
     "shipped": ({}, None),
     "order=forward": ({}, "forward"),
@@ -65,8 +76,6 @@ CONCURRENCY_POLICIES = ("lru", "s3fifo", "arc", "lirs", "belady")
 
 
 def _trace(overrides: dict, scale: float, seed: int, labeled: bool = False, stream_seeds=None, week: int = 0):
-    from sim_core.synth import generate_labeled, get_profile
-
     base = get_profile("freeinference")
     prof = dataclasses.replace(base, **{k: v(base) if callable(v) else v for k, v in overrides.items()})
     trace, cat = generate_labeled(prof, scale=scale, seed=seed, stream_seeds=stream_seeds, week=week)
@@ -78,8 +87,6 @@ def _weeks(overrides: dict, a, seed: int):
     when there are several (sweep.weeks; the sample seed is the trace seed, as in `seeds`)."""
     if a.weeks == 1:
         return _trace(overrides, a.scale, seed)
-    from . import weeks
-
     return weeks.sampled(lambda w: _trace(overrides, a.scale, seed, week=w), a.weeks, list(HEADLINE), a.rate, seed,
                          "request", [("depth", None)])
 
@@ -89,10 +96,6 @@ def spread(a) -> list[dict]:
     sample seeds and the exact replay of each), the two traces back to back, and each
     random stream of the generator re-drawn alone from the other seed. LRU at 24 and
     48 GiB."""
-    from sim_core import simulate
-    from sim_core.synth.plan import STREAMS
-    from sim_core.trace import back_to_back
-
     caps = [16384, 32768]
 
     def lru(trace, rate=a.rate, sample_seed=0):
@@ -128,8 +131,6 @@ def seed_summary(rows: list[dict]) -> dict:
     """Per result key over the seeds' rows: mean, standard deviation (n - 1), min, max and
     the largest deviations from the mean, in points for the last three (README "Seed
     spread"). A value is [hit ratio, savings]; both are summarised."""
-    import numpy as np
-
     out = {}
     for key in rows[0]:
         if not isinstance(rows[0][key], list):
@@ -147,8 +148,6 @@ def seed_summary(rows: list[dict]) -> dict:
 def _overrides(pairs) -> dict:
     """--set field=value pairs -> SynthProfile overrides (values parsed as JSON, else str),
     checked by the profile's own validation (ValueError naming the field)."""
-    from sim_core.synth import get_profile
-
     base = get_profile("freeinference")
     fields = {f.name for f in dataclasses.fields(base)}
     out = {}
@@ -166,8 +165,6 @@ def _overrides(pairs) -> dict:
 
 def _curves(trace, policies, caps, rate, sample_seed=0, order=None) -> dict:
     """'policy@capacity:cost' -> [hit ratio, savings under that cost]."""
-    from sim_core import get_policy, simulate
-
     out = {}
     for p in policies:
         # a cost-aware policy optimises the model it runs under: one run per model
@@ -186,8 +183,6 @@ def concurrency(a) -> list[dict]:
     concurrency collapses at 1024, replayed at each concurrency (`sim_core.schedule`).
     `reachable`: LRU's hits over the reuses (accesses after a block's first), i.e. the
     share of reuses within the capacity's stack distance."""
-    from sim_core.schedule import steady_concurrency
-
     trace = _trace({}, a.scale, a.seed)
     rows = []
     for c in CONCURRENCY:
@@ -203,8 +198,6 @@ def concurrency(a) -> list[dict]:
 
 
 def targets(a, overrides=None, order=None) -> dict:
-    from analysis.workload import characterize, window_overlap
-
     trace, cat = _trace(overrides or {}, a.scale, a.seed, labeled=True)
     stats = {**characterize(trace, cat), **window_overlap(trace, lags_s=(300, 7200))}
     return {**{k: round(stats[k], 4) for k in STATS + ("overlap_300s", "overlap_7200s")},
@@ -232,9 +225,6 @@ def fit(a, overrides: dict) -> dict:
     """Nelder-Mead over one group of sim_core.synth.fit.KNOBS (--knobs) from the shipped
     profile (with --set), full scale, seed --seed; logs each improvement, returns the best
     profile's changed fields and its ratios to the targets."""
-    from analysis.workload import REUSE_TARGETS_FREEINFERENCE, SECONDARY_TARGETS_FREEINFERENCE, TARGETS_FREEINFERENCE
-    from sim_core.synth import fit as synth_fit, get_profile
-
     base = dataclasses.replace(get_profile("freeinference"), **overrides)
     if a.knobs == "prompts":
         tg = {k: REUSE_TARGETS_FREEINFERENCE[k] for k in PROMPT_REUSE}
@@ -257,7 +247,7 @@ def fit(a, overrides: dict) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sweep.bench_fidelity", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.fidelity", description=__doc__.split("\n\n")[0])
     ap.add_argument("what", choices=("targets", "ablation", "seeds", "unfitted", "concurrency", "spread", "fit"))
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--rate", type=float, default=0.01)
@@ -306,8 +296,6 @@ def main(argv=None) -> int:
     elif a.what == "fit":
         emit(fit(a, over))
     else:
-        from sim_core import simulate
-
         trace = _trace({}, a.scale, a.seed)
         emit(_curves(trace, ("lru", "belady") + UNFITTED, HEADLINE, a.rate))
         small = _trace({}, a.exact_scale, a.seed)

@@ -1,7 +1,7 @@
 """Sampled replay against exact replay: error and speed-up per policy and rate.
 
-    python -m sweep.bench_sampling                      # 1/10-scale FreeInference-like trace
-    python -m sweep.bench_sampling --scale 0.02 --policies lru,s3fifo --rates 0.1,0.01
+    python -m benchmarks.sampling                      # 1/10-scale FreeInference-like trace
+    python -m benchmarks.sampling --scale 0.02 --policies lru,s3fifo --rates 0.1,0.01
 
 For every policy of `policy=all` it replays the trace exactly at 12 capacities (the
 paper's four headline sizes and eight more spread over the 65) under every cost model,
@@ -24,6 +24,11 @@ import os
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
+from types import SimpleNamespace
+
+from sim_core import QWEN3_CODER_30B, REGISTRY, get_policy, simulate, synth, to_blocks
+from sim_core import sample as smp
+from sim_core.capacity import log_spaced_bytes
 
 HEADLINE_GIB = (24, 48, 96, 1024)
 COSTS = ("uniform", "linear", "qwen3_coder_30b")
@@ -31,8 +36,6 @@ COSTS = ("uniform", "linear", "qwen3_coder_30b")
 
 def capacities(model, block_tokens: int) -> list[int]:
     """The four headline sizes plus eight spread evenly over paper65's other sizes."""
-    from sim_core.capacity import log_spaced_bytes, to_blocks
-
     paper = sorted({to_blocks(f"{b:.3f}B", model, block_tokens) for b in log_spaced_bytes("24GiB", "12TiB", 65)})
     head = [to_blocks(f"{g}GiB", model, block_tokens) for g in HEADLINE_GIB]
     rest = [c for c in paper if c not in head]
@@ -42,8 +45,6 @@ def capacities(model, block_tokens: int) -> list[int]:
 
 
 def _trace(scale: float, seed: int):
-    from sim_core import synth
-
     return synth.generate("freeinference", scale=scale, seed=seed)
 
 
@@ -60,11 +61,6 @@ def measure(policy: str, scale: float, seed: int, rates: list[float], by: str | 
 
 def _measure(policy: str, scale: float, seed: int, rates: list[float], by: str | None,
              exact_rows: list[dict] | None) -> list[dict]:
-    from types import SimpleNamespace
-
-    from sim_core import QWEN3_CODER_30B, get_policy, simulate
-    from sim_core import sample as smp
-
     t = _trace(scale, seed)
     caps = capacities(QWEN3_CODER_30B, t.block_tokens)
     spec = get_policy(policy)
@@ -104,13 +100,11 @@ def summarize(rows: list[dict], floor: int | None = None) -> list[dict]:
     """Per (policy, sample_by, rate): MAE and max |error| in points over the capacities
     whose scaled size is at least `floor` (default: the sampling unit's floor; the others
     would run at a raised rate)."""
-    from sim_core.sample import MIN_SAMPLED_BLOCKS
-
     out = []
     keys = sorted({(r["policy"], r["sample_by"], r["rate"]) for r in rows}, key=lambda k: (k[0], k[1], -k[2]))
     for p, by, rate in keys:
         rs = [r for r in rows if (r["policy"], r["sample_by"], r["rate"]) == (p, by, rate)]
-        kept = [r for r in rs if r["scaled_blocks"] >= (MIN_SAMPLED_BLOCKS[by] if floor is None else floor)]
+        kept = [r for r in rs if r["scaled_blocks"] >= (smp.MIN_SAMPLED_BLOCKS[by] if floor is None else floor)]
         s = {"policy": p, "sample_by": by, "rate": rate, "capacities": len(kept),
              "speedup": rs[0]["exact_s"] / max(rs[0]["sampled_s"], 1e-9)}
         for name, a, b in [("hit_ratio", "hit_ratio_exact", "hit_ratio_sampled")] + \
@@ -139,7 +133,7 @@ def markdown(summary: list[dict], target_mae: float = 0.5, target_max: float = 1
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sweep.bench_sampling", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.sampling", description=__doc__.split("\n\n")[0])
     ap.add_argument("--scale", type=float, default=0.1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rates", default="0.1,0.01,0.001")
@@ -152,7 +146,6 @@ def main(argv=None) -> int:
     ap.add_argument("--reuse-exact", default=None, help="an earlier run's .jsonl on the same trace: its exact "
                                                         "results spare the exact replays")
     args = ap.parse_args(argv)
-    from sim_core import REGISTRY
     pols = [p for p, s in REGISTRY.items() if not s.slow and s.in_all and p not in ("lrb", "threelcache")] \
         if args.policies == "all" else args.policies.split(",")
     rates = [float(x) for x in args.rates.split(",")]
@@ -197,18 +190,12 @@ def main(argv=None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
-
-
 def convergence(policies=("lru", "s3fifo", "belady"), candidates=(("exact", 1 / 150, None), ("exact", 0.05, None),
                                                                    ("sampled", 1.0, 0.01), ("sampled", 1.0, 0.005)),
                 seed: int = 0) -> list[dict]:
     """Hit ratio and Qwen3 compute savings at the four headline capacities: the exact
     full-scale replay against each candidate default (a smaller trace replayed exactly,
     or the full-scale trace sampled). Rows: policy, candidate, capacity, values, seconds."""
-    from sim_core import QWEN3_CODER_30B, simulate, to_blocks
-
     caps = [to_blocks(f"{g}GiB", QWEN3_CODER_30B, 16) for g in HEADLINE_GIB]
     full = _trace(1.0, seed)
     rows = []
@@ -235,3 +222,7 @@ def convergence(policies=("lru", "s3fifo", "belady"), candidates=(("exact", 1 / 
             rows.append(row)
         del t
     return rows
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,62 @@
+"""The benchmarks (benchmarks/, run as `python -m benchmarks.<name>`): smoke runs on tiny
+traces, their helpers by hand, and their tables against the policy registry."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks import fidelity, speed
+from sim_core import REGISTRY
+from tests.helpers import session_trace
+
+
+def test_speed_references_name_registered_policies_without_an_equal():
+    """NEAREST is for policies libCacheSim has no equal of; every key is a policy."""
+    assert set(speed.NEAREST) <= set(REGISTRY) and set(speed.TARGETS) <= set(REGISTRY)
+    assert not [p for p in speed.NEAREST if REGISTRY[p].libcachesim]
+    assert speed.reference_of("lru") == ("LRU", True, 20)
+    assert speed.reference_of("random_compute") == ("Hyperbolic", False, 2)
+    assert speed.reference_of("belady")[1:] == (True, 2)
+
+
+def test_bench_smoke(tmp_path):
+    """`python -m benchmarks.speed` end to end on a tiny trace: table rows, ratios, files."""
+    assert speed.main(["--accesses", "3e5", "--policies", "lru,fifo,random_compute", "--reps", "1",
+                       "--skip", "jit,ray", "--capacity", "2000", "--out", str(tmp_path)]) == 0
+    res = json.loads((tmp_path / "bench.json").read_text())
+    rows = {r["policy"]: r for r in res["speed"]}
+    assert set(rows) == {"lru", "fifo", "random_compute"}
+    for r in rows.values():
+        assert r["accesses"] >= 3e5 and r["ours_acc_per_s"] > 0 and r["ours_request_acc_per_s"] > 0
+    # same policy in libCacheSim: identical hit ratio; a nearest-policy reference is marked
+    assert rows["lru"]["lcs_hit_ratio"] == pytest.approx(rows["lru"]["ours_hit_ratio"], abs=1e-12)
+    assert rows["lru"]["same_policy"] and not rows["random_compute"]["same_policy"]
+    assert rows["random_compute"]["lcs_policy"] == "Hyperbolic"
+    eng = res["engine"]
+    assert eng["ratio_request_vs_block"] > 0 and eng["one_pass_capacities"] > 1
+    assert "| lru |" in (tmp_path / "bench.md").read_text()
+
+
+def test_bench_ray_scaling_runs_the_same_plan_on_1_and_2_actors():
+    out = speed.ray_scaling(session_trace(n_sessions=30), capacity=200, n_caps=2)
+    assert out["actors_1_acc_per_s"] > 0 and out["actors_2_acc_per_s"] > 0 and out["speedup"] > 0
+
+
+def test_bench_fidelity_set_parses_profile_fields_and_rejects_others():
+    assert fidelity._overrides(["diurnal=0", "compaction=false"]) == {"diurnal": 0, "compaction": False}
+    for bad in (["nope=1"], ["diurnal"]):
+        with pytest.raises(ValueError, match="SynthProfile field"):
+            fidelity._overrides(bad)
+    # a value the profile rejects is refused up front, naming the field
+    with pytest.raises(ValueError, match="sys_burst_share must be in"):
+        fidelity._overrides(["sys_burst_share=2"])
+
+
+def test_bench_fidelity_seed_summary_by_hand():
+    rows = [{"lru@24GiB:qwen": [0.50, 0.40]}, {"lru@24GiB:qwen": [0.52, 0.46]}, {"lru@24GiB:qwen": [0.54, 0.43]}]
+    got = fidelity.seed_summary(rows)
+    hr, sv = got["lru@24GiB:qwen:hit_ratio"], got["lru@24GiB:qwen:savings"]
+    assert hr == {"mean": 0.52, "sd_points": 2.0, "min": 0.5, "max": 0.54,
+                  "below_mean_points": -2.0, "above_mean_points": 2.0}
+    assert sv["mean"] == 0.43 and sv["sd_points"] == 3.0 and sv["below_mean_points"] == -3.0
