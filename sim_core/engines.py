@@ -33,11 +33,15 @@ PRESETS: dict[str, Preset] = {
     "vllm": Preset(mode="request", hits="prefix", order="tail_first", partial_blocks="skip", block_tokens=16),
     # radix tree, LRU over leaves (a request's tail first); page_size 1 caches every token
     "sglang": Preset(mode="request", hits="prefix", order="tail_first", partial_blocks="cache", block_tokens=1),
-    # chunk store: prefix lookup over full chunks, LRU
-    "lmcache": Preset(mode="block", hits="prefix", order="forward", partial_blocks="skip", block_tokens=256),
-    # Mooncake's hit-rate simulator: prefix hits after the first half of the requests warm the cache
+    # chunk store: a request's hit chunks are pinned until retrieved and its keys refreshed
+    # in reverse (its first chunk ends most recent); prefix lookup over full chunks, LRU
+    "lmcache": Preset(mode="request", hits="prefix", order="tail_first", partial_blocks="skip", block_tokens=256),
+    # the hit-rate view of the Mooncake trace: prefix hits per access; the warm-up of half the
+    # requests is how the issue describes Mooncake's simulator (not found in its source)
     "mooncake": Preset(mode="block", hits="prefix", order="forward", partial_blocks="cache", warmup=0.5,
                        block_tokens=512),
+    # Dynamo's mocker (vLLM-like block manager, 64-token blocks)
+    "dynamo": Preset(mode="request", hits="prefix", order="tail_first", partial_blocks="skip", block_tokens=64),
 }
 
 

@@ -6,9 +6,9 @@ hierarchy hands it, so each runs any registered policy over its own stream of ev
   - lookups: a block missing from HBM is looked up top down; the first tier holding it
     serves it (a load: the block is not recomputed). An inclusive tier keeps its copy
     (on_hit), an exclusive one gives it up (the policy's `remove` hook);
-  - writes: `on_evict` - a block evicted from the tier above is written here (vLLM's
-    CPU offload, SGLang HiCache write-back); `on_compute` - every block HBM receives
-    and this tier lacks is written here as it arrives (LMCache, HiCache write-through);
+  - writes: `on_evict` - a block evicted from the tier above is written here (SGLang
+    HiCache write-back); `on_compute` - every block HBM receives and this tier lacks is
+    written here as it arrives (vLLM's CPU offload, LMCache, HiCache write-through);
   - admission decides whether a write (or HBM's own insertion) happens at all:
     `all`, `after_hits=N` (the block was requested at least N times before: each of
     those is a hit where it stayed cached; HiCache's selective write), or `doorkeeper`

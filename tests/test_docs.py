@@ -16,7 +16,7 @@ README = ROOT / "README.md"
 
 # Pages the README and docs link to that are being written elsewhere: remove a name here
 # once its page exists (the lead writes docs/tiers.md; docs/engines.md follows).
-PENDING = {"docs/engines.md"}  # being written (sim_core/engines.py presets): remove once it exists
+PENDING: set[str] = set()  # pages linked before they are written
 
 
 def test_every_result_field_is_in_the_concepts_table():

@@ -6,7 +6,7 @@
   12; tokens 24 + 40 + 40 = 104 of 160.
 - vllm (prefix hits, partial never cached): 1 + 2 + 2 = 5 hits; 80 tokens.
 - sglang (prefix hits, page size 1 caches the partial block): 1 + 3 + 3 = 7; 96 tokens.
-- lmcache (block mode, prefix over full chunks): as vllm, 5 hits; 80 tokens.
+- lmcache and dynamo (prefix over full chunks or blocks): as vllm, 5 hits; 80 tokens.
 - mooncake (prefix hits after a warm-up of half the requests): the last two requests
   count, all 6 of their blocks hit; 80 of 80 tokens.
 """
@@ -20,7 +20,7 @@ from sweep.config import ConfigError
 from sweep.spec import apply_engine
 
 HAND = {"paper": (12, 8, 160, 104), "vllm": (12, 5, 160, 80), "sglang": (12, 7, 160, 96),
-        "lmcache": (12, 5, 160, 80), "mooncake": (6, 6, 80, 80)}
+        "lmcache": (12, 5, 160, 80), "mooncake": (6, 6, 80, 80), "dynamo": (12, 5, 160, 80)}
 
 
 def _trace():
