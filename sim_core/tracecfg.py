@@ -3,14 +3,15 @@
 Takes any Mapping (an omegaconf DictConfig is one; plain dicts work the same), so sweep
 and analysis share it without importing each other. Rules, in order: `path` set -> that
 file (it must exist); `bundled` -> the copy shipped in sim_core/data; `profile` -> a
-synthetic trace from sim_core.synth. sim_core.loaders and sim_core.synth are imported
-only when needed.
+synthetic trace from sim_core.synth. The formats, and the options a format takes beyond
+the shared keys, come from sim_core.loaders (FORMATS, SETTINGS): nothing here names one.
 
 Keys (conf/trace/*.yaml): name, path, bundled, profile, format, max_requests,
 context_tokens, cache_dir, block_tokens (the trace's block size: token formats hash at
-it, every other trace is re-blocked to it; null = the trace's own), tokenizer (text
-format: a tokenizer.json), file_block_tokens (dynamo: tokens per hash in the file),
-and the synthetic generator's scale, seed, weeks, concurrency.
+it, every other trace is re-blocked to it; null = the trace's own), the options formats
+declare (sim_core.loaders.SETTINGS: tokenizer for text, a tokenizer.json;
+file_block_tokens for dynamo, tokens per hash in the file), and the synthetic
+generator's scale, seed, weeks, concurrency.
 """
 from __future__ import annotations
 
@@ -21,7 +22,13 @@ from typing import Any
 
 import numpy as np
 
+from . import synth
 from .config_checks import ConfigError, check_int, check_number
+from .loaders import FORMATS, REGISTRY, SETTINGS, bundled_path, detect_format, load_trace
+from .reblock import reblock
+from .sample import SampleSet
+from .summary import format_summary, summary
+from .trace import Trace
 
 log = logging.getLogger("sweep")
 
@@ -42,9 +49,14 @@ def _get(tc: Mapping, key: str, default: Any = None) -> Any:
 
 
 def formats() -> tuple[str, ...]:
-    from .loaders import FORMATS
-
     return FORMATS
+
+
+def path_keys() -> frozenset[str]:
+    """The trace config keys that hold a file path: the shared ones and the formats' file
+    options (the command line's quoting check treats them as free text)."""
+    return frozenset({"trace.path", "trace.cache_dir", *(f"trace.{n}" for n, (o, _) in SETTINGS.items()
+                                                        if o.kind == "file")})
 
 
 def check_trace_config(tc: Mapping, choice: str) -> None:
@@ -75,15 +87,19 @@ def check_trace_config(tc: Mapping, choice: str) -> None:
               none_means="the default context window")
     check_int(_get(tc, "block_tokens"), "trace.block_tokens", 1, allow_none=True,
               none_means="the trace's own block size")
-    check_int(_get(tc, "file_block_tokens"), "trace.file_block_tokens", 1, allow_none=True,
-              none_means="the format's default")
-    tokenizer = _get(tc, "tokenizer")
-    if tokenizer is _MISSING or (fmt == "text" and not tokenizer):
-        raise ConfigError("trace.format=text needs a tokenizer file: trace.tokenizer=/path/to/tokenizer.json")
-    if tokenizer:
-        t = Path(str(tokenizer)).expanduser()
-        if not t.is_file():
-            raise ConfigError(f"trace.tokenizer {str(t)!r} is not a file (a tokenizer.json)")
+    # the formats' own options: numbers first, then the files (a stat each)
+    for opt, owners in sorted(SETTINGS.values(), key=lambda s: s[0].kind != "int"):
+        value = _get(tc, opt.name)
+        if opt.kind == "int":
+            check_int(value, f"trace.{opt.name}", 1, allow_none=True, none_means=opt.what)
+            continue
+        if value is _MISSING or (opt.required and fmt in owners and not value):
+            raise ConfigError(f"trace.format={fmt if fmt in owners else owners[0]} needs {opt.what}: "
+                              f"trace.{opt.name}={opt.example}")
+        if value:
+            t = Path(str(value)).expanduser()
+            if not t.is_file():
+                raise ConfigError(f"trace.{opt.name} {str(t)!r} is not a file (a {Path(opt.example).name})")
     if _get(tc, "profile") and not path:  # the synthetic generator's knobs
         check_number(_get(tc, "scale"), "trace.scale", allow_none=True,
                      none_means="the default size; 1.0 = the full trace")
@@ -110,8 +126,6 @@ def _reblocked(trace, tc: Mapping):
     bt = _get(tc, "block_tokens")
     if bt is None or int(bt) == trace.block_tokens:
         return trace
-    from .reblock import reblock
-
     try:
         return reblock(trace, int(bt))
     except ValueError as e:
@@ -122,15 +136,14 @@ def _load_native(path: Path, fmt: str, name: str | None):
     """Trace.load, not loaders.load_native: its errors already name the file and the bad
     field, and the loaders' context_tokens/cache_dir do not apply (the file is replayed
     as saved)."""
-    from .trace import Trace
-
     if fmt not in ("auto", "native"):
         log.info("%s is an .npz archive: reading it as a native trace (trace.format=%s ignored)", path, fmt)
     try:
         t = Trace.load(path)
     except ValueError as e:
         looks_json = _head(path).lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"[")
-        hint = "; read it with trace.format=mooncake, qwen_bailian or freeinference" if looks_json else ""
+        jsonl = [n for n, f in REGISTRY.items() if f.sniff is not None]
+        hint = f"; read it with trace.format={', '.join(jsonl[:-1])} or {jsonl[-1]}" if looks_json else ""
         raise ConfigError(f"{e}{hint}") from None
     if name:
         t.name = name
@@ -141,25 +154,22 @@ def _load_file(path: Path, fmt: str, tc: Mapping, name: str | None):
     # a zip archive is never JSONL: read it as native whatever the trace group's format says
     if fmt == "native" or (fmt == "auto" and path.suffix == ".npz") or _head(path).startswith(b"PK\x03\x04"):
         return _reblocked(_load_native(path, fmt, name), tc)
-    from .loaders import REGISTRY, detect_format, load_trace
-
     if fmt == "auto":
         fmt = detect_format(path)
     f = REGISTRY[fmt]
     kwargs: dict[str, Any] = {}
     if _get(tc, "context_tokens") and "context_tokens" in f.options:
         kwargs["context_tokens"] = int(_get(tc, "context_tokens"))
-    for key in ("tokenizer", "file_block_tokens"):
+    for key, (opt, owners) in SETTINGS.items():
         value = _get(tc, key)
         if value is None:
             continue
         if key not in f.options:
-            raise ConfigError(f"trace.{key} applies to format(s) "
-                              f"{', '.join(n for n, g in REGISTRY.items() if key in g.options)}; "
-                              f"{path} is {fmt}")
-        kwargs[key] = str(Path(str(value)).expanduser()) if key == "tokenizer" else int(value)
-    if fmt == "text" and "tokenizer" not in kwargs:
-        raise ConfigError(f"{path} is a text trace: it needs trace.tokenizer=/path/to/tokenizer.json")
+            raise ConfigError(f"trace.{key} applies to format(s) {', '.join(owners)}; {path} is {fmt}")
+        kwargs[key] = str(Path(str(value)).expanduser()) if opt.kind == "file" else int(value)
+    for opt in f.settings:
+        if opt.required and opt.name not in kwargs:
+            raise ConfigError(f"{path} is a {fmt} trace: it needs trace.{opt.name}={opt.example}")
     if _get(tc, "block_tokens") is not None:
         kwargs["block_tokens"] = int(_get(tc, "block_tokens"))
     if _get(tc, "cache_dir"):
@@ -182,8 +192,6 @@ def load(tc: Mapping, choice: str):
         p = Path(str(path)).expanduser()
         trace = _load_file(p, str(_get(tc, "format") or "auto"), tc, name or p.stem.split(".")[0])
     elif _get(tc, "bundled"):
-        from .loaders import bundled_path
-
         trace = _load_file(Path(bundled_path(str(_get(tc, "bundled")))), str(_get(tc, "format") or "auto"), tc,
                            name or choice)
     else:
@@ -204,8 +212,6 @@ def weeks(tc: Mapping) -> int:
 def week_maker(tc: Mapping):
     """week -> that week of the synthetic trace `tc` configures (week 0: the seed's own),
     at trace.block_tokens when set."""
-    from . import synth
-
     kwargs = {"seed": int(_get(tc, "seed") or 0)}
     if _get(tc, "scale") is not None:
         kwargs["scale"] = _get(tc, "scale")
@@ -236,8 +242,6 @@ def experiment_name(trace, override: str | None = None) -> str:
 def to_payload(trace) -> dict:
     """Plain dict for ray.put: numpy arrays become zero-copy read-only views in workers.
     A sim_core.sample.SampleSet travels as its samples."""
-    from .sample import SampleSet
-
     if isinstance(trace, SampleSet):
         return {"kind": "samples", "name": trace.name, "source": trace.source, "block_tokens": trace.block_tokens,
                 "n_accesses": trace.n_accesses, "requests": getattr(trace, "requests", None),
@@ -250,9 +254,6 @@ def to_payload(trace) -> dict:
 
 
 def from_payload(d: dict):
-    from .sample import SampleSet
-    from .trace import Trace
-
     if d.get("kind") == "samples":
         return SampleSet(d["name"], d["source"], d["block_tokens"], d["n_accesses"],
                          {tuple(k): from_payload(p) for k, p in d["samples"]}, d.get("requests"))
@@ -274,8 +275,6 @@ def payload_bytes(d: dict) -> int:
 def summarize(trace) -> tuple[dict, str]:
     """(flat summary dict, formatted text): sim_core.summary plus the request-size and
     reuse numbers it lacks. Weeks held as samples (sweep.weeks) give their first week's."""
-    from .summary import format_summary, summary
-
     if getattr(trace, "summary", None) is not None:
         return trace.summary
 

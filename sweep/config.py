@@ -20,6 +20,7 @@ import yaml
 
 # defined in sim_core so that sim_core.tracecfg raises the very error the CLIs report
 from sim_core.config_checks import ConfigError, check_bool, check_int, check_number  # noqa: F401
+from sim_core.tracecfg import path_keys
 
 GROUPS = ("trace", "policy", "capacity", "cost", "model", "cluster", "tracking")
 MULTI_GROUPS = ("policy", "cost")  # a list of options may be selected
@@ -189,8 +190,8 @@ def precheck_overrides(args: list[str], conf_dir: Path | None = None) -> None:
 
 # Keys whose value is free text (file paths, names, URIs). Hydra's override grammar reads
 # unquoted values only from a limited ASCII alphabet, so these often need quoting.
-STRING_KEYS = frozenset({"trace.path", "trace.cache_dir", "trace.name", "trace.tokenizer", "tracking.uri",
-                         "tracking.experiment", "tracking.artifact_location", "cluster.address"})
+STRING_KEYS = path_keys() | {"trace.name", "tracking.uri", "tracking.experiment", "tracking.artifact_location",
+                             "cluster.address"}
 
 
 def _value_text(arg: str) -> str:

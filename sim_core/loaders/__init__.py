@@ -52,7 +52,7 @@ from typing import Any
 from ..trace import Trace
 from ..trace_file import NATIVE_FORMAT_VERSION
 from .builder import DEFAULT_CONTEXT_TOKENS
-from .format import TraceFormat
+from .format import Option, TraceFormat
 from .lines import TraceFormatError, check_exists, default_name, iter_objects
 
 log = logging.getLogger(__name__)
@@ -70,6 +70,16 @@ REGISTRY = dict(sorted(REGISTRY.items(), key=lambda kv: (kv[1].order, kv[0])))
 
 #: Every ``fmt=`` value: "auto" (sniff the file) and each registered format.
 FORMATS = ("auto", *REGISTRY)
+
+#: option name -> (its declaration, the formats that take it), in format order: what a
+#: trace config may set besides the keys every format shares (sim_core.tracecfg)
+SETTINGS: dict[str, tuple[Option, tuple[str, ...]]] = {}
+for _fmt in REGISTRY.values():
+    for _opt in _fmt.settings:
+        _known, _owners = SETTINGS.get(_opt.name, (_opt, ()))
+        if _known != _opt:
+            raise RuntimeError(f"trace formats {_owners[0]} and {_fmt.name} declare option {_opt.name!r} differently")
+        SETTINGS[_opt.name] = (_opt, _owners + (_fmt.name,))
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 # Bump when parsing changes in a way that alters the produced arrays: invalidates caches.
@@ -203,7 +213,7 @@ def load_trace(path: str | Path, fmt: str = "auto", *, cache_dir: str | Path | N
 
 
 __all__ = [
-    "DEFAULT_CONTEXT_TOKENS", "FORMATS", "REGISTRY", "TraceFormat", "TraceFormatError", "bundled_path",
-    "describe_formats", "detect_format", "get_format", "load_trace",
+    "DEFAULT_CONTEXT_TOKENS", "FORMATS", "Option", "REGISTRY", "SETTINGS", "TraceFormat", "TraceFormatError",
+    "bundled_path", "describe_formats", "detect_format", "get_format", "load_trace",
     *(f.read.__name__ for f in REGISTRY.values()),
 ]

@@ -44,7 +44,7 @@ from pathlib import Path
 
 from ..trace import Trace
 from .builder import DEFAULT_CONTEXT_TOKENS, Builder
-from .format import TraceFormat
+from .format import Option, TraceFormat
 from .lines import Line, Sessions, iter_objects
 from .mooncake import DYNAMO_KEYS
 
@@ -107,4 +107,5 @@ FORMAT = TraceFormat(
     name="dynamo", read=load_dynamo, order=70, sniff=_is_dynamo,
     description="NVIDIA Dynamo replay rows: Mooncake JSONL plus session_id and delay",
     options=("context_tokens", "file_block_tokens"),
+    settings=(Option("file_block_tokens", "int", "the format's default", "64"),),
 )

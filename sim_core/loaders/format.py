@@ -12,6 +12,33 @@ from typing import Callable
 
 from ..trace import Trace
 
+
+@dataclass(frozen=True)
+class Option:
+    """A reader option of one format that the `trace` config group sets as
+    ``trace.<name>`` (sim_core.tracecfg checks and passes it; ``context_tokens`` and
+    ``block_tokens``, which every format takes, are not declared this way).
+
+    Attributes:
+        name: the reader's keyword and the config key.
+        kind: ``"int"``, a whole number >= 1; ``"file"``, the path of an existing file.
+        what: int: what null means (``"the format's default"``); file: what the file
+            is (``"a tokenizer file"``).
+        example: a value shown in messages (``/path/to/tokenizer.json``).
+        required: the reader cannot run without it.
+    """
+
+    name: str
+    kind: str
+    what: str
+    example: str = ""
+    required: bool = False
+
+    def __post_init__(self):
+        if self.kind not in ("int", "file"):
+            raise ValueError(f"option {self.name}: kind must be 'int' or 'file', got {self.kind!r}")
+
+
 @dataclass(frozen=True)
 class TraceFormat:
     """One trace format.
@@ -33,6 +60,8 @@ class TraceFormat:
             ``load_trace(..., block_tokens=B)`` re-blocks the trace after reading
             (:func:`sim_core.reblock`).
         cacheable: a parsed copy may be kept in ``cache_dir`` (JSONL formats).
+        settings: the :class:`Option` s among ``options`` that a trace config sets
+            (``trace.tokenizer``, ``trace.file_block_tokens``).
     """
 
     name: str
@@ -44,3 +73,9 @@ class TraceFormat:
     suffixes: tuple[str, ...] = ()
     hashes_tokens: bool = False
     cacheable: bool = True
+    settings: tuple[Option, ...] = ()
+
+    def __post_init__(self):
+        unknown = [o.name for o in self.settings if o.name not in self.options]
+        if unknown:
+            raise ValueError(f"format {self.name}: settings {unknown} are not among its options {self.options}")

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..trace import Trace
 from .builder import DEFAULT_CONTEXT_TOKENS
-from .format import TraceFormat
+from .format import Option, TraceFormat
 from .lines import Line
 from .token_records import read_token_requests
 
@@ -77,4 +77,5 @@ FORMAT = TraceFormat(
     description="JSONL of prompt text, tokenized with a local tokenizer file and hashed into chained blocks",
     sniff=lambda obj: "prompt" in obj and "token_ids" not in obj,
     options=("context_tokens", "block_tokens", "tokenizer"),
+    settings=(Option("tokenizer", "file", "a tokenizer file", "/path/to/tokenizer.json", required=True),),
 )
