@@ -80,7 +80,8 @@ def check_trace_config(tc: Mapping, choice: str) -> None:
         if fmt not in formats():
             raise ConfigError(f"unknown trace.format {fmt!r}; valid: {', '.join(formats())}")
     elif not _get(tc, "bundled") and not _get(tc, "profile"):
-        raise ConfigError(f"trace={choice} sets none of path, bundled or profile")
+        raise ConfigError(f"trace={choice} sets none of trace.path, trace.bundled or trace.profile: "
+                          f"give the file, e.g. trace.path=/data/my_trace.jsonl")
     check_int(_get(tc, "max_requests"), "trace.max_requests", 1, allow_none=True, none_means="all requests")
     # 0 would otherwise fall back to the default window (`or` below): reject it instead
     check_int(_get(tc, "context_tokens"), "trace.context_tokens", 1, allow_none=True,
