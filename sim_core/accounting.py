@@ -41,6 +41,16 @@ def duration_s(v, what: str) -> float:
     return x
 
 
+def check_warmup(warmup, what: str = "warmup") -> None:
+    """A warm-up is None, a fraction of the requests in [0, 1), or a duration ('30m')."""
+    if isinstance(warmup, numbers.Real) and not isinstance(warmup, bool):
+        if not 0 <= float(warmup) < 1:
+            raise ValueError(f"{what} as a fraction of the requests must be in [0, 1), got {warmup!r}; "
+                             f"give a duration as a string ('30m', '2h')")
+    elif warmup is not None:
+        duration_s(warmup, what)
+
+
 def warmup_cut(arrival_s: np.ndarray, warmup) -> tuple[int, float]:
     """(first counted request, its arrival time) of a warm-up given as a fraction of the
     requests in [0, 1) or a duration of trace time from the first arrival (`arrival_s`:
@@ -48,12 +58,9 @@ def warmup_cut(arrival_s: np.ndarray, warmup) -> tuple[int, float]:
     R = len(arrival_s)
     if warmup is None or (isinstance(warmup, numbers.Real) and not isinstance(warmup, bool) and warmup == 0):
         return 0, -math.inf
+    check_warmup(warmup)
     if isinstance(warmup, numbers.Real) and not isinstance(warmup, bool):
-        f = float(warmup)
-        if not 0 <= f < 1:
-            raise ValueError(f"warmup as a fraction of the requests must be in [0, 1), got {warmup!r}; "
-                             f"give a duration as a string ('30m', '2h')")
-        k = int(math.floor(f * R))
+        k = int(math.floor(float(warmup) * R))
     else:
         t_end = float(arrival_s[0]) + duration_s(warmup, "warmup") if R else 0.0
         k = int(np.searchsorted(arrival_s, t_end, side="left"))

@@ -154,7 +154,7 @@ def make_plan(policies: Sequence, cost_models: Sequence[str], capacities: Sequen
     groups = []
     for p in policies:
         for g in ([(m,) for m in cost_models] if p.cost_aware else [tuple(cost_models)]):
-            idx = range(len(capacities)) if todo is None else sorted(todo.get((p.name, g, getattr(p, "pool", "")), ()))
+            idx = range(len(capacities)) if todo is None else sorted(todo.get((p.name, g, p.pool), ()))
             if idx:
                 units = replay_units([capacities[i].blocks for i in idx],
                                      saturation=saturation_blocks or 1 << 62,
@@ -182,11 +182,11 @@ def make_plan(policies: Sequence, cost_models: Sequence[str], capacities: Sequen
         for s, shard in enumerate(_split(units, k)):
             idx = tuple(sorted(index[b] for u in shard for b in u.capacities))
             raw.append((p, g, s, k, idx, cost(p, shard), sum(scale(p, u) for u in shard)))
-    raw.sort(key=lambda r: (-r[5], r[0].name, getattr(r[0], "pool", ""), r[1], r[2]))
+    raw.sort(key=lambda r: (-r[5], r[0].name, r[0].pool, r[1], r[2]))
     return [Job(id=i, policy=p.name, params=tuple(sorted(p.params.items())), cost_models=g,
                 cap_indices=idx, capacities=tuple(capacities[j].blocks for j in idx),
                 est_cost=est, shard=s, n_shards=k, accesses=round(accesses * n_replays),
-                pool=getattr(p, "pool", ""), tiers=tuple(getattr(p, "tiers", ())))
+                pool=p.pool, tiers=tuple(p.tiers))
             for i, (p, g, s, k, idx, est, n_replays) in enumerate(raw)]
 
 

@@ -165,10 +165,8 @@ def _log_tier_plot(st) -> None:
 def summary_text(st) -> str:
     from sim_core import saturation_capacity
 
-    from .report import summary_table
     from .curves import curves_by_model
-
-    from .report import tier_table
+    from .report import summary_table, tier_table
 
     points = int(st.cfg.sweep.get("summary_points") or 4)
     text = summary_table(curves_by_model(st.caps, st.curves), st.caps, points,

@@ -31,6 +31,10 @@ class PolicyChoice:
     tiers: tuple = ()  # their simulate() tier dicts (capacities in blocks), top down
 
 
+# simulate()'s defaults for the engine switches a sweep passes (conf/config.yaml `sim:`)
+ENGINE_DEFAULTS = {"hbm_admit": "all", "partial_blocks": "cache", "warmup": None, "window": None, "overlap": True}
+
+
 @dataclass
 class SweepSpec:
     policies: list[PolicyChoice]
@@ -56,12 +60,10 @@ class SweepSpec:
     def engine_key(self) -> tuple:
         """The engine settings that change results, for a curve's identity: () when all
         are the defaults, so a flat sweep keeps the keys it had before tiers existed."""
-        d = {k: v for k, v in self.engine.items()
-             if v != {"hbm_admit": "all", "partial_blocks": "cache", "warmup": None, "window": None,
-                      "overlap": True}[k]}
+        d = {k: v for k, v in self.engine.items() if v != ENGINE_DEFAULTS[k]}
         if self.hardware is not None:
             d["hardware"] = tuple(sorted(self.hardware.items()))
-            d["overlap"] = self.engine.get("overlap", True)
+            d["overlap"] = self.engine.get("overlap", ENGINE_DEFAULTS["overlap"])
         return tuple(sorted(d.items()))
 
     def sampled(self, policy: str) -> bool:
@@ -298,32 +300,28 @@ def resolve_tiers(cfg: DictConfig) -> tuple[str, list[tuple[str, list, dict]]]:
 def resolve_engine(cfg: DictConfig) -> tuple[dict, Any]:
     """(the engine's counting and admission switches as simulate() takes them, the
     hardware mapping or None), checked."""
-    from sim_core.accounting import PARTIAL_BLOCKS, duration_s
+    from sim_core.accounting import PARTIAL_BLOCKS, check_warmup, duration_s
     from sim_core.hardware import as_hardware
     from sim_core.hierarchy import parse_admit
 
     sim = cfg.sim
-    admit = str(sim.get("hbm_admit", "all"))
+    admit = str(sim.get("hbm_admit", ENGINE_DEFAULTS["hbm_admit"]))
     try:
         parse_admit(admit, "sim.hbm_admit")
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    partial = str(sim.get("partial_blocks", "cache"))
+    partial = str(sim.get("partial_blocks", ENGINE_DEFAULTS["partial_blocks"]))
     if partial not in PARTIAL_BLOCKS:
         raise ConfigError(f"unknown sim.partial_blocks {partial!r}; valid: {', '.join(PARTIAL_BLOCKS)}")
     warmup, window = _plain(sim.get("warmup")), _plain(sim.get("window"))
     try:
-        if isinstance(warmup, (int, float)) and not isinstance(warmup, bool):
-            if not 0 <= warmup < 1:
-                raise ValueError(f"sim.warmup as a fraction must be in [0, 1), got {warmup}")
-        elif warmup is not None:
-            duration_s(warmup, "sim.warmup")
+        check_warmup(warmup, "sim.warmup")
         if window is not None and duration_s(window, "sim.window") <= 0:
             raise ValueError(f"sim.window must be a positive duration, got {window!r}")
     except ValueError as e:
         raise ConfigError(str(e)) from None
     engine = {"hbm_admit": admit, "partial_blocks": partial, "warmup": warmup, "window": window,
-              "overlap": check_bool(sim.get("overlap", True), "sim.overlap")}
+              "overlap": check_bool(sim.get("overlap", ENGINE_DEFAULTS["overlap"]), "sim.overlap")}
     hw = _plain(cfg.get("hardware") or {})
     if not hw or hw.get("part") is None:
         return engine, None
@@ -397,7 +395,8 @@ def resolve(cfg: DictConfig, policy_choice: str = "all") -> SweepSpec:
     sizes = capacity_sizes(cfg)
     tier_name, tiers = resolve_tiers(cfg)
     engine, hardware = resolve_engine(cfg)
-    return SweepSpec(tier_name=tier_name, tiers=tiers, engine=engine, hardware=hardware,policies=policies, cost_models=costs, capacity_sizes=sizes,
+    return SweepSpec(policies=policies, cost_models=costs, capacity_sizes=sizes,
+                     tier_name=tier_name, tiers=tiers, engine=engine, hardware=hardware,
                      capacity_name=str(cfg.capacity.get("name", "custom")), model=model,
                      mode=Mode(mode), hits=Hits(hits), seed=seed, order=order,
                      sample_rate=None if rate is None or rate == 1 else rate, sample_seed=sample_seed, notes=notes,

@@ -176,3 +176,14 @@ def test_the_summary_sizes_the_pool(tiered):
     rows = [x.split() for x in table if x.startswith(("lru ", "fifo "))]
     assert len(rows) == len(POLICIES) * len(HBM)
     assert all(r[-2] in {f"dram={s}" for s in POOLS} for r in rows)  # the knee names a pool
+
+
+def test_engine_defaults_are_simulates():
+    """A flat sweep's keys leave out the engine switches at their defaults: those must be
+    simulate()'s own, or a default run would be keyed as a changed one."""
+    import inspect
+
+    from sweep.spec import ENGINE_DEFAULTS
+
+    params = inspect.signature(simulate).parameters
+    assert ENGINE_DEFAULTS == {k: params[k].default for k in ENGINE_DEFAULTS}
