@@ -25,7 +25,16 @@ from pathlib import Path
 
 import numpy as np
 
+from sim_core import saturation_capacity, simulate
+from sim_core.sample import auto_rate
+from sim_core.options import resolve_order
+from sweep.config import ConfigError
+from sweep.plan import Capacity, oversized_warnings, resolve_capacities
+from sweep.report.plots import plot_cost_model
+from sweep.spec import capacity_sizes
+
 from . import config, record
+from .workload import has_sessions, session_index
 
 log = logging.getLogger("analysis")
 
@@ -65,11 +74,6 @@ def primary_cost_model(cost_models: list[str], model_name: str) -> str:
 
 def choose_capacities(inv, trace, model) -> tuple[list, list[str]]:
     """The capacities to advise at (sweep.plan.Capacity, below saturation) and notes."""
-    from sim_core import saturation_capacity
-
-    from sweep.plan import Capacity, resolve_capacities
-    from sweep.spec import capacity_sizes
-
     sat = saturation_capacity(trace)
     per_block = model.kv_bytes_per_block(trace.block_tokens)
     given = any(o.split("=")[0].lstrip("+~").split(".")[0] == "capacity" for o in inv.overrides)
@@ -98,8 +102,6 @@ def choose_capacities(inv, trace, model) -> tuple[list, list[str]]:
 
 def run_policies(trace, caps_blocks: list[int], *, cost_models, model, sim) -> dict:
     """policy -> list of sim_core.Result (one per capacity), from sim_core.simulate."""
-    from sim_core import simulate
-
     rate = sim.get("sample_rate")
     out = {}
     for p in POLICIES:
@@ -113,8 +115,6 @@ def run_policies(trace, caps_blocks: list[int], *, cost_models, model, sim) -> d
 
 
 def workload(trace) -> dict:
-    from .workload import has_sessions, session_index
-
     counts = np.bincount(trace.blocks, minlength=trace.n_unique)
     w = {"one_hit_block_share": float((counts == 1).mean()),
          "one_hit_access_share": float((counts == 1).sum() / trace.n_accesses),
@@ -249,8 +249,6 @@ def build(trace, caps, results: dict, cost_models: list[str], primary: str, note
         notes = notes + [f"sampled replay at r={rate:g}: the results are estimates (docs/sampling.md gives "
                          f"the measured error per policy and rate); each value shows the rate it ran at, a higher "
                          f"one where the scaled cache would be too small, none where it was replayed exactly"]
-    from sim_core.simulate import resolve_order
-
     return {
         "trace": {"name": trace.name, "source": trace.source, "requests": trace.n_requests,
                   "block_accesses": trace.n_accesses, "unique_blocks": trace.n_unique,
@@ -309,8 +307,6 @@ def markdown(report: dict, figure_paths: dict[str, Path], out: Path) -> str:
 
 
 def draw(report: dict, out: Path) -> dict[str, Path]:
-    from .plots import plot_cost_model
-
     drawn = {}
     caps = report["capacities"]
     for m in report["cost_models"]:
@@ -331,8 +327,6 @@ def metrics(report: dict) -> dict[str, float]:
 
 # ------------------------------------------------------------------ command
 def _prepare(inv):
-    from sweep.config import ConfigError
-
     sim = inv.cfg.sim
     auto = str(sim.get("sample_rate")).strip().lower() == "auto"
     if sim.get("sample_rate") is not None and not auto and str(sim.hits) == "prefix":
@@ -343,8 +337,6 @@ def _prepare(inv):
     costs = config.cost_models_of(inv, model)
     trace = config.load_trace(inv)
     if auto:  # as the sweep: sampled when the trace is large (sim_core.sample.auto_rate)
-        from sim_core.sample import auto_rate
-
         sim.sample_rate = None if str(sim.hits) == "prefix" else auto_rate(trace.n_accesses)
         log.info("sim.sample_rate=auto: %s", "exact replay" if sim.sample_rate is None
                  else f"sampled replay at r={sim.sample_rate:g}")
@@ -357,8 +349,6 @@ def main(argv: list[str]) -> int:
     if isinstance(started, int):
         return started
     inv, (uri, model, costs, trace, caps, notes) = started
-    from sweep.plan import oversized_warnings
-
     sim = inv.cfg.sim
     for n in notes:
         log.info("%s", n)

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import config, record
+from . import config, figures, record
 from .workload import (HISTORY, SINGLE_TURN, SYSTEM, active_sessions, block_reuse, characterize, frequency_profile,
-                       further_reuse, has_sessions, infer_block_category, lorenz, session_footprints, session_index,
-                       session_times, window_overlap)
+    further_reuse, has_sessions, infer_block_category, lorenz, session_footprints, session_index, session_times,
+    window_overlap)
 
 log = logging.getLogger("analysis")
 
@@ -177,8 +177,6 @@ def measure(trace, model) -> tuple[dict, dict]:
 
 def draw(report: dict, data: dict, out: Path) -> dict[str, Path]:
     """The figures, into out/figures; name -> path."""
-    from . import figures
-
     name = report["trace"]["name"]
     fig_dir = out / record.FIGURES
     reuse = data["reuse"]

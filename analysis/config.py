@@ -16,10 +16,15 @@ from typing import Any, Callable, Mapping
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from sweep.config import ConfigError, check_bool, check_int, check_number, find_conf_dir, precheck_overrides, \
-    register_generated
+from sweep.cli import setup_logging as sweep_logging
+from sweep.config import (ConfigError, check_bool, check_int, check_number, find_conf_dir, group_options,
+    precheck_overrides, register_generated)
+from sweep.spec import resolve_costs, resolve_model
+from sweep.store import TrackingUnavailable, check_reachable, default_uri, ui_command
+from sweep.traces import check_trace_config, experiment_name, load, weeks
 
 from . import record
+
 
 log = logging.getLogger("analysis")
 
@@ -64,8 +69,6 @@ def compose(command: str, argv: list[str]) -> Invocation:
 
 
 def _check(inv: Invocation) -> None:
-    from sweep.traces import check_trace_config
-
     cfg = inv.cfg
     check_trace_config(cfg.trace, inv.trace_choice)
     if OmegaConf.is_missing(cfg.tracking, "uri"):
@@ -85,8 +88,6 @@ def _check(inv: Invocation) -> None:
 
 def help_text(command: str, summary: str, examples: list[str]) -> str:
     """--help: what the command does, examples, the groups, and the default config."""
-    from sweep.config import group_options
-
     conf_dir = find_conf_dir()
     groups = "\n".join(f"  {g:<9} {', '.join(group_options(g, conf_dir))}"
                        for g in ("trace", "capacity", "cost", "model", "tracking"))
@@ -101,16 +102,12 @@ def help_text(command: str, summary: str, examples: list[str]) -> str:
 
 
 def setup_logging(cfg: DictConfig) -> None:
-    from sweep.cli import setup_logging as sweep_logging
-
     level = str(cfg.analysis.get("log_level", "INFO")).upper()
     sweep_logging(level)  # the trace loader logs as "sweep"
     log.setLevel(level)
 
 
 def load_trace(inv: Invocation):
-    from sweep.traces import load, weeks
-
     t = load(inv.cfg.trace, inv.trace_choice)
     if weeks(inv.cfg.trace) > 1:  # a characterization is of one week; sweeps average the weeks
         log.info("trace.weeks=%d: the analysis reads the first week only (a sweep replays all %d back to back)",
@@ -121,21 +118,15 @@ def load_trace(inv: Invocation):
 
 
 def model_of(inv: Invocation):
-    from sweep.spec import resolve_model
-
     return resolve_model(inv.cfg)
 
 
 def cost_models_of(inv: Invocation, model) -> list[str]:
-    from sweep.spec import resolve_costs
-
     return resolve_costs(inv.cfg, model)
 
 
 def experiment_of(inv: Invocation, trace) -> str:
     """The sweep's experiment for this trace: the analysis runs sit next to its sweeps."""
-    from sweep.traces import experiment_name
-
     return experiment_name(trace, inv.cfg.tracking.get("experiment"))
 
 
@@ -148,8 +139,6 @@ def out_dir(inv: Invocation, experiment: str) -> Path:
 def tracking_uri(inv: Invocation) -> str | None:
     """The MLflow store (None: tracking.offline=true). A server that does not answer
     raises sweep.store.TrackingUnavailable within seconds, before any work."""
-    from sweep.store import check_reachable, default_uri
-
     tc = inv.cfg.tracking
     if tc.get("offline", False):
         return None
@@ -167,8 +156,6 @@ def start(command: str, argv: list[str], summary: str, examples: list[str],
     if any(a in ("-h", "--help") for a in argv):
         print(help_text(command, summary, examples))
         return 0
-    from sweep.store import TrackingUnavailable
-
     try:
         inv = compose(command, argv)
         setup_logging(inv.cfg)
@@ -191,8 +178,6 @@ def publish(inv: Invocation, uri: str | None, trace, report: Mapping, *, kind: s
     record.write(out, report, markdown(report, drawn, out))
     print(f"{title} {trace.name}: {out / record.REPORT_MD}")
     if uri is not None:
-        from sweep.store import ui_command
-
         rid = record.log_run(uri, experiment, kind=kind, command=inv.command, trace=trace, cfg=inv.cfg,
                              overrides=inv.overrides, metrics=metrics, out=out,
                              artifact_location=inv.cfg.tracking.get("artifact_location"))

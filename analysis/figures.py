@@ -1,6 +1,6 @@
 """Figures of a workload characterization (paper sec. 4, Figs. 3-6, 9, 10).
 
-matplotlib's object API on the Agg canvas, as analysis/plots.py: no display needed.
+matplotlib's object API on the Agg canvas, as sweep/report/plots.py: no display needed.
 Distributions with many zeros (one-hit blocks have lifetime 0) are drawn on a log axis
 over their positive values; the share at zero is given in the legend.
 """

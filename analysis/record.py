@@ -14,6 +14,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
+from omegaconf import OmegaConf
+
+from sweep.traces import flatten
+from sweep.tracking import Tracker, param_value
 
 log = logging.getLogger("analysis")
 
@@ -71,10 +75,6 @@ def log_run(uri: str, experiment: str, *, kind: str, command: str, trace, cfg, o
     """One FINISHED MLflow run with the resolved config (params), `metrics`, and every
     file under `out` as artifacts. Returns the run id."""
     from mlflow.entities import Metric, Param
-    from omegaconf import OmegaConf
-
-    from sweep.tracking import Tracker, param_value
-    from sweep.traces import flatten
 
     tracker = Tracker(uri, experiment, artifact_location)  # creates the experiment as a sweep would
     client = tracker.client

@@ -9,11 +9,12 @@ from .models import MODELS, QWEN3_CODER_30B, ModelConfig, get_model
 from .policies import REGISTRY, get_policy, policy_names
 from .reblock import reblock
 from .result import Hits, Mode, Order, Result, metric_fields
-from .simulate import replay_units, saturation_capacity, simulate, tier_bound
+from .simulate import simulate, tier_bound
+from .units import replay_units, saturation_capacity
 from .trace import Trace
 
 __all__ = [
     "Hits", "MODELS", "Mode", "QWEN3_CODER_30B", "REGISTRY", "ModelConfig", "Order", "Result", "Trace", "blocks_for_bytes",
     "bytes_for_blocks", "cost_per_depth", "get_model", "get_policy", "policy_names",
-    "metric_fields", "reblock", "replay_units", "saturation_capacity", "simulate", "to_blocks",
+    "metric_fields", "reblock", "replay_units", "saturation_capacity", "simulate", "tier_bound", "to_blocks",
 ]

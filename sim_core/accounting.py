@@ -152,8 +152,6 @@ def skip_partial_view(trace: Trace) -> Trace:
     if got is None or got[0] is not trace.blocks:
         tail_depth, _ = trace.partial_tails()
         off, blocks, depth = _drop_tails(trace.req_offsets, trace.blocks, trace.engine_depth(), tail_depth)
-        import dataclasses
-
         n_unique = int(blocks.max()) + 1 if len(blocks) else 0  # ids above the last kept one are gone
         view = dataclasses.replace(trace, req_offsets=off, blocks=blocks,
                                    depth=depth if trace.depth is not None else None,

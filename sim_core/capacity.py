@@ -53,3 +53,13 @@ def log_spaced_bytes(lo: str, hi: str, n: int) -> list[float]:
     if ka != "bytes" or kb != "bytes":
         raise ValueError("log-spaced capacities need byte units")
     return list(np.geomspace(a, b, n))
+
+
+def human_gib(gib: float, digits: int = 4, sep: str = "") -> str:
+    """24GiB, 1.5TiB, 512MiB: short labels for tables and plots (`digits` significant
+    digits below a TiB, 3 from a TiB on; `sep` between number and unit)."""
+    if gib >= 1000:
+        return f"{gib / 1024:.3g}{sep}TiB"
+    if gib < 1:
+        return f"{gib * 1024:.{digits}g}{sep}MiB"
+    return f"{gib:.{digits}g}{sep}GiB"

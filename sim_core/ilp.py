@@ -329,7 +329,7 @@ def results(trace, capacities, *, cost_models=("uniform",), mode: str = "request
     stops before optimality (time_limit_s) raises: an oracle curve must be the optimum.
     """
     from .result import Result, optional_fields
-    from .simulate import saturation_capacity
+    from .units import saturation_capacity
 
     params = {"max_intervals": DEFAULT_MAX_INTERVALS, "time_limit_s": 600.0, **dict(params or {})}
     check(trace, capacities, mode=mode, hits=hits, params=params)

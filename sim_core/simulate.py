@@ -2,121 +2,24 @@
 from __future__ import annotations
 
 import dataclasses
-import math
-import numbers
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .accounting import (PARTIAL_BLOCKS, affine, count_from, duration_s, full_requests, request_sums,
-                         skip_partial_view, warmup_cut, windows_table)
+from .accounting import affine, count_from, request_sums, skip_partial_view, windows_table
 from .cost import cost_per_depth
 from .engine import (BAD_VICTIM, EVICTIONS, FAILED, HBM_HITS, MAX_SIZE, N_COUNTERS, OVERSIZED, OVERSIZED_BLOCKS, TOKENS,
                      new_accounting, new_engine_state, replay_tiered)
-from .hardware import as_hardware, ttft_stats
-from .hierarchy import (NO_TIER, T_BAD_VICTIM, T_EVICTIONS, T_FAILED, T_WRITES, as_tier_specs, build_tier,
-                        parse_admit)
-from .models import QWEN3_CODER_30B, get_model
+from .hardware import ttft_stats
+from .hierarchy import NO_TIER, T_BAD_VICTIM, T_EVICTIONS, T_FAILED, T_WRITES, as_tier_specs, build_tier
 from .onepass import percentile_from_hist
+from .options import Options, check_rate, enum_value, options, resolve_order, tier_rate
 from .policies import PolicyContext, get_policy
 from .result import Hits, Mode, Order, Result, make_result, sampled
-from .sample import MIN_SAMPLED_BLOCKS, capacity_rates, sample_of, scaled_capacity
+from .sample import capacity_rates, sample_of, scaled_capacity
 from .trace import Trace
-
-MODES = tuple(m.value for m in Mode)
-HITS = tuple(h.value for h in Hits)
-
-# a one-pass curve (sim_core.onepass) costs about this many single-capacity replays
-ONE_PASS_COST = 2.0
-
-
-def _enum(kind, name: str, value):
-    try:
-        return kind(value)
-    except ValueError:
-        raise ValueError(f"unknown {name} {value!r}; valid: {', '.join(k.value for k in kind)}") from None
-def depth_totals(trace: Trace, first: int = 0) -> np.ndarray:
-    """int64[max_depth]: number of accesses at each depth (policy independent), over
-    requests from `first` on (the counted ones after a warm-up); always the full length."""
-    cached = getattr(trace, "_depth_totals", None)
-    if cached is None and trace.depth is not None:  # a sample: its accesses' full-request depths
-        cached = np.bincount(trace.depth).astype(np.int64)
-        trace._depth_totals = cached
-    if cached is None:
-        # depth d occurs once in every request longer than d: a reverse cumulative count
-        # of request lengths (O(requests), no per-access array at full scale)
-        n_len = np.bincount(trace.request_lengths, minlength=max(trace.max_request_blocks, 1) + 1)
-        cached = np.cumsum(n_len[::-1])[::-1][1:].astype(np.int64)
-        trace._depth_totals = cached
-    if first == 0:
-        return cached
-    if trace.depth is not None:
-        part = np.bincount(trace.depth[trace.req_offsets[first]:], minlength=len(cached)).astype(np.int64)
-    else:
-        lens = trace.request_lengths[first:]
-        n_len = np.bincount(lens, minlength=len(cached) + 1)
-        part = np.cumsum(n_len[::-1])[::-1][1:].astype(np.int64)
-    return part[:len(cached)]
-
-
-def saturation_capacity(trace: Trace) -> int:
-    """The capacity from which no policy ever evicts: the cache then holds every block
-    the trace has seen (and every request fits), so the replay is the same for every
-    larger capacity and every policy - capacities at or above it are replayed once."""
-    return max(trace.n_unique, trace.max_request_blocks, 1)
-
-
-def as_capacity(c) -> int:
-    """A capacity in blocks: a positive integer (or an integral float such as 512.0).
-    Booleans, strings and fractional values are refused rather than cut."""
-    if isinstance(c, (bool, np.bool_)) or not isinstance(c, numbers.Real):
-        raise ValueError(f"capacity must be a whole number of blocks, got {c!r} ({type(c).__name__})")
-    if isinstance(c, numbers.Integral):
-        v = int(c)
-    elif float(c).is_integer():
-        v = int(c)
-    else:
-        raise ValueError(f"capacity must be a whole number of blocks, got {c!r}")
-    if v < 1:
-        raise ValueError(f"capacity must be at least one block, got {v}")
-    return v
-
-
-@dataclass(frozen=True)
-class ReplayUnit:
-    """Capacities answered by one piece of replay work. kind: "one_pass" (a stack
-    policy's whole curve from one pass), "saturated" (every capacity that holds the
-    whole trace: no policy evicts there, one replay serves them all) or "single"."""
-
-    kind: str
-    capacities: tuple[int, ...]
-
-    @property
-    def cost(self) -> float:  # in single-capacity replays of the trace
-        return ONE_PASS_COST if self.kind == "one_pass" else 1.0
-
-
-def replay_units(capacities: Sequence[int], *, saturation: int, max_request_blocks: int,
-                 mode: str | Mode = Mode.REQUEST, one_pass: bool = False) -> list[ReplayUnit]:
-    """How `simulate` batches capacities (the sweep's planner costs jobs with it).
-
-    A one-pass curve covers every capacity from the largest request up in request mode
-    (smaller ones evict the request's own blocks: replayed one by one); capacities at or
-    above `saturation` (see `saturation_capacity`) share one replay."""
-    caps = sorted(dict.fromkeys(int(c) for c in capacities))
-    units = []
-    if one_pass:
-        lo = max_request_blocks if Mode(mode) is Mode.REQUEST else 1
-        big = tuple(c for c in caps if c >= lo)
-        if big:
-            units.append(ReplayUnit("one_pass", big))
-        caps = [c for c in caps if c < lo]
-    sat = tuple(c for c in caps if c >= saturation)
-    units += [ReplayUnit("single", (c,)) for c in caps if c < saturation]
-    if sat:
-        units.append(ReplayUnit("saturated", sat))
-    return units
+from .units import as_capacity, depth_totals, replay_units, saturation_capacity
 
 
 def simulate(
@@ -188,8 +91,8 @@ def simulate(
     (`PolicySpec.sample_floor`, else the unit's); `sample_floor` overrides it. Prefix hits
     are undefined on a sample and refused.
     """
-    mode = _enum(Mode, "mode", mode)
-    hits = _enum(Hits, "hits", hits)
+    mode = enum_value(Mode, "mode", mode)
+    hits = enum_value(Hits, "hits", hits)
     order = resolve_order(mode, order)
     spec = get_policy(policy)
     params = dict(params or {})
@@ -215,7 +118,7 @@ def simulate(
     if not cost_models:
         raise ValueError("no cost models given")
     rate = check_rate(sample_rate)
-    opts = _options(trace, mode, tiers, hbm_admit, partial_blocks, warmup, window, hardware, overlap, model)
+    opts = options(trace, mode, tiers, hbm_admit, partial_blocks, warmup, window, hardware, overlap, model)
     if spec.solve is not None:  # an oracle computed by a solver (sim_core.ilp): exact, never sampled
         if rate < 1.0 and sample_force:
             raise ValueError(f"policy {spec.name!r} is solved exactly over the whole trace; it cannot be sampled")
@@ -237,7 +140,7 @@ def simulate(
     by = sample_by or spec.sample_by
     floor = spec.sample_floor if sample_floor is None else sample_floor
     rates = capacity_rates(trace, caps, rate, sample_seed, by, mode, floor=floor)
-    rates = {c: _tier_rate(r, opts.tiers, by, floor) for c, r in rates.items()}
+    rates = {c: tier_rate(r, opts.tiers, by, floor) for c, r in rates.items()}
     out: dict[int, Result] = {}
     for r in sorted(set(rates.values())):
         group = [c for c in caps if rates[c] == r]
@@ -252,89 +155,6 @@ def simulate(
         for c in group:
             out[c] = sampled(got[scaled[c]], r, c, opts.accesses, opts.prompt_tokens)
     return [out[c] for c in caps]
-
-
-def _tier_rate(r: float, tiers, by: str, floor: int | None) -> float:
-    """`r`, doubled until every non-empty lower tier's scaled cache holds the floor."""
-
-    need = MIN_SAMPLED_BLOCKS[by] if floor is None else int(floor)
-    while r < 1.0 and any(t.capacity and scaled_capacity(t.capacity, r, by) < need for t in tiers):
-        r = min(1.0, r * 2)
-    return r
-
-
-@dataclass(frozen=True)
-class Options:
-    """How a replay is counted and what sits under HBM (checked once, by `_options`)."""
-
-    tiers: tuple  # hierarchy.TierSpec, top down
-    hbm_admit: str
-    skip_partial: bool
-    cut: tuple  # warm-up: (first counted request, its arrival) on the full trace
-    window_s: float | None
-    t0: float  # the full trace's first arrival: where windows start
-    hardware: object  # hardware.Hardware or None
-    overlap: bool
-    model: object  # models.ModelConfig (FLOPs and KV bytes of TTFT and tier bytes)
-    accesses: int  # counted block accesses of the full trace
-    prompt_tokens: int | None  # counted prompt tokens of the full trace (None: not known)
-    rate: float = 1.0  # the sample's rate (per-request TTFT scales by 1/rate)
-
-    def changes_replay(self) -> bool:
-        return bool(self.tiers) or self.hbm_admit != "all" or self.skip_partial or self.cut[0] > 0 or \
-            self.window_s is not None or self.hardware is not None
-
-    def one_pass_ok(self) -> bool:
-        """A one-pass curve keeps no per-request counts and models no tiers or admission."""
-        return not self.tiers and self.hbm_admit == "all" and self.window_s is None and self.hardware is None
-
-
-def _options(trace, mode, tiers, hbm_admit, partial_blocks, warmup, window, hardware, overlap, model) -> Options:
-
-    specs = tuple(as_tier_specs(tiers))
-    admit = "all" if hbm_admit is None else str(hbm_admit)
-    parse_admit(admit, "hbm_admit")
-    if partial_blocks not in PARTIAL_BLOCKS:
-        raise ValueError(f"unknown partial_blocks {partial_blocks!r}; valid: {', '.join(PARTIAL_BLOCKS)}")
-    if not isinstance(overlap, (bool, np.bool_)):
-        raise ValueError(f"overlap must be true or false, got {overlap!r}")
-    hw = as_hardware(hardware)
-    window_s = None if window is None else duration_s(window, "window")
-    full = full_requests(trace)
-    if full is None:  # samples without the trace's per-request counts
-        if warmup or window_s is not None:
-            raise ValueError("warmup and windows need the trace's per-request counts, which these samples lack")
-        cut, accesses, prompt, t0 = (0, -math.inf), int(trace.n_accesses), None, 0.0
-    else:
-        arrival, n, tokens = full
-        cut = warmup_cut(arrival, warmup)
-        accesses, prompt = int(n[cut[0]:].sum()), int(tokens[cut[0]:].sum())
-        t0 = float(arrival[0]) if len(arrival) else 0.0
-    if not accesses:
-        raise ValueError(f"warmup {warmup!r} leaves no block access to count")
-    return Options(specs, admit, partial_blocks == "skip", cut, window_s, t0, hw, bool(overlap),
-                   get_model(model) if model is not None else QWEN3_CODER_30B, accesses, prompt)
-
-
-def resolve_order(mode: str | Mode, order: str | Order | None) -> Order:
-    """The replay order: `order`, or the mode's default (request: tail_first, block:
-    forward). Block mode accepts only forward."""
-    mode = _enum(Mode, "mode", mode)
-    if order is None:
-        return Order.TAIL_FIRST if mode is Mode.REQUEST else Order.FORWARD
-    order = _enum(Order, "order", order)
-    if mode is Mode.BLOCK and order is not Order.FORWARD:
-        raise ValueError("order=tail_first needs mode=request: block mode handles every access on its own, "
-                         "in trace order")
-    return order
-
-
-def check_rate(rate) -> float:
-    if rate is None:
-        return 1.0
-    if isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not 0 < float(rate) <= 1:
-        raise ValueError(f"sample_rate must be a number in (0, 1], got {rate!r}")
-    return float(rate)
 
 
 def _exact(trace: Trace, caps: Sequence[int], *, spec, mode: Mode, hits: Hits, order: Order, cost_models, model,

@@ -10,8 +10,11 @@ from __future__ import annotations
 import logging
 import sys
 
-from . import signals
+from . import record, signals, study
 from .config import ConfigError, find_conf_dir, precheck_overrides, register_generated
+from .pool import SweepFailed
+from .runner import RayCluster
+from .store import TrackingUnavailable, experiment_url, quiet_mlflow, sqlite_path, ui_command
 
 log = logging.getLogger("sweep")
 
@@ -40,8 +43,6 @@ def setup_logging(level: str = "INFO") -> None:
         h.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(message)s", "%H:%M:%S"))
         root.addHandler(h)
     root.setLevel(logging.WARNING)  # third-party INFO chatter (Ray, MLflow, numba) stays quiet
-    from .store import quiet_mlflow
-
     quiet_mlflow()
     log.setLevel(str(level).upper())
     for name in ("ray", "mlflow", "alembic", "numba", "matplotlib", "urllib3", "filelock"):
@@ -60,11 +61,6 @@ def _policy_choice(hc) -> str:
 def run(cfg) -> int:
     """The sweep. Returns the process exit status."""
     from hydra.core.hydra_config import HydraConfig
-
-    from . import record, study
-    from .pool import SweepFailed
-    from .runner import RayCluster
-    from .store import TrackingUnavailable, experiment_url, sqlite_path, ui_command
 
     setup_logging(cfg.sweep.get("log_level", "INFO"))
     hc = HydraConfig.get()

@@ -13,13 +13,15 @@ Generated configs (Hydra ConfigStore, group `policy` and `cost`):
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 # defined in sim_core so that sim_core.tracecfg raises the very error the CLIs report
-from sim_core.config_checks import ConfigError, check_bool, check_int, check_number  # noqa: F401
+from sim_core.config_checks import ConfigError, check_bool, check_int, check_number
+from sim_core.policies import REGISTRY
 from sim_core.tracecfg import path_keys
 
 GROUPS = ("trace", "policy", "capacity", "cost", "model", "cluster", "tracking")
@@ -82,8 +84,6 @@ _GENERATED: Generated | None = None
 
 
 def _registry() -> dict:
-    from sim_core.policies import REGISTRY
-
     return REGISTRY
 
 
@@ -201,7 +201,6 @@ def _value_text(arg: str) -> str:
 def _quoted_arg(key: str, value: str) -> str:
     """`key='value'` as one shell word: the quotes must reach Hydra, so the shell needs
     its own outer quotes."""
-    import shlex
 
     inner = f"{key}='{value}'" if "'" not in value else f'{key}="{value}"'
     if not any(c in inner for c in '"$`\\!'):

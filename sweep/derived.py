@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 
+from sim_core import get_policy
+
 UNIFORM = "uniform"
 
 
 def mirrors(st) -> list[tuple]:
     """(target curve, source curve) pairs: the sweep's curves that can be read off another."""
-    from sim_core import get_policy
-
     pols = {p.name: p for p in st.spec.policies}
     by_policy = {(c.policy, c.cost_model): c for c in st.curves}
     out = []

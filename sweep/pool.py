@@ -8,6 +8,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
+from . import signals
 from .plan import Job, counted
 
 log = logging.getLogger("sweep")
@@ -65,7 +66,6 @@ class ShardPool:
                     pending[a.run.remote(job)] = (a, job)
                     n += 1
 
-        from . import signals
 
         top_up()
         while pending or (queue and warming):

@@ -8,12 +8,23 @@ import datetime as _dt
 import logging
 import subprocess
 import sys
+import tempfile
 from importlib import metadata
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from sim_core import get_policy, saturation_capacity
+
+from . import traces
 from .config import ConfigError
+from .curves import SweepFacts, curves_by_model
+from .delivery import Delivery
+from .keys import sweep_key
+from .report.tables import pick_points, summary_table, tier_table
+from .report.tierplot import plot_tiers
+from .report.windows import ranking, ranking_text, window_rows
+from .tracking import Tracker
 
 log = logging.getLogger("sweep")
 
@@ -22,8 +33,6 @@ REPO = Path(__file__).resolve().parent.parent
 
 # ---------------------------------------------------------------------- start
 def open_tracking(st) -> None:
-    from .tracking import Tracker
-
     if st.uri is None:
         log.warning("offline: results go to the journal %s only; re-run the same command with a "
                     "tracking store to record them in MLflow (nothing is recomputed)", st.journal.path)
@@ -37,9 +46,6 @@ def open_tracking(st) -> None:
 
 def start_runs(st) -> None:
     """The parent run (new, or the same sweep's earlier one) and a run per curve."""
-    from .delivery import Delivery
-    from .keys import sweep_key
-
     if st.tracker is None:
         return
     key = sweep_key([c.key for c in st.curves])
@@ -54,8 +60,6 @@ def start_runs(st) -> None:
                                            metrics=metrics, texts=texts, capacities=st.caps)
     log.info("MLflow: experiment %r, %s run %s (%s)", st.experiment, "resumed sweep" if resumed else "sweep",
              pid, st.uri)
-    from sim_core import get_policy
-
     pols = {p.name: p for p in st.spec.policies}
     for c in st.curves:
         p, ps = pols[c.policy], get_policy(c.policy)
@@ -78,8 +82,6 @@ def start_runs(st) -> None:
 
 
 def _parent_record(st) -> tuple[dict, dict, dict, dict]:
-    from . import traces
-
     summary, summary_text = traces.summarize(st.trace)
     sha, dirty = _git_commit(REPO)
     tags = {"trace_source": st.trace.source, "trace": st.trace.name, "mlflow.source.name": "python -m sweep",
@@ -98,8 +100,6 @@ def _parent_record(st) -> tuple[dict, dict, dict, dict]:
                    "cost_models": st.spec.cost_models})
     params.update({f"trace_summary.{k}": v for k, v in summary.items() if not isinstance(v, (int, float))})
     metrics = {f"trace.{k}": v for k, v in summary.items() if isinstance(v, (int, float))}
-    from sim_core import saturation_capacity
-
     metrics["saturation_blocks"] = saturation_capacity(st.trace)  # the report zooms below it
     texts = {"config.yaml": OmegaConf.to_yaml(resolved)}
     if summary_text:
@@ -124,15 +124,10 @@ def finish(st, status: str, wait_s: float) -> str:
         log.error("MLflow did not take %d result batch(es) in %.0fs: they are safe in %s; "
                   "`python -m sweep.sync` sends them (or re-run the same command)", left, wait_s, st.journal.path)
         status = "FAILED" if status == "FINISHED" else status
-    from sim_core import saturation_capacity
-
-    from .curves import SweepFacts
 
     if st.work:
         st.tracker.log_parent_metrics({f"work.{k}": v for k, v in st.work.items()})
     if st.spec.engine.get("window") is not None:
-        from analysis.windows import ranking, window_rows
-
         rows = window_rows(st.curves, st.caps)
         st.tracker.log_parent_rows({"windows.csv": rows, "window_ranking.csv": ranking(rows)})
     if st.spec.tiers and len(st.pools) > 1:
@@ -145,11 +140,8 @@ def finish(st, status: str, wait_s: float) -> str:
 
 def _log_tier_plot(st) -> None:
     """plots/tiers.png on the sweep run: served ratio and TTFT over the pool size."""
-    import tempfile
 
-    from analysis.tierplot import plot_tiers
 
-    from .report import pick_points
 
     first = st.spec.cost_models[0]
     try:
@@ -163,11 +155,6 @@ def _log_tier_plot(st) -> None:
 
 
 def summary_text(st) -> str:
-    from sim_core import saturation_capacity
-
-    from .curves import curves_by_model
-    from .report import summary_table, tier_table
-
     points = int(st.cfg.sweep.get("summary_points") or 4)
     text = summary_table(curves_by_model(st.caps, st.curves), st.caps, points,
                          [p.name for p in st.spec.policies], st.spec.cost_models, st.spec.sample_rate,
@@ -175,8 +162,6 @@ def summary_text(st) -> str:
     if st.spec.tiers and len(st.pools) > 1:
         text += "\n\n" + tier_table(st.curves, st.caps, [lab for lab, _ in st.pools], points)
     if st.spec.engine.get("window") is not None:
-        from analysis.windows import ranking, ranking_text, window_rows
-
         shown = st.spec.cost_models[-1]  # the model-derived cost when swept
         text += "\n\n" + ranking_text(ranking(window_rows(st.curves, st.caps)), shown)
     return text

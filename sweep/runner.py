@@ -15,9 +15,12 @@ import socket
 import time
 from pathlib import Path
 
+from sim_core import simulate
+
 from . import signals
 from .plan import Job
 from .pool import ShardPool
+from .traces import from_payload, payload_bytes
 
 log = logging.getLogger("sweep")
 
@@ -29,8 +32,6 @@ class SimulatorShard:
 
     def __init__(self, payload: dict, sim_kwargs: dict):
         logging.getLogger("numba").setLevel(logging.WARNING)
-        from .traces import from_payload
-
         self.trace = from_payload(payload)
         self.sim_kwargs = dict(sim_kwargs)
 
@@ -40,8 +41,6 @@ class SimulatorShard:
     def run(self, job: Job) -> tuple[int, list, float, float, float]:
         """(job id, one sim_core.Result per capacity, wall seconds, CPU seconds, start as
         epoch seconds)."""
-        from sim_core import simulate
-
         started = time.time()
         t0, c0 = time.perf_counter(), time.process_time()
         recs = simulate(self.trace, job.policy, list(job.capacities), cost_models=list(job.cost_models),
@@ -141,8 +140,6 @@ class RayCluster:
         t_put = time.perf_counter()
         trace_ref = ray.put(payload)
         n = min(self.n_actors, n_jobs)
-        from .traces import payload_bytes
-
         log.info("%s in the object store (%.1f MB, %.1fs); %d simulator actor(s)",
                  "samples" if payload.get("kind") == "samples" else "trace", payload_bytes(payload) / 1e6,
                  time.perf_counter() - t_put, n)

@@ -10,7 +10,18 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from sim_core import Hits, Mode, get_policy
+from sim_core.accounting import PARTIAL_BLOCKS, check_warmup, duration_s
+from sim_core.capacity import log_spaced_bytes, parse_size
+from sim_core.cost import cost_names
+from sim_core.engines import preset
+from sim_core.hardware import as_hardware
+from sim_core.hierarchy import as_tier_specs, parse_admit
+from sim_core.models import ModelConfig
+from sim_core.policies import REGISTRY
+from sim_core.options import HITS, MODES, resolve_order
 
 from .config import ConfigError, check_bool, check_int, check_number, register_generated
 
@@ -68,8 +79,6 @@ class SweepSpec:
 
     def sampled(self, policy: str) -> bool:
         """Whether `policy` is replayed on a sample in this sweep."""
-        from sim_core import get_policy
-
         spec = get_policy(policy)
         return self.sample_rate is not None and spec.solve is None and (self.sample_force or spec.sample_ok)
 
@@ -83,8 +92,6 @@ def _plain(node) -> Any:
 
 
 def resolve_model(cfg: DictConfig):
-    from sim_core.models import ModelConfig
-
     raw = _plain(cfg.model)
     names = {f.name for f in dataclasses.fields(ModelConfig)}
     unknown = set(raw) - names
@@ -149,8 +156,6 @@ def resolve_policies(cfg: DictConfig, exclude_slow: bool, selected_all: bool = T
                      ) -> tuple[list[PolicyChoice], list[str]]:
     """Policies to run. `exclude_slow` drops `slow: true` ones only from policy=all:
     a slow policy named on the command line always runs."""
-    from sim_core.policies import REGISTRY
-
     notes = []
     gen = register_generated()
     sel = cfg.get("policy")
@@ -194,8 +199,6 @@ def resolve_policies(cfg: DictConfig, exclude_slow: bool, selected_all: bool = T
 
 
 def resolve_costs(cfg: DictConfig, model) -> list[str]:
-    from sim_core.cost import cost_names
-
     sel = cfg.get("cost")
     valid = cost_names()
     if not sel:
@@ -217,8 +220,6 @@ def resolve_costs(cfg: DictConfig, model) -> list[str]:
 
 def capacity_sizes(cfg: DictConfig) -> list:
     """The capacity list as given (strings with units, or block counts); syntax-checked."""
-    from sim_core.capacity import log_spaced_bytes
-
     c = cfg.capacity
     name = c.get("name", "custom")
     if OmegaConf.is_missing(c, "sizes"):
@@ -242,8 +243,6 @@ def capacity_sizes(cfg: DictConfig) -> list:
 
 def check_sizes(sizes, where: str, zero_ok: bool = False) -> list:
     """A list of capacities (strings with units, or block counts), syntax-checked."""
-    from sim_core.capacity import parse_size
-
     if not isinstance(sizes, list):
         sizes = [sizes]
     if not sizes:
@@ -270,8 +269,6 @@ def resolve_tiers(cfg: DictConfig) -> tuple[str, list[tuple[str, list, dict]]]:
     """(tier config name, [(tier name, capacities as given, the tier's other settings)]),
     top down; every setting is checked here (sim_core.hierarchy.as_tier_specs), before
     any work."""
-    from sim_core.hierarchy import as_tier_specs
-
     t = cfg.get("tier") or {}
     name = str(t.get("name", "none"))
     levels = []
@@ -300,10 +297,6 @@ def resolve_tiers(cfg: DictConfig) -> tuple[str, list[tuple[str, list, dict]]]:
 def resolve_engine(cfg: DictConfig) -> tuple[dict, Any]:
     """(the engine's counting and admission switches as simulate() takes them, the
     hardware mapping or None), checked."""
-    from sim_core.accounting import PARTIAL_BLOCKS, check_warmup, duration_s
-    from sim_core.hardware import as_hardware
-    from sim_core.hierarchy import parse_admit
-
     sim = cfg.sim
     admit = str(sim.get("hbm_admit", ENGINE_DEFAULTS["hbm_admit"]))
     try:
@@ -336,9 +329,7 @@ def resolve_engine(cfg: DictConfig) -> tuple[dict, Any]:
 def apply_engine(cfg: DictConfig, overrides: list[str]) -> str | None:
     """sim.engine=<preset>: the engine's counting switches (sim_core.engines) go into
     cfg.sim, except those given on the command line, which win. Returns a note."""
-    from omegaconf import open_dict
 
-    from sim_core.engines import preset
 
     name = cfg.sim.get("engine")
     if name is None:
@@ -362,9 +353,6 @@ def apply_engine(cfg: DictConfig, overrides: list[str]) -> str | None:
 
 
 def resolve(cfg: DictConfig, policy_choice: str = "all") -> SweepSpec:
-    from sim_core import Hits, Mode
-    from sim_core.simulate import HITS, MODES, resolve_order
-
     check_sweep(cfg.sweep)
     check_cluster(cfg.cluster)
     seed = check_int(cfg.sim.get("seed", 0), "sim.seed", 0, SEED_MAX)

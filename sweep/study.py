@@ -15,7 +15,20 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from sim_core import Hits, Mode, get_policy, saturation_capacity
+from sim_core.digest import source_digest, trace_digest
+from sim_core.sample import AUTO_KEEP_ACCESSES, SampleSet, auto_rate, capacity_rates
+
+from . import derived, traces, weeks
 from .config import ConfigError
+from .curves import Curve
+from .journal import JobTime, Journal, Point
+from .keys import CurveIdentity
+from .plan import counted, format_plan, make_plan, oversized_warnings, resolve_capacities, resolve_pools
+from .progress import Progress
+from .spec import PolicyChoice, apply_engine, resolve
+from .store import check_reachable, default_uri
+from .tracking import REFERENCE
 
 log = logging.getLogger("sweep")
 
@@ -46,19 +59,12 @@ class Study:
 
     @property
     def experiment(self) -> str:
-        from . import traces
-
         return traces.experiment_name(self.trace, self.cfg.tracking.get("experiment"))
 
 
 # ---------------------------------------------------------------------- configure
 def configure(cfg, overrides: list[str], trace_choice: str, policy_choice: str) -> Study:
     """Everything that can be checked without work; raises ConfigError."""
-    from . import traces
-    from .journal import Journal
-    from .spec import apply_engine, resolve
-    from .store import check_reachable, default_uri
-
     st = Study(cfg=cfg, overrides=overrides, trace_choice=trace_choice)
     note = apply_engine(cfg, overrides)
     if note:
@@ -82,11 +88,6 @@ def configure(cfg, overrides: list[str], trace_choice: str, policy_choice: str) 
 
 # ---------------------------------------------------------------------- load
 def load(st: Study) -> None:
-    from sim_core import saturation_capacity
-
-    from . import traces
-    from .plan import counted, oversized_warnings, resolve_capacities, resolve_pools
-
     st.trace = traces.load(st.cfg.trace, st.trace_choice)  # trace.weeks > 1: the first week
     st.caps, st.cap_notes = resolve_capacities(st.spec.capacity_sizes, st.spec.model, st.trace.block_tokens)
     st.pools, pool_notes = resolve_pools(st.spec.tiers, st.spec.model, st.trace.block_tokens)
@@ -116,8 +117,6 @@ def variants(sp, pools) -> list:
     """Every policy once per pool size (a flat sweep: the policies themselves). A stack
     policy's one-pass curve models no tiers, admission, windows or TTFT, so it replays
     each capacity then; a policy solved over the whole trace runs a flat cache only."""
-    from sim_core import get_policy
-
     flat = not sp.tiers and not sp.engine_key()
     if not flat:
         solved = [p.name for p in sp.policies if get_policy(p.name).solve is not None]
@@ -131,8 +130,6 @@ def variants(sp, pools) -> list:
 def check_policies(st: Study) -> None:
     """A policy's own pre-flight check on this trace (the ILP's size limit), before any
     work: a refusal is bad input (exit status 2), not a failed job."""
-    from sim_core import get_policy
-
     for p in st.spec.policies:
         spec = get_policy(p.name)
         if spec.check is None:
@@ -148,12 +145,7 @@ def _resolve_sampling(st: Study) -> None:
     """sim.sample_rate=auto picks the rate from the trace's size; under sampling,
     policy=all skips the policies that cannot be sampled (they would replay the whole
     trace exactly; named explicitly, they do)."""
-    from dataclasses import replace
 
-    from sim_core import Hits
-    from sim_core.sample import AUTO_KEEP_ACCESSES, auto_rate
-
-    from . import traces
 
     sp = st.spec
     if sp.sample_auto:
@@ -183,9 +175,6 @@ def _join_weeks(st: Study) -> None:
     """trace.weeks=k > 1: the k weeks back to back in place of the first (sweep/weeks.py).
     Sampled, only their samples are kept, built one week at a time; so every policy
     must be sampled and every capacity's scaled cache reachable below rate 1."""
-    from sim_core import get_policy
-
-    from . import traces, weeks
 
     k, sp = traces.weeks(st.cfg.trace), st.spec
     if k == 1:
@@ -222,12 +211,6 @@ def _join_weeks(st: Study) -> None:
 
 # ---------------------------------------------------------------------- plan
 def _curves(st: Study, policies=None) -> list:
-    from sim_core.digest import source_digest, trace_digest
-
-    from .keys import CurveIdentity
-    from .curves import Curve
-
-    from sim_core import get_policy
 
     sp, tdig, sdig = st.spec, trace_digest(st.trace), source_digest()
     blocks = tuple(c.blocks for c in st.caps)
@@ -253,11 +236,6 @@ def _reference_curves(st: Study) -> tuple[dict, list]:
     """(cost model -> LRU curve, the curves to look up): LRU of the sweep, or else LRU
     with its default parameters and the sweep's settings, never run but filled from
     results already computed (journal, store)."""
-    from sim_core import get_policy
-
-    from .spec import PolicyChoice
-    from .tracking import REFERENCE
-
     mine = [c for c in st.curves if c.policy == REFERENCE]
     if mine:
         return {(c.cost_model, c.pool): c for c in mine}, []
@@ -268,8 +246,6 @@ def _reference_curves(st: Study) -> tuple[dict, list]:
 
 
 def _plan_kw(st: Study) -> dict:
-    from sim_core import Mode, saturation_capacity
-
     sw = st.cfg.sweep
     kw = dict(shards_per_worker=int(sw.get("shards_per_worker") or 3),
               max_capacities_per_job=sw.get("max_capacities_per_job"),
@@ -283,9 +259,6 @@ def _plan_kw(st: Study) -> dict:
 def _sampled_scale(st: Study):
     """Relative cost of a capacity under sampling: the rate it runs at (raised where the
     scaled cache would be below the policy's sampling floor; sim_core.sample.capacity_rates)."""
-    from sim_core import get_policy
-    from sim_core.sample import capacity_rates
-
     sp = st.spec
     blocks = [c.blocks for c in st.caps]
     per_rule: dict[tuple, dict[int, float]] = {}  # (unit, floor) -> capacity -> rate
@@ -303,8 +276,6 @@ def _sampled_scale(st: Study):
                 if r > sp.sample_rate:
                     raised.setdefault((c, r), []).append(p.name)
     if raised:
-        from .plan import counted
-
         every = len([p for p in sp.policies if sp.sampled(p.name)])
         log.info("sampling at r=%g: %s would hold too few sampled blocks and run at a higher rate (%s)",
                  sp.sample_rate, counted(len({c for c, _ in raised}), "capacity", "capacities"),
@@ -346,8 +317,6 @@ def resolve_known(st: Study) -> None:
         for i, k in enumerate(c.point_keys):
             if k in journaled or k in stored:
                 c.rows[i] = journaled.get(k) or stored[k]
-    from . import derived
-
     st.mirrors = derived.mirrors(st)
     for target, src in st.mirrors:
         derived.fill(target, src, range(len(st.caps)))
@@ -367,8 +336,6 @@ def todo(st: Study) -> dict:
 
 
 def make_jobs(st: Study, workers: int) -> None:
-    from .plan import make_plan
-
     st.jobs = make_plan(st.variants or st.spec.policies, st.spec.cost_models, st.caps, st.trace.n_accesses, workers,
                         todo=todo(st), **_plan_kw(st))
 
@@ -386,8 +353,6 @@ def known_line(st: Study) -> str | None:
 
 
 def dry_run(st: Study) -> int:
-    from .plan import format_plan
-
     c = st.cfg.cluster
     workers = int(c.get("actors") or c.get("num_cpus") or os.cpu_count() or 1)
     resolve_known(st)  # journal only: a dry run does not touch the tracking store
@@ -400,11 +365,6 @@ def dry_run(st: Study) -> int:
 # ---------------------------------------------------------------------- run
 def run_jobs(st: Study, cluster) -> None:
     """Replay every planned job; each result goes to the journal, then to delivery."""
-    from . import derived, traces
-    from .plan import counted
-    from .journal import JobTime, Point
-    from .progress import Progress
-
     sp = st.spec
     sim_kwargs = {"mode": sp.mode, "hits": sp.hits, "order": sp.order, "model": sp.model, "seed": sp.seed,
                   **sp.engine, "hardware": sp.hardware}
@@ -457,8 +417,6 @@ def run_jobs(st: Study, cluster) -> None:
 def _shipped(st: Study):
     """What the actors need: the trace, or only its samples when every capacity to
     simulate is sampled (sim_core.sample.SampleSet)."""
-    from sim_core.sample import SampleSet
-
     if st.spec.sample_rate is None or st.replay_scale is None:
         return st.trace
     if all(st.replay_scale(j.policy, st.caps[i].blocks) < 1.0 for j in st.jobs for i in j.cap_indices):

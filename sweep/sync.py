@@ -15,17 +15,17 @@ import json
 import logging
 import sys
 
+from .curves import Curve
+from .journal import Journal
+from .plan import Capacity
+from .store import quiet_mlflow
+from .tracking import Tracker
+
 log = logging.getLogger("sweep")
 
 
 def sync(journal_path: str, uri: str | None = None) -> tuple[int, int]:
     """Returns (points delivered, runs finished)."""
-    from .journal import Journal
-    from .store import quiet_mlflow
-    from .curves import Curve
-    from .tracking import Tracker
-    from .plan import Capacity
-
     quiet_mlflow()
     from mlflow.tracking import MlflowClient
 

@@ -4,11 +4,11 @@ experiment   one per trace (its name; synthetic traces get a "-synthetic" suffix
 parent run   one per sweep (tag kvsweep.sweep_key): resolved config, trace summary, tags
              trace_source / git commit / package versions / driver host and pid; at the
              end curves.csv (every curve), report.html and one PNG per cost model
-             (analysis.report)
+             (sweep.report.html)
 child run    one per curve = (policy, cost model, capacity list), tag kvsweep.curve_key:
              every sim_core.Result metric as `curve/<field>` with step = capacity index,
              params with the capacity list in blocks and GiB, curve.csv; FINISHED once
-             every capacity is in, with summary metrics (analysis.curves) a runs table
+             every capacity is in, with summary metrics (sweep.report.regimes) a runs table
              can sort by, and start/end times that span its jobs' replay time.
 
 Identity (sweep.keys): a re-run finds its parent by sweep key and its curves by curve
@@ -30,9 +30,13 @@ from typing import Iterable, Sequence
 from sim_core import Result
 from sim_core.result import required_fields
 
-from .curves import LABEL_COLUMNS, Curve, SweepFacts, csv_columns, curves_by_model, row_dict, write_csv
+from .curves import Curve, LABEL_COLUMNS, SweepFacts, csv_columns, curves_by_model, row_dict, write_csv
 from .plan import Capacity
+from .report.html import log_report, write_report
+from .report.regimes import summary, vs_reference
+from .report.sweeps import SweepTable
 from .store import quiet_mlflow, sqlite_path, store_lock
+
 
 log = logging.getLogger("sweep")
 
@@ -316,7 +320,6 @@ class Tracker:
         summaries (a mean over the capacities that happened to finish would mislead).
         The run ends its jobs' replay time after it started, so MLflow's Duration is
         that time (the jobs themselves may have run at any moment of the sweep)."""
-        from analysis.curves import summary
         from mlflow.entities import Metric
 
         if c.status == "REUSED" or c.run_id is None:
@@ -355,7 +358,6 @@ class Tracker:
         """`*_vs_lru_at_<size>` (points) on every FINISHED curve whose cost model has a
         complete LRU curve; a curve finished by an earlier sweep gets those it lacks.
         Returns the runs written to."""
-        from analysis.curves import vs_reference
         from mlflow.entities import Metric
 
         n_caps, done = len(self.capacities), 0
@@ -429,9 +431,6 @@ class Tracker:
         per_model = curves_by_model(self.capacities, curves)
         if not per_model:
             return
-        from analysis.report import log_report, write_report
-        from analysis.sweeps import SweepTable
-
         with tempfile.TemporaryDirectory() as d:
             rows = [{"policy": p, "cost_model": m, **r} for m, per in per_model.items()
                     for p, rs in per.items() for r in rs]

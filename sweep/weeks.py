@@ -20,6 +20,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
+from sim_core.digest import trace_digest
 from sim_core.sample import SampleSet, capacity_rates
 from sim_core.trace import Trace, back_to_back
 
@@ -59,8 +60,6 @@ def sampled(make_week: Callable[[int], Trace], k: int, capacities, rate: float, 
     builds it, its samples are kept and it is dropped. `summarize(week 0)` is kept as the
     first week's summary. Raises ValueError when a capacity would be replayed exactly
     (rate 1: a scaled cache below the floor at every rate), which needs the whole weeks."""
-    from sim_core.digest import trace_digest
-
     rules = list(dict.fromkeys(rules))
     per_key: dict[tuple, list[Trace]] = {}
     lengths, digests, summary = [], [], None

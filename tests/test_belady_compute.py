@@ -14,7 +14,7 @@ from sim_core.engine import EVICTIONS, FAILED, new_engine_state, replay_range
 from sim_core.policies import PolicyContext, get_policy
 from sim_core.policies import belady_compute as bc
 from sim_core.structures.kinetic import advance, new_tree, set_leaf, top
-from sim_core.simulate import depth_totals
+from sim_core.units import depth_totals
 
 MODELS = ["linear", "qwen3_coder_30b"]
 

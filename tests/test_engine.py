@@ -305,7 +305,8 @@ def test_capacities_past_saturation_share_one_replay(policy):
     check it against a real replay at a larger capacity and against the no-eviction
     count (every access after a block's first is a hit)."""
     from sim_core.policies import get_policy
-    from sim_core.simulate import _replay, depth_totals, saturation_capacity
+    from sim_core.simulate import _replay
+    from sim_core.units import depth_totals, saturation_capacity
     from sim_core.cost import cost_per_depth
     from sim_core.engine import EVICTIONS
 

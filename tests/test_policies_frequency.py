@@ -11,7 +11,7 @@ from sim_core import Trace, simulate
 from sim_core.engine import new_engine_state, replay_range
 from sim_core.policies import PolicyContext, get_policy
 from sim_core.policies import lecar, lhd, wtinylfu
-from sim_core.simulate import depth_totals
+from sim_core.units import depth_totals
 from tests.helpers import chained_sessions, engine_kw, mooncake_trace, session_trace
 
 POLICIES = ["wtinylfu", "lecar", "lhd"]

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import yaml
 
-from analysis.curves import HEADLINES, REGIMES, at_size, auc_log, cap99, in_regime, summary, vs_reference
+from sweep.report.regimes import HEADLINES, REGIMES, at_size, auc_log, cap99, in_regime, summary, vs_reference
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -87,7 +87,7 @@ def test_headlines_and_regimes_are_the_capacity_configs():
 
 
 def test_twenty_policies_stay_distinguishable():
-    from analysis.families import policy_info, styles
+    from sweep.report.families import policy_info, styles
     from sim_core.policies import REGISTRY
 
     st = styles(REGISTRY)
@@ -109,7 +109,7 @@ def test_twenty_policies_stay_distinguishable():
 
 # ----------------------------------------------------------------- report, no store
 def _table(cost_models=("uniform",), sample_rate=None, holes=1.5):
-    from analysis.sweeps import SweepTable
+    from sweep.report.sweeps import SweepTable
 
     curves = {}
     for m in cost_models:
@@ -126,7 +126,7 @@ def _table(cost_models=("uniform",), sample_rate=None, holes=1.5):
 
 
 def test_what_this_says_by_hand():
-    from analysis.report import says
+    from sweep.report.html import says
 
     hbm, pool = says(_table(), "uniform")
     # HBM (24, 96 GiB): lru 0.30, s3fifo 0.35, random_compute 0.295, belady 0.45
@@ -137,7 +137,7 @@ def test_what_this_says_by_hand():
 
 
 def test_holes_are_not_available_under_sampling(tmp_path):
-    from analysis.report import render_html
+    from sweep.report.html import render_html
 
     sampled = render_html(_table(sample_rate=0.01, holes=float("nan")), {})
     assert "not available under sampling" in sampled and "n/a (sampled)" in sampled
@@ -151,7 +151,7 @@ def test_holes_are_not_available_under_sampling(tmp_path):
 def test_uniform_draws_one_pair_of_panels(tmp_path):
     from matplotlib.image import imread
 
-    from analysis.report import write_report
+    from sweep.report.html import write_report
 
     write_report(_table(cost_models=("uniform", "linear")), tmp_path)
     h_u, w_u = imread(tmp_path / "plots" / "curves_uniform.png").shape[:2]

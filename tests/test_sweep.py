@@ -17,7 +17,7 @@ import pytest
 
 from sim_core import QWEN3_CODER_30B, Trace, simulate
 from sweep.plan import Capacity, make_plan, oversized_warnings, resolve_capacities
-from sweep.report import pick_points, summary_table
+from sweep.report.tables import pick_points, summary_table
 from sweep.spec import PolicyChoice
 
 REPO = Path(__file__).resolve().parent.parent

@@ -162,7 +162,7 @@ def test_windows_reach_mlflow_as_time_series(tmp_path):
 
 
 def test_knee_is_the_smallest_pool_within_one_point_of_the_largest():
-    from sweep.report import knee
+    from sweep.report.tables import knee
 
     assert knee([("0", 0.50), ("1", 0.885), ("2", 0.895), ("3", 0.90)]) == 2
     assert knee([("0", 0.90), ("1", 0.90)]) == 0

@@ -240,7 +240,7 @@ def test_native_inconsistent_arrays_are_rejected(tmp_path):
 
 
 def test_depth_totals_count_each_depth_without_per_access_arrays():
-    from sim_core.simulate import depth_totals
+    from sim_core.units import depth_totals
 
     t = Trace.from_requests([[1, 2, 3], [1], [], [4, 5, 6, 7], [2, 2]])
     assert depth_totals(t).tolist() == np.bincount(t.depths()).tolist() == [4, 3, 2, 1]

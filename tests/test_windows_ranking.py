@@ -1,9 +1,9 @@
-"""analysis.windows: the per-window ranking of online policies against Belady, by hand."""
+"""sweep.report.windows: the per-window ranking of online policies against Belady, by hand."""
 from __future__ import annotations
 
 import pytest
 
-from analysis.windows import ranking, ranking_text
+from sweep.report.windows import ranking, ranking_text
 
 
 def _row(policy, window, cs, acc=10):

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+from sim_core import get_policy
+
 #: Family display order (legend, tables) and colour (colour-blind-safe where possible).
 FAMILY_COLOURS: dict[str, str] = {
     "recency": "#1f77b4",
@@ -37,8 +39,6 @@ class PolicyInfo:
 def policy_info(name: str) -> PolicyInfo:
     """From sim_core's registry; a name it does not know is an online policy of family
     "other" (a store may hold curves of policies since removed)."""
-    from sim_core import get_policy
-
     try:
         s = get_policy(name)
     except ValueError:

@@ -3,7 +3,7 @@
 A curve is a list of rows (dicts, as in `curves.csv` and `sweep.curves.row_dict`) in
 ascending capacity, each with at least `capacity_gib`, `capacity_blocks` and the metric
 (`hit_ratio`, `compute_savings`). Child runs log `summary()` and `vs_reference()` as
-MLflow metrics, and the report (analysis.report) ranks and compares with the same
+MLflow metrics, and the report (sweep.report.html) ranks and compares with the same
 functions, so a number in the report is the number in the runs table.
 
 Sizes are matched to within half a block (a sweep converts sizes to whole blocks: 1 TiB

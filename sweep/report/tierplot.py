@@ -3,7 +3,7 @@
 One column per HBM capacity shown in the summary, two panels each: the served ratio
 (HBM + lower tiers) and the mean TTFT (service time, no queueing), over the pool sizes
 swept (categorical x: a pool of size 0 is the flat cache). Policies keep the colours
-and line styles of analysis.families; markers sit at swept pool sizes only.
+and line styles of sweep.report.families; markers sit at swept pool sizes only.
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ One PNG per cost model (the parent run's `plots/curves_<cost model>.png`, embedd
   compute savings, then hit ratio, stacked (the figure stays narrow enough to read where
   MLflow's artifact viewer scales it down);
 - families share a colour, members differ by line style and marker, oracles are black
-  and dashed (analysis.families); the legend sits outside the axes, grouped by family;
+  and dashed (sweep.report.families); the legend sits outside the axes, grouped by family;
 - x ticks at the paper's headline sizes (24, 48, 96 GiB, 1 TiB), the HBM and memory
   pool regimes shaded; the y axes fit the data.
 
@@ -22,9 +22,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from sweep.plan import human_gib
+from sim_core.capacity import human_gib
 
-from .curves import HEADLINES, REGIMES, diff_points
+from .regimes import HEADLINES, REGIMES, diff_points
 from .families import ordered, styles
 
 LABELS = {"hit_ratio": "block hit ratio", "compute_savings": "compute-savings ratio"}

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from .plan import Capacity, human_gib
+from sim_core.capacity import human_gib
+
+from ..plan import Capacity
 
 
 def pick_points(n: int, k: int) -> list[int]:

@@ -1,0 +1,98 @@
+"""Capacities and the units of replay work: what a capacity is, where the cache saturates,
+and how `simulate` batches capacities into replays (the sweep's planner costs jobs with it)."""
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from .result import Mode
+from .trace import Trace
+
+# a one-pass curve (sim_core.onepass) costs about this many single-capacity replays
+ONE_PASS_COST = 2.0
+
+
+def depth_totals(trace: Trace, first: int = 0) -> np.ndarray:
+    """int64[max_depth]: number of accesses at each depth (policy independent), over
+    requests from `first` on (the counted ones after a warm-up); always the full length."""
+    cached = getattr(trace, "_depth_totals", None)
+    if cached is None and trace.depth is not None:  # a sample: its accesses' full-request depths
+        cached = np.bincount(trace.depth).astype(np.int64)
+        trace._depth_totals = cached
+    if cached is None:
+        # depth d occurs once in every request longer than d: a reverse cumulative count
+        # of request lengths (O(requests), no per-access array at full scale)
+        n_len = np.bincount(trace.request_lengths, minlength=max(trace.max_request_blocks, 1) + 1)
+        cached = np.cumsum(n_len[::-1])[::-1][1:].astype(np.int64)
+        trace._depth_totals = cached
+    if first == 0:
+        return cached
+    if trace.depth is not None:
+        part = np.bincount(trace.depth[trace.req_offsets[first]:], minlength=len(cached)).astype(np.int64)
+    else:
+        lens = trace.request_lengths[first:]
+        n_len = np.bincount(lens, minlength=len(cached) + 1)
+        part = np.cumsum(n_len[::-1])[::-1][1:].astype(np.int64)
+    return part[:len(cached)]
+
+
+def saturation_capacity(trace: Trace) -> int:
+    """The capacity from which no policy ever evicts: the cache then holds every block
+    the trace has seen (and every request fits), so the replay is the same for every
+    larger capacity and every policy - capacities at or above it are replayed once."""
+    return max(trace.n_unique, trace.max_request_blocks, 1)
+
+
+def as_capacity(c) -> int:
+    """A capacity in blocks: a positive integer (or an integral float such as 512.0).
+    Booleans, strings and fractional values are refused rather than cut."""
+    if isinstance(c, (bool, np.bool_)) or not isinstance(c, numbers.Real):
+        raise ValueError(f"capacity must be a whole number of blocks, got {c!r} ({type(c).__name__})")
+    if isinstance(c, numbers.Integral):
+        v = int(c)
+    elif float(c).is_integer():
+        v = int(c)
+    else:
+        raise ValueError(f"capacity must be a whole number of blocks, got {c!r}")
+    if v < 1:
+        raise ValueError(f"capacity must be at least one block, got {v}")
+    return v
+
+
+@dataclass(frozen=True)
+class ReplayUnit:
+    """Capacities answered by one piece of replay work. kind: "one_pass" (a stack
+    policy's whole curve from one pass), "saturated" (every capacity that holds the
+    whole trace: no policy evicts there, one replay serves them all) or "single"."""
+
+    kind: str
+    capacities: tuple[int, ...]
+
+    @property
+    def cost(self) -> float:  # in single-capacity replays of the trace
+        return ONE_PASS_COST if self.kind == "one_pass" else 1.0
+
+
+def replay_units(capacities: Sequence[int], *, saturation: int, max_request_blocks: int,
+                 mode: str | Mode = Mode.REQUEST, one_pass: bool = False) -> list[ReplayUnit]:
+    """How `simulate` batches capacities (the sweep's planner costs jobs with it).
+
+    A one-pass curve covers every capacity from the largest request up in request mode
+    (smaller ones evict the request's own blocks: replayed one by one); capacities at or
+    above `saturation` (see `saturation_capacity`) share one replay."""
+    caps = sorted(dict.fromkeys(int(c) for c in capacities))
+    units = []
+    if one_pass:
+        lo = max_request_blocks if Mode(mode) is Mode.REQUEST else 1
+        big = tuple(c for c in caps if c >= lo)
+        if big:
+            units.append(ReplayUnit("one_pass", big))
+        caps = [c for c in caps if c < lo]
+    sat = tuple(c for c in caps if c >= saturation)
+    units += [ReplayUnit("single", (c,)) for c in caps if c < saturation]
+    if sat:
+        units.append(ReplayUnit("saturated", sat))
+    return units
