@@ -109,23 +109,22 @@ def _evict_one(st, resident, pin, c, extra, j, r, counting, acc, t1, t2, t3):
     """Evict one victim and whatever must go with it, writing each down to the tier
     below when it takes evictions; False on a policy bug. (Takes arrays, not the
     EngineState tuple: passing the tuple costs ~10x.)"""
-    v = p_evict(st, j, r, pin)
-    if not _drop(resident, pin, c, v, r):
-        return False
-    if counting:
-        c[EVICTIONS] += 1
-    if tier_on(t1):
-        write_down1(t1, t2, t3, v, acc.last_j[v], acc.bdepth[v], acc.seen, acc.last_j, acc.bdepth, WRITE_ON_EVICT)
-    k = p_evict_more(st, j, r, pin, extra)
-    for i in range(k):
-        x = extra[i]
+    x = p_evict(st, j, r, pin)
+    k = 0
+    i = -1  # -1: the victim itself; then extra[0..k) (asked for once the victim is out)
+    while True:
         if not _drop(resident, pin, c, x, r):
             return False
         if counting:
             c[EVICTIONS] += 1
         if tier_on(t1):
             write_down1(t1, t2, t3, x, acc.last_j[x], acc.bdepth[x], acc.seen, acc.last_j, acc.bdepth, WRITE_ON_EVICT)
-    return True
+        if i < 0:
+            k = p_evict_more(st, j, r, pin, extra)
+        i += 1
+        if i >= k:
+            return True
+        x = extra[i]
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

@@ -124,32 +124,29 @@ class NoGate(NamedTuple):
 NO_GATE = NoGate(np.zeros(4, np.int64), np.full(1, -1, np.int32))
 
 
-def gate_on(g):  # pragma: no cover - replaced at compile time
-    raise NotImplementedError
+def _present(absent):
+    """A compile-time test `x is not the placeholder class absent`: numba sees a constant,
+    so the branches it guards vanish from the specialisation without tiers or a gate."""
+    def present(x):  # pragma: no cover - replaced at compile time
+        raise NotImplementedError
+
+    @overload(present, inline="always")
+    def _ov(x):
+        if getattr(x, "instance_class", None) is absent:
+            return lambda x: False
+        return lambda x: True
+
+    return present
 
 
-@overload(gate_on, inline="always")
-def _ov_gate_on(g):
-    if getattr(g, "instance_class", None) is NoGate:
-        return lambda g: False
-    return lambda g: True
+gate_on = _present(NoGate)
+tier_on = _present(NoTier)
 
 
 def new_gate(rule, n_unique: int, capacity: int = 1):
     """HBM's admission as an engine argument: NO_GATE for `all` (compiled away)."""
     adm, door = new_admission(rule, n_unique, capacity)
     return NO_GATE if adm[A_KIND] == ADMIT_ALL else Gate(adm, door)
-
-
-def tier_on(t):  # pragma: no cover - replaced at compile time
-    raise NotImplementedError
-
-
-@overload(tier_on, inline="always")
-def _ov_tier_on(t):
-    if getattr(t, "instance_class", None) is NoTier:
-        return lambda t: False
-    return lambda t: True
 
 
 @njit

@@ -6,18 +6,11 @@ such as a model repository ships) and hashed into prefix-chained blocks of any s
     {"timestamp": 12.5, "prompt": "Explain the KV cache.", "session_id": 7,
      "output_length": 52}
 
-=================  ========  ======================================================
-field              required  meaning
-=================  ========  ======================================================
-``timestamp``      yes [1]   arrival in seconds (number)
-``timestamp_ms``   yes [1]   arrival in milliseconds, instead of ``timestamp``
-``prompt``         yes       the prompt text (string) as the engine receives it
-                             (apply any chat template before writing the file)
-``session_id``     no        session key (string or integer)
-``output_length``  no        generated tokens (int >= 0; 0 when absent)
-=================  ========  ======================================================
+Its fields are those of the tokens format (:mod:`sim_core.loaders.tokens`), with
+``prompt`` (string, required: the prompt as the engine receives it, any chat template
+already applied) in place of ``token_ids``.
 
-[1] exactly one of the two. Token ids are ``tokenizer.encode(prompt).ids`` (the
+Token ids are ``tokenizer.encode(prompt).ids`` (the
 tokenizer's own post-processor applies, e.g. a BOS token); ``input_tokens`` is their
 count. Nothing is downloaded: the tokenizer is a file on disk. Hashing as in
 :mod:`sim_core.loaders.token_records`.
