@@ -85,9 +85,10 @@ def load(st: Study) -> None:
     from sim_core import saturation_capacity
 
     from . import traces
-    from .plan import counted, oversized_warnings, resolve_capacities, resolve_pools
+    from .plan import counted, oversized_warnings, resolve_capacities, resolve_pools, without_sessions
 
     st.trace = traces.load(st.cfg.trace, st.trace_choice)  # trace.weeks > 1: the first week
+    st.spec = without_sessions(st.spec, st.trace)  # session-level policies on a trace without sessions
     st.caps, st.cap_notes = resolve_capacities(st.spec.capacity_sizes, st.spec.model, st.trace.block_tokens)
     st.pools, pool_notes = resolve_pools(st.spec.tiers, st.spec.model, st.trace.block_tokens)
     for note in st.cap_notes + pool_notes:
