@@ -16,6 +16,11 @@ The decision rules are the paper's (sec. 5.1-5.4), in percentage points:
 * granularity: session-level eviction is acceptable at pool capacities (above 120 GiB)
   where it loses at most NEGLIGIBLE_POINTS against block level (hit ratio and compute
   savings); elsewhere evict blocks (in HBM blocks are the native unit anyway).
+
+Sessions are the loaded trace's (trace.sessions): on a trace without session ids they
+are inferred from prefix chains (sim_core/sessions.py) and the report says so; with
+trace.sessions=given such a trace has none, and lru_session and the granularity step are
+left out, with the reason in the report's notes.
 """
 from __future__ import annotations
 
@@ -26,8 +31,9 @@ from pathlib import Path
 import numpy as np
 
 from sim_core import saturation_capacity, simulate
-from sim_core.sample import auto_rate
 from sim_core.options import resolve_order
+from sim_core.sample import auto_rate
+from sim_core.sessions import INFERRED_NOTE, sessions_source
 from sweep.config import ConfigError
 from sweep.plan import Capacity, oversized_warnings, resolve_capacities
 from sweep.report.plots import plot_cost_model
@@ -35,6 +41,7 @@ from sweep.spec import capacity_sizes
 
 from . import config, record
 from .workload import has_sessions, session_index
+
 
 log = logging.getLogger("analysis")
 
@@ -45,7 +52,9 @@ capacities 24, 48, 96 GiB and 1 TiB that are below the trace's saturation), repo
 one-hit share, the Belady-BeladyCompute compute-savings gap (more than 10 points:
 compute-aware eviction pays; about 1 point: it does not), the gain from quick demotion
 (S3-FIFO vs LRU) and the loss from session-level eviction (LRU-session vs LRU), and
-recommends a course of action with the numbers behind each step. Sampled replay:
+recommends a course of action with the numbers behind each step. Sessions are the
+trace's, inferred from prefix chains where it has none (trace.sessions=auto); without
+any (trace.sessions=given on Mooncake) the session step is left out. Sampled replay:
 sim.sample_rate=0.01 (policies and capacities where sampling is inaccurate stay exact).
 Writes report.md, report.json and figures/ (analysis.out) and logs them as an MLflow run
 in the trace's experiment (tracking.offline=true: files only)."""
@@ -57,6 +66,28 @@ PAYS_POINTS = 10.0  # sec. 5.2: a +12.6-point gap "justifies the design effort"
 NEGLIGIBLE_POINTS = 1.1  # sec. 5.2: "<= 1.1 points ... hit-optimal eviction is good enough"
 HBM_MAX_GIB = 120.0  # sec. 3.1: per-replica HBM 24-120 GiB; DRAM/SSD pool 0.25-12 TiB
 FALLBACK_FRACTIONS = (1 / 32, 1 / 8, 1 / 2)  # of the saturation capacity, when no given capacity is below it
+SESSION_POLICIES = ("lru_session",)
+NO_SESSIONS = ("the trace has no session ids (trace.sessions=given on a trace without them, as Mooncake's): "
+               "session-level LRU (lru_session) is not replayed and the granularity step is left out, since every "
+               "request would be a session of its own; trace.sessions=auto infers sessions from prefix chains "
+               "(sim_core/sessions.py)")
+
+
+def sessions_of(trace) -> tuple[str, str]:
+    """(where the trace's sessions came from: given | inferred | none, the text that says
+    so in the report: "" for given ones)."""
+    src = sessions_source(trace)
+    inferred = (f"{INFERRED_NOTE} (trace.sessions=auto on a trace without session ids, or trace.sessions=inferred):"
+                f" session-level LRU and the single-turn share rest on them; `python -m benchmarks.sessions` measures "
+                f"the heuristic on generated traces")
+    return src, {"inferred": inferred, "none": NO_SESSIONS}.get(src, "")
+
+
+def policies_for(trace) -> tuple[str, ...]:
+    """POLICIES, without the session-level ones on a trace without sessions."""
+    if sessions_of(trace)[0] == "none":
+        return tuple(p for p in POLICIES if p not in SESSION_POLICIES)
+    return POLICIES
 
 
 def _pts(x: float) -> float:
@@ -100,11 +131,11 @@ def choose_capacities(inv, trace, model) -> tuple[list, list[str]]:
     return below, notes
 
 
-def run_policies(trace, caps_blocks: list[int], *, cost_models, model, sim) -> dict:
+def run_policies(trace, caps_blocks: list[int], *, cost_models, model, sim, policies=POLICIES) -> dict:
     """policy -> list of sim_core.Result (one per capacity), from sim_core.simulate."""
     rate = sim.get("sample_rate")
     out = {}
-    for p in POLICIES:
+    for p in policies:
         t0 = time.perf_counter()
         out[p] = simulate(trace, p, caps_blocks, mode=str(sim.mode), hits=str(sim.hits),
                           order=None if sim.get("order") is None else str(sim.order), cost_models=cost_models,
@@ -128,10 +159,11 @@ def workload(trace) -> dict:
 def diagnostics(caps, results: dict, primary: str) -> list[dict]:
     """Per capacity: the four numbers of sec. 5.4 (in points) and what they rest on."""
     rows = []
+    names = [p for p in POLICIES if p in results]  # lru_session is left out on a trace without sessions
     for i, c in enumerate(caps):
-        r = {p: results[p][i] for p in POLICIES}
-        hit = {p: r[p].hit_ratio for p in POLICIES}
-        sav = {p: r[p].compute_savings[primary] for p in POLICIES}
+        r = {p: results[p][i] for p in names}
+        hit = {p: r[p].hit_ratio for p in names}
+        sav = {p: r[p].compute_savings[primary] for p in names}
         rows.append({
             "capacity": c.label, "capacity_blocks": c.blocks, "capacity_gib": c.gib,
             "regime": "HBM" if c.gib <= HBM_MAX_GIB else "pool",
@@ -139,18 +171,22 @@ def diagnostics(caps, results: dict, primary: str) -> list[dict]:
             "partial_node_gain_points": _pts(sav["partial_node"] - sav["lru"]),
             "quick_demotion_gain_points": {"hit_ratio": _pts(hit["s3fifo"] - hit["lru"]),
                                            "compute_savings": _pts(sav["s3fifo"] - sav["lru"])},
-            "session_loss_points": {"hit_ratio": _pts(hit["lru"] - hit["lru_session"]),
-                                    "compute_savings": _pts(sav["lru"] - sav["lru_session"])},
+            **({"session_loss_points": {"hit_ratio": _pts(hit["lru"] - hit["lru_session"]),
+                                        "compute_savings": _pts(sav["lru"] - sav["lru_session"])}}
+               if "lru_session" in hit else {}),
             "belady_headroom_points": _pts(hit["belady"] - max(hit["lru"], hit["s3fifo"])),
             "holes_per_request_mean": {p: r[p].holes_per_request_mean for p in ("lru", "partial_node")},
             "hit_ratio": hit, "compute_savings": sav,
-            "sample_rate": {p: r[p].sample_rate for p in POLICIES},
+            "sample_rate": {p: r[p].sample_rate for p in names},
         })
     return rows
 
 
-def recommend(diag: list[dict], work: dict, primary: str) -> list[dict]:
-    """The course of action, one entry per question of sec. 5.4, each with its numbers."""
+def recommend(diag: list[dict], work: dict, primary: str, sessions: str = "given") -> list[dict]:
+    """The course of action, one entry per question of sec. 5.4, each with its numbers.
+    sessions: where the trace's sessions came from (:func:`sessions_of`); the granularity
+    step needs session_loss_points (a trace without sessions has none)."""
+    inferred = f", by {INFERRED_NOTE}" if sessions == "inferred" else ""
     def at(row) -> str:
         return f"{row['capacity']} ({row['regime']})"
 
@@ -198,7 +234,7 @@ def recommend(diag: list[dict], work: dict, primary: str) -> list[dict]:
     one_hit = (f"One-hit blocks are {work['one_hit_block_share']:.1%} of distinct blocks and "
                f"{work['one_hit_access_share']:.1%} of accesses")
     if "single_turn_request_share" in work:
-        one_hit += f"; single-turn requests are {work['single_turn_request_share']:.1%} of requests"
+        one_hit += f"; single-turn requests are {work['single_turn_request_share']:.1%} of requests{inferred}"
     listed = ", ".join(f"{v:+} at {c}" for c, v in qd.items())
     if gains:
         verdict = "enable"
@@ -215,6 +251,8 @@ def recommend(diag: list[dict], work: dict, primary: str) -> list[dict]:
                  "because": f"S3-FIFO minus LRU, hit ratio in points: {listed}. {one_hit}.",
                  "numbers": {"gain_points": qd, **work}})
 
+    if any("session_loss_points" not in d for d in diag):
+        return recs  # no sessions: nothing to measure session granularity by (build's notes say so)
     loss = {d["capacity"]: max(d["session_loss_points"]["hit_ratio"], d["session_loss_points"]["compute_savings"])
             for d in diag}
     regime = {d["capacity"]: d["regime"] for d in diag}
@@ -235,7 +273,9 @@ def recommend(diag: list[dict], work: dict, primary: str) -> list[dict]:
                      f"negligible amount and needs far less metadata.")
     verdict = "session-level acceptable in the pool" if pool_ok else "block-level"
     recs.append({"topic": "granularity", "verdict": verdict, "action": " ".join(parts),
-                 "because": f"LRU minus session-level LRU, in points: {detail}.",
+                 "because": f"LRU minus session-level LRU, in points: {detail}." + (
+                     f" Sessions: {INFERRED_NOTE}; the heuristic's errors move these numbers "
+                     f"(docs/traces.md#sessions-tracesessions)." if inferred else ""),
                  "numbers": {"loss_points": loss}})
     return recs
 
@@ -244,6 +284,9 @@ def recommend(diag: list[dict], work: dict, primary: str) -> list[dict]:
 def build(trace, caps, results: dict, cost_models: list[str], primary: str, notes: list[str], sim) -> dict:
     diag = diagnostics(caps, results, primary)
     work = workload(trace)
+    sessions, session_note = sessions_of(trace)
+    if session_note:
+        notes = notes + [session_note]
     rate = sim.get("sample_rate")
     if rate:
         notes = notes + [f"sampled replay at r={rate:g}: the results are estimates (docs/sampling.md gives "
@@ -252,7 +295,7 @@ def build(trace, caps, results: dict, cost_models: list[str], primary: str, note
     return {
         "trace": {"name": trace.name, "source": trace.source, "requests": trace.n_requests,
                   "block_accesses": trace.n_accesses, "unique_blocks": trace.n_unique,
-                  "block_tokens": trace.block_tokens},
+                  "block_tokens": trace.block_tokens, "sessions": sessions},
         "capacities": [{"label": c.label, "blocks": c.blocks, "gib": c.gib} for c in caps],
         "cost_models": cost_models, "primary_cost_model": primary,
         "engine": {"mode": str(sim.mode), "hits": str(sim.hits),
@@ -262,7 +305,7 @@ def build(trace, caps, results: dict, cost_models: list[str], primary: str, note
                         "compute_savings": {m: [r.compute_savings[m] for r in rs] for m in cost_models},
                         "sample_rate": [r.sample_rate for r in rs]} for p, rs in results.items()},
         "diagnostics": diag,
-        "recommendations": recommend(diag, work, primary),
+        "recommendations": recommend(diag, work, primary, sessions),
         "notes": notes,
     }
 
@@ -274,19 +317,22 @@ def markdown(report: dict, figure_paths: dict[str, Path], out: Path) -> str:
              f"The paper's section 5.4 as a procedure (`python -m analysis advise`): {report['trace']['requests']:,} "
              f"requests, {report['trace']['block_accesses']:,} block accesses; {report['engine']['mode']} mode, "
              f"{report['engine']['hits']} hits; compute savings judged under cost model "
-             f"`{report['primary_cost_model']}`. Differences are in percentage points.", "", "## Recommendations", ""]
+             f"`{report['primary_cost_model']}`. Differences are in percentage points." + _sessions_line(report),
+             "", "## Recommendations", ""]
     for i, r in enumerate(report["recommendations"], 1):
         lines += [f"{i}. **{r['topic'].replace('_', ' ')}: {r['verdict']}.** {r['action']}", f"   {r['because']}"]
+    with_sessions = all("session_loss_points" in d for d in report["diagnostics"])
     lines += ["", "## The numbers per capacity", "",
               "| capacity | regime | BeladyCompute - Belady | PartialNode - LRU | S3-FIFO - LRU (hit) | "
-              "LRU - LRU-session (hit / savings) | Belady headroom (hit) |",
-              "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+              + ("LRU - LRU-session (hit / savings) | " if with_sessions else "") + "Belady headroom (hit) |",
+              "| --- | --- | ---: | ---: | ---: |" + (" ---: |" if with_sessions else "") + " ---: |"]
     for d in report["diagnostics"]:
-        s = d["session_loss_points"]
+        s = d.get("session_loss_points")
         lines.append(f"| {d['capacity']} ({d['capacity_blocks']:,} blocks) | {d['regime']} | "
                      f"{d['compute_gap_points']:+} | {d['partial_node_gain_points']:+} | "
-                     f"{d['quick_demotion_gain_points']['hit_ratio']:+} | {s['hit_ratio']:+} / "
-                     f"{s['compute_savings']:+} | {d['belady_headroom_points']:+} |")
+                     f"{d['quick_demotion_gain_points']['hit_ratio']:+} | "
+                     + (f"{s['hit_ratio']:+} / {s['compute_savings']:+} | " if s else "")
+                     + f"{d['belady_headroom_points']:+} |")
     w = report["workload"]
     lines += ["", "## Workload", "", "| measure | value |", "| --- | --- |"]
     lines += [f"| {k} | {v:.4f} |" for k, v in w.items()]
@@ -304,6 +350,15 @@ def markdown(report: dict, figure_paths: dict[str, Path], out: Path) -> str:
     if report["notes"]:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in report["notes"]]
     return "\n".join(lines) + "\n"
+
+
+def _sessions_line(report: dict) -> str:
+    src = report["trace"].get("sessions", "given")
+    if src == "inferred":
+        return " Session-level LRU replays sessions inferred from prefix chains (sim_core/sessions.py)."
+    if src == "none":
+        return " The trace has no session ids: session-level eviction is not assessed (see the notes)."
+    return ""
 
 
 def draw(report: dict, out: Path) -> dict[str, Path]:
@@ -355,10 +410,16 @@ def main(argv: list[str]) -> int:
     for w in oversized_warnings(caps, trace.request_lengths) if str(sim.mode) == "request" else []:
         log.warning("%s", w)
     primary = primary_cost_model(costs, model.name)
-    results = run_policies(trace, [c.blocks for c in caps], cost_models=costs, model=model, sim=sim)
+    sessions, session_note = sessions_of(trace)
+    if session_note:  # inferred sessions, or none at all: said before the replays start
+        (log.warning if sessions == "none" else log.info)("%s", session_note)
+    results = run_policies(trace, [c.blocks for c in caps], cost_models=costs, model=model, sim=sim,
+                           policies=policies_for(trace))
     report = build(trace, caps, results, costs, primary, notes, sim)
     print("\n".join(f"{i}. {r['topic'].replace('_', ' ')}: {r['verdict']}. {r['action']}\n   {r['because']}"
                     for i, r in enumerate(report["recommendations"], 1)) + "\n")
+    if sessions == "none":
+        print(f"granularity: left out: {NO_SESSIONS}.\n")
     config.publish(inv, uri, trace, report, kind="advice", title="advice for",
                    draw=lambda out: draw(report, out), markdown=markdown, metrics=metrics(report))
     return 0

@@ -6,8 +6,10 @@ curve (4.5), block categories (4.1), compulsory misses (4.6), sessions and concu
 (4.3, appendix B). Results: report.md, report.json and figures/ in `analysis.out`, and
 one MLflow run (tag kvsweep.kind=characterization) in the trace's experiment.
 
-A trace without session ids (Mooncake) gets every measurement that needs none; the
-others are reported as skipped, with the reason.
+Sessions are the loaded trace's (trace.sessions): a trace without session ids (Mooncake)
+gets them inferred from prefix chains (sim_core/sessions.py), and the report says so
+wherever a measurement rests on them. With trace.sessions=given such a trace gets every
+measurement that needs no sessions; the others are reported as skipped, with the reason.
 """
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ import math
 from pathlib import Path
 
 import numpy as np
+
+from sim_core.sessions import INFERRED_NOTE, sessions_source
 
 from . import config, figures, record
 from .workload import (HISTORY, SINGLE_TURN, SYSTEM, active_sessions, block_reuse, characterize, frequency_profile,
@@ -30,14 +34,16 @@ reuse intervals and intra-session gaps, frequency against reuse, request lengths
 session footprints (CCDF, Lorenz curve), block categories, compulsory misses and
 session concurrency. Writes report.md, report.json and figures/ (analysis.out) and logs
 them as an MLflow run in the trace's experiment (tracking.offline=true: files only).
-Traces without session ids (Mooncake) skip the session measurements, with a note.
+Traces without session ids (Mooncake) get sessions inferred from prefix chains
+(trace.sessions=auto; the report says so); trace.sessions=given skips those measurements.
 It reads the trace, model (KV bytes: footprints in GiB), tracking and analysis keys; the
 capacity, cost and sim keys of the shared config are advise's."""
 EXAMPLES = ["trace=freeinference", "trace=mooncake_conversation",
             "trace=file trace.path=/data/my.jsonl trace.format=auto analysis.out=./my_trace"]
 
-NO_SESSIONS = ("skipped: the trace has no session ids (every request's session is -1, as in Mooncake "
-               "traces), and this measurement needs to know which requests belong to one session")
+NO_SESSIONS = ("skipped: the trace has no session ids (every request's session is -1: trace.sessions=given on "
+               "a trace without them, as Mooncake's; trace.sessions=auto infers them from prefix chains), and this "
+               "measurement needs to know which requests belong to one session")
 GAP_WINDOW_S = 1_320.0  # the paper's 22-minute reuse window (sec. 4.2)
 LIFETIME_WINDOW_S = 1_800.0  # "most reused blocks live under 30 minutes" (sec. 4.1)
 CATEGORIES = ((SYSTEM, "system"), (HISTORY, "history"), (SINGLE_TURN, "single_turn"))
@@ -63,6 +69,7 @@ def measure(trace, model) -> tuple[dict, dict]:
     """(report, data): the report's sections (numbers and small tables, JSON-ready) and
     the arrays its figures are drawn from."""
     sessions = has_sessions(trace)
+    source, inferred = _sessions_note(trace)
     category = infer_block_category(trace) if sessions else None
     stats = characterize(trace, category)
     reuse = block_reuse(trace)
@@ -84,7 +91,7 @@ def measure(trace, model) -> tuple[dict, dict]:
             **({"session_duration_s": {"median": stats["session_duration_median_s"],
                                        "p90": stats["session_duration_p90_s"],
                                        "p99": stats["session_duration_p99_s"]}} if sessions else {})},
-        partial=None if sessions else "session durations skipped: the trace has no session ids")
+        partial=None if sessions else "session durations skipped: the trace has no session ids", note=inferred)
 
     gaps = session_times(trace)[0] if sessions else np.zeros(0)
     data["gaps"] = gaps
@@ -94,7 +101,7 @@ def measure(trace, model) -> tuple[dict, dict]:
             **({"session_gap_s": _pcts(gaps),
                 "session_gap_share_under_22min": float((gaps < GAP_WINDOW_S).mean()) if len(gaps) else math.nan}
                if sessions else {})},
-        partial=None if sessions else "intra-session gaps skipped: the trace has no session ids")
+        partial=None if sessions else "intra-session gaps skipped: the trace has no session ids", note=inferred)
 
     profile = frequency_profile(reuse)
     further = further_reuse(acc)
@@ -117,7 +124,7 @@ def measure(trace, model) -> tuple[dict, dict]:
     data.update(multi_req=multi_req, itok=itok)
     sec["request_lengths"] = _section("Request lengths", "4.4, Fig. 9", lengths,
                                       partial=None if sessions else "the multi-turn subset is skipped: the trace has "
-                                                                 "no session ids")
+                                                                 "no session ids", note=inferred)
 
     if sessions:
         fp = session_footprints(trace)
@@ -128,7 +135,8 @@ def measure(trace, model) -> tuple[dict, dict]:
                 "blocks": _pcts(fp), "gib": {k: v * gib_per_block for k, v in _pcts(fp).items()},
                 "top10_share": stats["footprint_top10_share"], "top1_share": stats["footprint_top1_share"]},
             tables={"lorenz": [{"sessions_share": float(x), "bytes_share": float(y)}
-                               for x, y in zip(lx, ly) if round(x * 100) in (1, 5, 10, 20, 50, 100)]})
+                               for x, y in zip(lx, ly) if round(x * 100) in (1, 5, 10, 20, 50, 100)]},
+            note=inferred)
         cat_vals = {}
         for c, name in CATEGORIES:
             in_cat = category == c
@@ -141,7 +149,8 @@ def measure(trace, model) -> tuple[dict, dict]:
         sec["categories"] = _section(
             "Block categories", "4.1", cat_vals,
             note="categories are inferred from the access stream (analysis.workload.infer_block_category): a "
-                 "block of a multi-turn session is 'system' when several sessions share it")
+                 "block of a multi-turn session is 'system' when several sessions share it"
+                 + (f"; {inferred}" if inferred else ""))
         times, active = active_sessions(trace)
         data["active"] = (times, active)
         sec["sessions"] = _section(
@@ -151,7 +160,7 @@ def measure(trace, model) -> tuple[dict, dict]:
                 "requests_per_multi_turn_session": {"median": stats["requests_per_session_median"],
                                                     "max": stats["requests_per_session_max"]},
                 "concurrency_mean": stats["concurrency_mean"],
-                "concurrency_max": float(active.max()) if len(active) else 0.0})
+                "concurrency_max": float(active.max()) if len(active) else 0.0}, note=inferred)
     else:
         for key, title, paper in (("footprints", "Session KV footprints", "4.5, Fig. 10"),
                                   ("categories", "Block categories", "4.1"),
@@ -167,12 +176,22 @@ def measure(trace, model) -> tuple[dict, dict]:
         "trace": {"name": trace.name, "source": trace.source, "requests": trace.n_requests,
                   "block_accesses": N, "unique_blocks": U, "block_tokens": trace.block_tokens,
                   "span_s": float(trace.arrival_s[-1] - trace.arrival_s[0]), "has_sessions": sessions,
+                  "sessions": source,
                   "model": model.name, "kv_gib_per_block": gib_per_block},
         "sections": {k: sec[k] for k in order},
-        "notes": [] if sessions else [f"session measurements (footprints, categories, sessions and concurrency, "
-                                      f"gaps, session durations, multi-turn request lengths) {NO_SESSIONS}"],
+        "notes": ([f"session measurements (footprints, categories, sessions and concurrency, gaps, session "
+                   f"durations, multi-turn request lengths) use {inferred}"] if inferred else [])
+        if sessions else [f"session measurements (footprints, categories, sessions and concurrency, "
+                          f"gaps, session durations, multi-turn request lengths) {NO_SESSIONS}"],
     }
     return report, data
+
+
+def _sessions_note(trace) -> tuple[str, str | None]:
+    """(given | inferred | none, the words a section on inferred sessions carries, else None)."""
+    source = sessions_source(trace)
+    return source, (f"{INFERRED_NOTE}, not given by the trace (the heuristic measured on generated traces: "
+                    f"`python -m benchmarks.sessions`)" if source == "inferred" else None)
 
 
 def draw(report: dict, data: dict, out: Path) -> dict[str, Path]:

@@ -225,6 +225,18 @@ def has_session_ids(trace) -> bool:
     return bool((np.asarray(trace.session) >= 0).any())
 
 
+def sessions_source(trace) -> str:
+    """Where the trace's session ids came from: "given" (the trace's own), "inferred"
+    (:func:`with_inferred_sessions`) or "none" (no ids). ``meta["sessions_source"]`` as
+    sim_core.tracecfg.load records it; a trace made another way is read as it is."""
+    src = trace.meta.get("sessions_source")
+    if src is not None:
+        return str(src)
+    if trace.meta.get("sessions") == INFERRED_NOTE:
+        return "inferred"
+    return "given" if has_session_ids(trace) else "none"
+
+
 def with_inferred_sessions(trace, *, force: bool = False, **kwargs):
     """The trace with inferred session ids (meta["sessions"] = INFERRED_NOTE), or the
     trace itself when it has session ids of its own (unless `force`)."""

@@ -11,7 +11,8 @@ context_tokens, cache_dir, block_tokens (the trace's block size: token formats h
 it, every other trace is re-blocked to it; null = the trace's own), the options formats
 declare (sim_core.loaders.SETTINGS: tokenizer for text, a tokenizer.json;
 file_block_tokens for dynamo, tokens per hash in the file), and the synthetic
-generator's scale, seed, weeks, concurrency.
+generator's scale, seed, weeks, concurrency; sessions (where the trace's session ids come
+from: SESSIONS, applied last, see :func:`apply_sessions`).
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from .config_checks import ConfigError, check_int, check_number
 from .loaders import FORMATS, REGISTRY, SETTINGS, bundled_path, detect_format, load_trace
 from .reblock import reblock
 from .sample import SampleSet
+from .sessions import has_session_ids, sessions_source, with_inferred_sessions
 from .summary import format_summary, summary
 from .trace import Trace
 
@@ -34,6 +36,9 @@ log = logging.getLogger("sweep")
 
 _ARRAYS = ("req_offsets", "blocks", "arrival_s", "session", "input_tokens", "output_tokens")
 _MISSING = object()  # a required value left as ??? in the config
+#: trace.sessions: auto = the trace's own session ids, inferred where it has none;
+#: given = never inferred; inferred = always inferred, replacing the trace's own
+SESSIONS = ("auto", "given", "inferred")
 
 
 def _get(tc: Mapping, key: str, default: Any = None) -> Any:
@@ -108,6 +113,7 @@ def check_trace_config(tc: Mapping, choice: str) -> None:
         check_number(_get(tc, "concurrency"), "trace.concurrency", allow_none=True,
                      none_means="the profile's default")
     check_int(_get(tc, "weeks"), "trace.weeks", 1, allow_none=True, none_means="1")
+    sessions_mode(tc)
     if weeks(tc) > 1:
         if path or _get(tc, "bundled") or not _get(tc, "profile"):
             raise ConfigError(f"trace.weeks={weeks(tc)} needs a synthetic profile (independent weeks are generated); "
@@ -115,6 +121,43 @@ def check_trace_config(tc: Mapping, choice: str) -> None:
         if _get(tc, "max_requests") is not None:
             raise ConfigError("trace.max_requests cannot be combined with trace.weeks > 1: set trace.weeks=1, or "
                               "trace.scale for a smaller trace")
+
+
+def sessions_mode(tc: Mapping) -> str:
+    """trace.sessions (null or absent: auto); ConfigError naming the key otherwise."""
+    mode = _get(tc, "sessions")
+    if mode is None:
+        return "auto"
+    if not isinstance(mode, str) or mode not in SESSIONS:
+        raise ConfigError(f"unknown trace.sessions {mode!r}; valid: {', '.join(SESSIONS)} (auto: the trace's own "
+                          f"session ids, inferred from prefix chains where it has none)")
+    return mode
+
+
+def apply_sessions(trace, mode: str):
+    """The trace with the sessions trace.sessions=`mode` selects, and where they came from
+    in ``meta["sessions_source"]``: "given", "inferred" or "none". A trace that keeps its
+    own ids is returned as the same object (its cached digest, and so the resume keys of
+    its results, stay as they were); inferred ids change the session array, hence the
+    trace digest."""
+    given = has_session_ids(trace)
+    if mode == "inferred" or (mode == "auto" and not given):
+        try:
+            trace = with_inferred_sessions(trace, force=True)
+        except ValueError as e:  # a sample or a tail-first view saved as .npz
+            raise ConfigError(f"trace.sessions={mode}: {e}") from None
+        trace.meta["sessions_source"] = "inferred"
+        n = int(trace.session.max()) + 1 if trace.n_requests else 0
+        log.info("trace.sessions=%s: %d sessions inferred from prefix chains (sim_core/sessions.py) for %d requests%s",
+                 mode, n, trace.n_requests, ", replacing the trace's own ids" if given else "")
+    else:
+        # read off the trace, not a saved record: an .npz of an inferred trace stays "inferred"
+        trace.meta.pop("sessions_source", None)
+        trace.meta["sessions_source"] = sessions_source(trace)
+        if not given:
+            log.info("trace.sessions=given: the trace has no session ids, which session-level policies and "
+                     "measurements need (trace.sessions=auto infers them from prefix chains)")
+    return trace
 
 
 def _head(path: Path) -> bytes:
@@ -196,13 +239,14 @@ def load(tc: Mapping, choice: str):
         trace = _load_file(Path(bundled_path(str(_get(tc, "bundled")))), str(_get(tc, "format") or "auto"), tc,
                            name or choice)
     else:
-        trace = week_maker(tc)(0)
+        trace = week_maker(tc, sessions=False)(0)
     mr = _get(tc, "max_requests")
     if mr is not None and int(mr) < trace.n_requests:
         trace = trace.subset(int(mr))
     if trace.n_accesses == 0:
         raise ConfigError(f"trace {trace.name!r} is empty (no block accesses)")
-    return trace
+    # last: sessions are inferred from the requests replayed, at the block size replayed
+    return apply_sessions(trace, sessions_mode(tc))
 
 
 def weeks(tc: Mapping) -> int:
@@ -210,9 +254,10 @@ def weeks(tc: Mapping) -> int:
     return int(_get(tc, "weeks") or 1)
 
 
-def week_maker(tc: Mapping):
+def week_maker(tc: Mapping, *, sessions: bool = True):
     """week -> that week of the synthetic trace `tc` configures (week 0: the seed's own),
-    at trace.block_tokens when set."""
+    at trace.block_tokens when set, with trace.sessions applied unless `sessions` is False
+    (:func:`load` applies it after max_requests)."""
     kwargs = {"seed": int(_get(tc, "seed") or 0)}
     if _get(tc, "scale") is not None:
         kwargs["scale"] = _get(tc, "scale")
@@ -228,7 +273,8 @@ def week_maker(tc: Mapping):
         trace = synth.generate(profile, week=week, **kwargs)
         if name not in (None, ""):
             trace.name = str(name)
-        return _reblocked(trace, tc)
+        trace = _reblocked(trace, tc)
+        return apply_sessions(trace, sessions_mode(tc)) if sessions else trace
 
     return make
 

@@ -9,16 +9,19 @@ A stack policy (LRU) computes a whole curve in one pass, so its curve is never s
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import math
-import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from sim_core import replay_units
+from sim_core import get_policy, replay_units
 from sim_core.capacity import human_gib, parse_size, to_blocks
+from sim_core.sessions import has_session_ids
+
+from .config import ConfigError
 
 log = logging.getLogger("sweep")
 
@@ -190,3 +193,21 @@ def format_plan(jobs: Sequence[Job], capacities: Sequence[Capacity]) -> str:
         lines.append(f"{j.id:>4}  {j.policy:<{pw}}  {','.join(j.cost_models):<{cw}}  "
                      f"{j.shard + 1:>3}/{j.n_shards:<3}  {len(j.capacities):>5}  {j.est_cost:>10.3g}")
     return "\n".join(lines)
+
+
+def without_sessions(sp, trace):
+    """The spec to run on `trace`: session-level policies (family "session") need session
+    ids. On a trace with none (trace.sessions=given on Mooncake) each request would be a
+    session of its own, request-level eviction under a session policy's name, so
+    policy=all leaves them out with a warning and naming one is refused."""
+    names = [p.name for p in sp.policies if get_policy(p.name).family == "session"]
+    if not names or has_session_ids(trace):
+        return sp
+    why = (f"trace {trace.name!r} has no session ids (trace.sessions=given); trace.sessions=auto infers them "
+           f"from prefix chains (sim_core/sessions.py)")
+    if not sp.selected_all:
+        one = len(names) == 1
+        raise ConfigError(f"{', '.join(names)} {'evicts' if one else 'evict'} whole sessions, but {why}: set "
+                          f"trace.sessions=auto or leave {'it' if one else 'them'} out of policy=[...]")
+    log.warning("policy=all skips %s: %s", ", ".join(names), why)
+    return replace(sp, policies=[p for p in sp.policies if p.name not in names])

@@ -24,7 +24,8 @@ from .config import ConfigError
 from .curves import Curve
 from .journal import JobTime, Journal, Point
 from .keys import CurveIdentity
-from .plan import counted, format_plan, make_plan, oversized_warnings, resolve_capacities, resolve_pools
+from .plan import (counted, format_plan, make_plan, oversized_warnings, resolve_capacities, resolve_pools,
+                   without_sessions)
 from .progress import Progress
 from .spec import PolicyChoice, apply_engine, resolve
 from .store import check_reachable, default_uri
@@ -89,6 +90,7 @@ def configure(cfg, overrides: list[str], trace_choice: str, policy_choice: str) 
 # ---------------------------------------------------------------------- load
 def load(st: Study) -> None:
     st.trace = traces.load(st.cfg.trace, st.trace_choice)  # trace.weeks > 1: the first week
+    st.spec = without_sessions(st.spec, st.trace)  # session-level policies on a trace without sessions
     st.caps, st.cap_notes = resolve_capacities(st.spec.capacity_sizes, st.spec.model, st.trace.block_tokens)
     st.pools, pool_notes = resolve_pools(st.spec.tiers, st.spec.model, st.trace.block_tokens)
     for note in st.cap_notes + pool_notes:

@@ -258,7 +258,8 @@ def test_characterize_mooncake_skips_session_measurements_with_a_note(tmp_path, 
     from analysis.__main__ import main
 
     out = tmp_path / "out"
-    assert main(["characterize", "trace=mooncake_conversation", "trace.max_requests=1500",
+    # trace.sessions=given: Mooncake's own (no) session ids, none inferred
+    assert main(["characterize", "trace=mooncake_conversation", "trace.max_requests=1500", "trace.sessions=given",
                  "tracking.offline=true", f"analysis.out={out}"]) == 0
     rep = json.loads((out / "report.json").read_text())
     sec = rep["sections"]
@@ -270,6 +271,7 @@ def test_characterize_mooncake_skips_session_measurements_with_a_note(tmp_path, 
     assert sec["frequency"]["status"] == sec["compulsory_misses"]["status"] == "measured"
     assert sec["lifetimes"]["values"]["one_hit_block_share"] > 0
     assert rep["trace"]["has_sessions"] is False and any("no session ids" in n for n in rep["notes"])
+    assert rep["trace"]["sessions"] == "none"
     md = (out / "report.md").read_text()
     assert md.count("skipped: the trace has no session ids") >= 3
     assert not (tmp_path / "mlflow.db").exists()
