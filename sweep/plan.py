@@ -89,8 +89,6 @@ def resolve_pools(levels: Sequence, model, block_tokens: int) -> tuple[list[tupl
     """The lower tiers' capacity axis: every combination of their sizes, as (label such
     as "dram=1TiB,ssd=4TiB", simulate()'s tier dicts with capacities in blocks), smallest
     first; [("", ())] for a flat cache. `levels` is SweepSpec.tiers."""
-
-
     per_level, notes = [], []
     for name, sizes, settings in levels:
         zero = [s for s in sizes if parse_size(s)[0] == 0]  # a pool of size 0: the flat cache's results

@@ -66,7 +66,6 @@ class ShardPool:
                     pending[a.run.remote(job)] = (a, job)
                     n += 1
 
-
         top_up()
         while pending or (queue and warming):
             signals.check()

@@ -140,9 +140,6 @@ def finish(st, status: str, wait_s: float) -> str:
 
 def _log_tier_plot(st) -> None:
     """plots/tiers.png on the sweep run: served ratio and TTFT over the pool size."""
-
-
-
     first = st.spec.cost_models[0]
     try:
         with tempfile.TemporaryDirectory() as d:

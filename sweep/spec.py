@@ -329,8 +329,6 @@ def resolve_engine(cfg: DictConfig) -> tuple[dict, Any]:
 def apply_engine(cfg: DictConfig, overrides: list[str]) -> str | None:
     """sim.engine=<preset>: the engine's counting switches (sim_core.engines) go into
     cfg.sim, except those given on the command line, which win. Returns a note."""
-
-
     name = cfg.sim.get("engine")
     if name is None:
         return None

@@ -147,8 +147,6 @@ def _resolve_sampling(st: Study) -> None:
     """sim.sample_rate=auto picks the rate from the trace's size; under sampling,
     policy=all skips the policies that cannot be sampled (they would replay the whole
     trace exactly; named explicitly, they do)."""
-
-
     sp = st.spec
     if sp.sample_auto:
         k = traces.weeks(st.cfg.trace)
