@@ -17,7 +17,8 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from sweep.traces import flatten
-from sweep.tracking import Tracker, param_value
+from sweep.metrics import param_value
+from sweep.tracking import Tracker
 
 log = logging.getLogger("analysis")
 

@@ -28,6 +28,8 @@ from .tracking import Tracker
 
 log = logging.getLogger("sweep")
 
+NOTE = "mlflow.note.content"  # MLflow shows this tag as the run's Description
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -92,6 +94,7 @@ def _parent_record(st) -> tuple[dict, dict, dict, dict]:
         tags.update({"git_commit": sha, "mlflow.source.git.commit": sha, "git_dirty": str(dirty).lower()})
     if st.cap_notes:
         tags["capacity_dedup"] = "; ".join(st.cap_notes)[:5000]
+    tags[NOTE] = description(st)
     resolved = OmegaConf.to_container(st.cfg, resolve=True)
     params = traces.flatten(resolved)
     params.update({"capacities_blocks": [c.blocks for c in st.caps],
@@ -132,6 +135,7 @@ def finish(st, status: str, wait_s: float) -> str:
         st.tracker.log_parent_rows({"windows.csv": rows, "window_ranking.csv": ranking(rows)})
     if st.spec.tiers and len(st.pools) > 1:
         _log_tier_plot(st)
+    st.tracker.set_parent_tag(NOTE, description(st, summary_text(st), work_line(st)))
     st.tracker.close_parent(status, st.curves, SweepFacts(
         trace_source=st.trace.source, saturation_blocks=saturation_capacity(st.trace),
         sample_rate=st.spec.sample_rate, cost_models=st.spec.cost_models, references=st.references))
@@ -149,6 +153,27 @@ def _log_tier_plot(st) -> None:
             st.tracker.client.log_artifact(st.tracker.parent_id, str(path), "plots")
     except Exception as e:  # noqa: BLE001 - a figure must not lose the results
         log.warning("could not draw the tier figure: %s", e)
+
+
+def description(st, table: str | None = None, work: str | None = None) -> str:
+    """The sweep run's Description in MLflow (markdown): what the run holds and where to
+    look, since MLflow's own views need choices before they show curves; at the end, the
+    table the sweep printed."""
+    caps = f"{len(st.caps)} capacities ({st.caps[0].label}..{st.caps[-1].label})" if st.caps else "no capacities"
+    pools = f" x {len(st.pools)} pool sizes (tier={st.spec.tier_name})" if st.spec.tiers else ""
+    lines = [f"**Sweep of `{st.trace.name}`** ({st.trace.source} trace): {len(st.spec.policies)} policies x {caps}"
+             f"{pools} x cost models {', '.join(st.spec.cost_models)}.", "",
+             "- **report.html** (Artifacts, below): the curves, a ranking per regime and what they say; "
+             "`python -m analysis report <this run id>` writes it again.",
+             "- **Curves**: one child run per policy and cost model (expand this run with +). In Chart view, "
+             "plot `curve/compute_savings` or `curve/hit_ratio` with x axis *Step*, which is the capacity in MiB "
+             "(log scale); select the runs to compare (the chart shows the first 10 visible ones).",
+             "- **Runs table**: sort the child runs by `compute_savings_mean_hbm` or `compute_savings_mean_pool` "
+             "(Columns > Metrics): the ranking the report uses.",
+             "- **curves.csv**: every curve, one row per capacity, for your own analysis."]
+    if table:
+        lines += ["", "As the sweep printed it at the end:", "", "```", table, *([work] if work else []), "```"]
+    return "\n".join(lines)
 
 
 def summary_text(st) -> str:

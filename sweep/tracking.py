@@ -6,7 +6,7 @@ parent run   one per sweep (tag kvsweep.sweep_key): resolved config, trace summa
              end curves.csv (every curve), report.html and one PNG per cost model
              (sweep.report.html)
 child run    one per curve = (policy, cost model, capacity list), tag kvsweep.curve_key:
-             every sim_core.Result metric as `curve/<field>` with step = capacity index,
+             every sim_core.Result metric as `curve/<field>` with step = capacity in MiB,
              params with the capacity list in blocks and GiB, curve.csv; FINISHED once
              every capacity is in, with summary metrics (sweep.report.regimes) a runs table
              can sort by, and start/end times that span its jobs' replay time.
@@ -18,19 +18,19 @@ from any curve of the same base identity (another capacity list) and from the jo
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from sim_core import Result
 from sim_core.result import required_fields
 
 from .curves import Curve, LABEL_COLUMNS, SweepFacts, csv_columns, curves_by_model, row_dict, write_csv
+from .metrics import CURVE_PREFIX, MAX_TAG, capacity_steps, chunks, finite, param_value, point_metrics
 from .plan import Capacity
 from .report.html import log_report, write_report
 from .report.regimes import summary, vs_reference
@@ -40,52 +40,12 @@ from .store import quiet_mlflow, sqlite_path, store_lock
 
 log = logging.getLogger("sweep")
 
-MAX_PARAM = 6000  # MLflow's limit on a param value
 STALE_HEARTBEAT_S = 600  # a RUNNING sweep on another host is stale after this long without news
 HEARTBEAT_S = 60
 
 T_KIND, T_SWEEP, T_CURVE, T_BASE = "kvsweep.kind", "kvsweep.sweep_key", "kvsweep.curve_key", "kvsweep.base_key"
 T_HOST, T_PID, T_BEAT = "kvsweep.driver_host", "kvsweep.driver_pid", "kvsweep.heartbeat"
-# Per-capacity metrics are curves (step = capacity index). MLflow's runs table shows a
-# metric's value at its largest step, which for every policy is the largest capacity
-# (usually saturated: a tie); the prefix says so, and groups them in the chart view.
-CURVE_PREFIX = "curve/"
 REFERENCE = "lru"  # the baseline of the *_vs_lru_* metrics
-
-
-def _window_metrics(res: Result, cost_model: str, label: str, now: int) -> list:
-    """sim.window: `window/<capacity>/<metric>` time series (step = window index) of hit
-    ratio, token hit ratio and compute savings; MLflow charts them over the trace's time."""
-    from mlflow.entities import Metric
-
-    w = res.windows
-    if not w:
-        return []
-    out = []
-    for i, acc in enumerate(w["accesses"]):
-        vals = {k: w[k][i] for k in ("hit_ratio", "served_ratio", "token_hit_ratio")}
-        vals.update(compute_savings=w["compute_savings"][cost_model][i], accesses=acc)
-        out += [Metric(f"window/{label}/{k}", float(v), now, i) for k, v in vals.items() if v == v]
-    return out
-
-
-def _chunks(items: list, n: int) -> Iterable[list]:
-    for i in range(0, len(items), n):
-        yield items[i:i + n]
-
-
-def param_value(v) -> str:
-    s = v if isinstance(v, str) else json.dumps(v, default=str)
-    return s if len(s) <= MAX_PARAM else s[: MAX_PARAM - 20] + "...(truncated)"
-
-
-def _finite(x) -> bool:
-    try:
-        return x == x and abs(float(x)) != float("inf")
-    except (TypeError, ValueError):
-        return False
-
-
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -250,12 +210,12 @@ class Tracker:
                                      tags={**{k: str(v) for k, v in tags.items()}, **driver})
         self.parent_id, self.parent_name = run.info.run_id, run_name
         ps = [Param(k[:250], param_value(v)) for k, v in params.items()]
-        for chunk in _chunks(ps, 100):
+        for chunk in chunks(ps, 100):
             self.client.log_batch(self.parent_id, params=chunk)
         now = int(time.time() * 1000)
         ms = [Metric(k[:250], float(v), now, 0) for k, v in metrics.items()
-              if isinstance(v, (int, float)) and not isinstance(v, bool) and _finite(v)]
-        for chunk in _chunks(ms, 1000):
+              if isinstance(v, (int, float)) and not isinstance(v, bool) and finite(v)]
+        for chunk in chunks(ms, 1000):
             self.client.log_batch(self.parent_id, metrics=chunk)
         for name, text in texts.items():
             self.client.log_text(self.parent_id, text, name)
@@ -292,25 +252,19 @@ class Tracker:
               "n_capacities": len(caps),
               "capacities_blocks": [x.blocks for x in caps], "capacities_gib": [round(x.gib, 6) for x in caps],
               **params}
-        for chunk in _chunks([Param(k[:250], param_value(v)) for k, v in ps.items()], 100):
+        for chunk in chunks([Param(k[:250], param_value(v)) for k, v in ps.items()], 100):
             self.client.log_batch(c.run_id, params=chunk)
 
     def log_points(self, c: Curve, points: dict[int, Result]) -> None:
-        """Log capacity index -> Result into the curve's run (metrics, step = index)."""
-        from mlflow.entities import Metric
-
+        """Log capacity index -> Result into the curve's run (metrics, step = capacity in MiB)."""
         now = int(time.time() * 1000)
-        ms = []
+        ms, steps = [], capacity_steps(self.capacities)
         for idx, res in sorted(points.items()):
             cap = self.capacities[idx]
             if res.capacity_blocks != cap.blocks:
                 raise RuntimeError(f"result for {cap.blocks} blocks came back as {res.capacity_blocks}")
-            ms.append(Metric(CURVE_PREFIX + "capacity_gib", cap.gib, now, idx))
-            for k, v in res.row(c.cost_model).items():
-                if isinstance(v, (int, float)) and v == v:  # NaN = unavailable on a sample: not logged
-                    ms.append(Metric(CURVE_PREFIX + k, float(v), now, idx))
-            ms += _window_metrics(res, c.cost_model, cap.label, now)
-        for chunk in _chunks(ms, 1000):
+            ms += point_metrics(res, c.cost_model, cap, steps[idx], now)
+        for chunk in chunks(ms, 1000):
             self.client.log_batch(c.run_id, metrics=chunk)
         c.stored.update(points)
 
@@ -331,7 +285,7 @@ class Tracker:
         secs, cpu, n_jobs = c.replay_time()
         now = int(time.time() * 1000)
         if complete:
-            ms = {k: v for k, v in summary(rows).items() if _finite(v)}
+            ms = {k: v for k, v in summary(rows).items() if finite(v)}
             if n_jobs:
                 ms.update(replay_seconds=secs, replay_cpu_seconds=cpu)
             self.client.log_batch(c.run_id, metrics=[Metric(k, float(v), now, 0) for k, v in ms.items()])
@@ -391,6 +345,15 @@ class Tracker:
             self.client.log_batch(self.parent_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()])
         except Exception as e:  # noqa: BLE001 - the status update matters more
             log.warning("could not log %s to the sweep run: %s", ", ".join(metrics), e)
+
+    def set_parent_tag(self, key: str, value: str) -> None:
+        """One tag on the sweep run (its description at the end). Never raises."""
+        if self.parent_id is None:
+            return
+        try:
+            self.client.set_tag(self.parent_id, key, value[:MAX_TAG])
+        except Exception as e:  # noqa: BLE001 - the status update matters more
+            log.warning("could not tag the sweep run with %s: %s", key, e)
 
     def log_parent_rows(self, tables: dict[str, list[dict]]) -> None:
         """CSV artifacts on the sweep run (file name -> rows). Never raises."""

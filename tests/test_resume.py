@@ -213,7 +213,7 @@ def test_delivery_keeps_results_while_the_store_is_down_and_sends_them_after(tmp
     run = real.get_run(c.run_id)
     assert run.info.status == "FINISHED"
     hist = sorted((m.step, m.value) for m in real.get_metric_history(c.run_id, "curve/hit_ratio"))
-    assert hist == [(0, 0.1), (1, 0.2), (2, pytest.approx(0.3))]
+    assert hist == [(1024, 0.1), (2048, 0.2), (3072, pytest.approx(0.3))]  # step = capacity in MiB
 
 
 def test_sync_sends_journaled_points_and_finishes_their_run(tmp_path):

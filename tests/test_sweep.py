@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim_core import QWEN3_CODER_30B, Trace, simulate
+from sim_core import QWEN3_CODER_30B, Trace, bytes_for_blocks, simulate
 from sweep.plan import Capacity, make_plan, oversized_warnings, resolve_capacities
 from sweep.report.tables import pick_points, summary_table
 from sweep.spec import PolicyChoice
@@ -344,6 +344,8 @@ def test_e2e_curves_in_mlflow_equal_simulate(e2e):
     work = {k: v for k, v in parent.data.metrics.items() if k.startswith("work.")}
     assert work["work.accesses_replayed"] > 0 and work["work.actor_cpu_s"] > 0, work
     assert f"block accesses in" in e2e["proc"].stdout and f"{work['work.accesses_replayed']:.4g}" in e2e["proc"].stdout
+    note = parent.data.tags["mlflow.note.content"]  # MLflow's Description: where to look, and the final table
+    assert "report.html" in note and "capacity in MiB" in note and "block accesses in" in note, note
     plots = {a.path for a in c.list_artifacts(parent.info.run_id, "plots")}
     assert plots == {f"plots/curves_{m}.png" for m in E2E_COSTS}
 
@@ -363,7 +365,9 @@ def test_e2e_curves_in_mlflow_equal_simulate(e2e):
                               ("holes_per_request_mean", [r.holes_per_request_mean for r in expected]),
                               ("oversized_requests", [r.oversized_requests for r in expected])):
                 hist = sorted(c.get_metric_history(run.info.run_id, "curve/" + key), key=lambda x: x.step)
-                assert [h.step for h in hist] == list(range(len(E2E_BLOCKS))), (p, m, key)
+                # step = the capacity in MiB (MLflow's chart view draws curves over capacity)
+                assert [h.step for h in hist] == [round(bytes_for_blocks(b, QWEN3_CODER_30B, 512) / 2**20)
+                                                  for b in E2E_BLOCKS], (p, m, key)
                 assert np.allclose([h.value for h in hist], want, rtol=0, atol=1e-12), (p, m, key)
             assert [r.oversized_requests for r in expected][:2] == [1, 1]
             csv_path = c.download_artifacts(run.info.run_id, "curve.csv", str(e2e["dir"] / f"dl_{p}_{m}"))
