@@ -51,7 +51,8 @@ def sync(journal_path: str, uri: str | None = None) -> tuple[int, int]:
             c.pool = run.data.tags.get("pool", "")
             c.run_id, c.status, c.done = run_id, "RESUMED", False
             c.start_ms, c.times = run.info.start_time, {p.step: p.job for p in pts if p.job is not None}
-            stored = tr._points_of(run_id)
+            index = {b: i for i, b in enumerate(blocks)}
+            stored = {index[b]: r for b, r in tr._points_of(run_id).items() if b in index}
             c.stored, c.rows = set(stored), dict(stored)
             new = {p.step: p.result for p in pts if p.step not in c.stored}
             if new:

@@ -169,8 +169,8 @@ class Tracker:
                     c.start_ms = r.info.start_time
         return known
 
-    def _points_of(self, run_id: str) -> dict[int, Result]:
-        """step -> Result (compute_savings under the run's own cost model) from the run's
+    def _points_of(self, run_id: str) -> dict[int, Result]:  # keyed by blocks: steps changed meaning
+        """capacity in blocks -> Result (compute_savings under the run's own cost model) from the run's
         metric histories (curve/<field>; a run recorded before that prefix: <field>).
         A metric absent at a step is NaN (unavailable on a sample, not logged); a step
         without the required counts is incomplete (a batch cut short) and left out."""
@@ -185,7 +185,8 @@ class Tracker:
             row = {k: h.get(step, float("nan")) for k, h in hist.items()}
             if any(row.get(k, float("nan")) != row.get(k, float("nan")) for k in required_fields()):
                 continue
-            out[step] = Result.from_row(row, cm)
+            res = Result.from_row(row, cm)
+            out[int(res.capacity_blocks)] = res
         return out
 
     # ------------------------------------------------------------------ parent
