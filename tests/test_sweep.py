@@ -116,14 +116,40 @@ def test_summary_table_points_and_order():
                                 {"capacity_index": 1, "compute_savings": 0.7}]}}
     text = summary_table(curves, cs, 4).splitlines()
     assert text[2] == "cost model uniform (= block hit ratio)"
-    assert text[5].startswith("b ") and text[5].rstrip().endswith("0.6000")
-    assert text[6].startswith("a ") and text[6].rstrip().endswith("0.2000")
+    # no capacity in either regime: ranked by the mean over every capacity
+    assert "ranked by the mean over all swept capacities" in text[0]
+    assert text[5].split() == ["b", "0.5000", "0.7000", "0.6000", "-"]  # no LRU: no margin
+    assert text[6].split() == ["a", "0.1000", "0.3000", "0.2000", "-"]
     # capacities that hold the whole trace share one column, marked "+"
     cs3 = caps(3)
     sat = {"uniform": {"a": [{"capacity_index": i, "compute_savings": v} for i, v in enumerate((0.1, 0.9, 0.9))]}}
     text = summary_table(sat, cs3, 4, saturation_blocks=200).splitlines()
-    assert text[3].split() == ["policy", "102.4MiB", "204.8MiB+", "mean"]  # 300 blocks: no column of its own
-    assert "2 of 3" in text[0] and text[5].split() == ["a", "0.1000", "0.9000", "0.6333"]
+    assert text[3].split() == ["policy", "102.4MiB", "204.8MiB+", "all", "mean", "all", "vs", "LRU"]
+    assert "2 of 3" in text[0] and text[5].split() == ["a", "0.1000", "0.9000", "0.6333", "-"]
+
+
+def test_summary_table_ranks_by_regime_marks_oracles_and_names_identical_curves():
+    """Hand-computed: HBM = 24 and 48 GiB, pool = 1 and 4 TiB; LRU's HBM mean 0.15."""
+    cs = [Capacity(i, f"{g}GiB", 10 * (i + 1), g) for i, g in enumerate((24, 48, 1024, 4096))]
+    vals = {"lru": (0.10, 0.20, 0.50, 0.60), "s3fifo": (0.12, 0.22, 0.50, 0.60), "s4fifo": (0.12, 0.22, 0.50, 0.60),
+            "belady": (0.20, 0.30, 0.55, 0.60), "fifo": (0.30, 0.02, 0.40, 0.40), "sieve": (0.11, 0.20)}
+    curves = {"uniform": {p: [{"capacity_index": i, "compute_savings": v} for i, v in enumerate(vs)]
+                          for p, vs in vals.items()}}
+    text = summary_table(curves, cs, 4).splitlines()
+    assert "ranked by the mean over HBM (24-120 GiB)" in text[0]
+    body = [ln.split() for ln in text[5:11]]
+    # by HBM mean: belady .25, s3fifo = s4fifo .17, fifo .16 (though its pool mean falls), lru .15
+    assert [r[0] for r in body] == ["belady", "s3fifo", "s4fifo", "fifo", "lru", "sieve"]
+    assert body[0][:2] == ["belady", "[oracle]"] and body[0][-4:] == ["0.2500", "0.5750", "+10.00", "+2.50"]
+    assert body[1][-4:] == ["0.1700", "0.5500", "+2.00", "+0.00"]
+    assert body[3][-4:] == ["0.1600", "0.4000", "+1.00", "-15.00"]
+    assert body[5][-4:] == ["-", "-", "(2/4", "capacities)"]  # partial: last, no margin
+    notes = "\n".join(text[11:])
+    assert "best online over HBM: s3fifo, s4fifo (tie), +2.00 points over LRU" in notes
+    assert "best online over memory pool: lru, s3fifo, s4fifo (tie), +0.00 points over LRU" in notes
+    assert ("identical curves (to 0.0001 at every capacity): s3fifo = s4fifo (S4-FIFO at its default knobs, "
+            "without its learned selector, is S3-FIFO)") in notes
+    assert "belady =" not in notes and "lru = " not in notes  # equal at 4 TiB only is not identical
 
 
 # --------------------------------------------------------------------- config

@@ -127,6 +127,9 @@ class PolicySpec:
     # model (a tested identity): params -> (that policy, its params). A sweep running both
     # reads this policy's uniform curve off the other's replay (sweep/derived.py).
     uniform_same_as: Callable[[dict], tuple[str, dict]] | None = None
+    # policies it is known to equal at its defaults: name -> why (the console table names
+    # the reason when their curves tie)
+    identical_to: dict = field(default_factory=dict)
     # learned policies: replay pauses every `train_every` requests and calls
     # train(state, ctx, next_request) in Python, which may rewrite the state's arrays
     train_every: int = 0

@@ -233,4 +233,5 @@ SPEC = PolicySpec(
     defaults={**S3FIFO_DEFAULTS, "skip_ratio": 0.0, "ghost_to_main_threshold": 0,
               "ghost_mode": "carry", "preset": -1},
     family="quick_demotion",
+    identical_to={"s3fifo": "S4-FIFO at its default knobs, without its learned selector, is S3-FIFO"},
     weight=2.0)

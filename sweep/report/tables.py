@@ -1,11 +1,14 @@
-"""The table printed at the end of a sweep."""
+"""The tables printed at the end of a sweep: policies ranked per cost model, and pool sizing."""
 from __future__ import annotations
 
+import math
 from typing import Mapping, Sequence
 
 from sim_core.capacity import human_gib
+from sim_core.policies import REGISTRY, get_policy
 
 from ..plan import Capacity
+from .regimes import REGIMES, Regime
 
 
 def pick_points(n: int, k: int) -> list[int]:
@@ -19,45 +22,122 @@ def pick_points(n: int, k: int) -> list[int]:
     return sorted({round(i * (n - 1) / (k - 1)) for i in range(k)})
 
 
+#: Curves within this of each other at every capacity are reported as identical.
+SAME = 1e-4
+
+
+def _regime_means(by_idx: Mapping[int, float], capacities: Sequence[Capacity], regimes) -> dict[str, float]:
+    out = {}
+    for reg in regimes:
+        vals = [v for i, v in by_idx.items()
+                if reg.lo_gib - 1e-9 <= capacities[i].gib <= reg.hi_gib + 1e-9]
+        out[reg.name] = sum(vals) / len(vals) if vals else float("nan")
+    return out
+
+
+def identical_note(a: str, b: str, cost_model: str) -> str:
+    """Why two policies' curves are the same, where the policies' specs say."""
+    for x, y in ((a, b), (b, a)):
+        spec = get_policy(x) if x in REGISTRY else None
+        if spec is None:
+            continue
+        if y in spec.identical_to:
+            return spec.identical_to[y]
+        if cost_model == "uniform" and spec.uniform_same_as is not None and \
+                spec.uniform_same_as(dict(spec.defaults))[0] == y:
+            return f"under the uniform cost model {x} decides as {y}"
+    return ""
+
+
+def identical_rows(curves: Mapping[str, Mapping[int, float]], n: int) -> list[list[str]]:
+    """Groups of policies whose complete curves agree to SAME at every capacity."""
+    groups: list[list[str]] = []
+    for p, by in curves.items():
+        if len(by) != n:
+            continue
+        for g in groups:
+            ref = curves[g[0]]
+            if all(abs(by[i] - ref[i]) <= SAME for i in by):
+                g.append(p)
+                break
+        else:
+            groups.append([p])
+    return [g for g in groups if len(g) > 1]
+
+
 def summary_table(curves: Mapping[str, Mapping[str, Sequence[dict]]], capacities: Sequence[Capacity],
                   points: int = 4, policy_order: Sequence[str] = (), cost_order: Sequence[str] = (),
                   sample_rate: float | None = None, saturation_blocks: int | None = None) -> str:
-    """Compute savings per policy at a few capacities and the mean over all capacities of
-    the curve, one section per cost model, best mean first. Capacities that hold the
-    whole trace (>= `saturation_blocks`) give every policy the same value: they share
-    one column. Under sampled replay, a value replayed exactly is marked with *."""
+    """Compute savings per policy at a few capacities and its mean over each regime the
+    sweep has capacities in (HBM 24-120 GiB, memory pool 0.25-12 TiB; without either, over
+    every capacity), one section per cost model, ranked by the first regime's mean as the
+    report ranks; oracles are marked, every policy gets its margin over LRU in points per
+    regime, and curves identical to another policy's are named under the section.
+    Capacities that hold the whole trace (>= `saturation_blocks`) give every policy the
+    same value: they share one column. Under sampled replay, a value replayed exactly is
+    marked with *."""
     if not curves:
         return "no results"
     n_unsat = sum(1 for c in capacities if saturation_blocks is None or c.blocks < saturation_blocks)
     saturated = n_unsat < len(capacities)
     idx = pick_points(n_unsat, points - 1 if saturated and n_unsat else points) + ([n_unsat] if saturated else [])
     heads = [human_gib(capacities[i].gib) + ("+" if saturated and i == n_unsat else "") for i in idx]
-    pw = max([len("policy")] + [len(p) for per in curves.values() for p in per])
+    regimes = [r for r in REGIMES if any(r.lo_gib - 1e-9 <= c.gib <= r.hi_gib + 1e-9 for c in capacities)]
+    regimes = regimes or [Regime("all", "all swept capacities", 0.0, math.inf)]
+    short = {"hbm": "HBM", "pool": "pool", "all": "all"}
+    mark = {p: " [oracle]" if p in REGISTRY and get_policy(p).offline else "" for per in curves.values() for p in per}
+    pw = max([len("policy")] + [len(p) + len(mark[p]) for per in curves.values() for p in per])
     col = max([8] + [len(h) for h in heads])
-    title = "compute-savings ratio"
+    title = (f"compute-savings ratio, ranked by the mean over {regimes[0].title}"
+             + (f" ({regimes[0].lo_gib:g}-{regimes[0].hi_gib:g} GiB)" if regimes[0].name != "all" else "")
+             + "; vs LRU = mean minus LRU's, in points")
     if sample_rate is not None:
         title += f"; sampled replay at r={sample_rate:g} (miniature simulation), * = replayed exactly"
     if saturated:
         title += (f"; {heads[-1]} = every capacity from {heads[-1][:-1]} up ({len(capacities) - n_unsat} of "
                   f"{len(capacities)}) holds the whole trace")
-    header = f"{'policy':<{pw}}  " + "  ".join(f"{h:>{col}}" for h in heads) + f"  {'mean':>{col}}"
+    means_h = [f"{short[r.name]} mean" for r in regimes]
+    vs_h = [f"{short[r.name]} vs LRU" for r in regimes]
+    mw = max([10] + [len(h) for h in means_h + vs_h])
+    header = (f"{'policy':<{pw}}  " + "  ".join(f"{h:>{col}}" for h in heads) + "  "
+              + "  ".join(f"{h:>{mw}}" for h in means_h + vs_h))
     lines = [title]
     order = {p: i for i, p in enumerate(policy_order)}
     corder = {m: i for i, m in enumerate(cost_order)}
     for m in sorted(curves, key=lambda m: (corder.get(m, len(corder)), m)):
         lines += ["", f"cost model {m}" + (" (= block hit ratio)" if m == "uniform" else ""), header,
                   "-" * len(header)]
+        by = {p: {r["capacity_index"]: r["compute_savings"] for r in rs} for p, rs in curves[m].items()}
+        means = {p: _regime_means(v, capacities, regimes) for p, v in by.items()}
+        ref = means.get("lru") if "lru" in by and len(by["lru"]) == len(capacities) else None
         rows = []
         for p, rs in curves[m].items():
-            by_idx = {r["capacity_index"]: r["compute_savings"] for r in rs}
             exact = {r["capacity_index"] for r in rs if sample_rate is not None and r.get("sample_rate", 1.0) == 1.0}
-            mean = sum(by_idx.values()) / len(by_idx) if by_idx else float("nan")
-            cells = [(f"{by_idx[i]:>{col - 1}.4f}*" if i in exact else f"{by_idx[i]:>{col}.4f}")
-                     if i in by_idx else f"{'-':>{col}}" for i in idx]
-            partial = "" if len(by_idx) == len(capacities) else f"  ({len(by_idx)}/{len(capacities)} capacities)"
-            rows.append((-mean, order.get(p, len(order)), p,
-                         f"{p:<{pw}}  " + "  ".join(cells) + f"  {mean:>{col}.4f}" + partial))
+            cells = [(f"{by[p][i]:>{col - 1}.4f}*" if i in exact else f"{by[p][i]:>{col}.4f}")
+                     if i in by[p] else f"{'-':>{col}}" for i in idx]
+            complete = len(by[p]) == len(capacities)
+            vs = [(means[p][r.name] - ref[r.name]) * 100 if ref and complete else float("nan") for r in regimes]
+            tail = [f"{means[p][r.name]:>{mw}.4f}" if means[p][r.name] == means[p][r.name] else f"{'-':>{mw}}"
+                    for r in regimes] + \
+                [f"{v:>+{mw}.2f}" if v == v else f"{'-':>{mw}}" for v in vs]
+            partial = "" if complete else f"  ({len(by[p])}/{len(capacities)} capacities)"
+            key = means[p][regimes[0].name]
+            rows.append((not complete, -(key if key == key else -math.inf), order.get(p, len(order)), p,
+                         f"{p + mark[p]:<{pw}}  " + "  ".join(cells) + "  " + "  ".join(tail) + partial))
         lines += [r[-1] for r in sorted(rows)]
+        online = [p for p in by if not mark[p] and len(by[p]) == len(capacities)]
+        for r in regimes:
+            top = max((means[p][r.name] for p in online), default=None)
+            if top is None or not ref:
+                continue
+            best = [p for p in online if means[p][r.name] >= top - SAME]
+            names = ", ".join(best[:3]) + (f" and {len(best) - 3} more" if len(best) > 3 else "")
+            lines.append(f"best online over {r.title}: {names}{' (tie)' if len(best) > 1 else ''}, "
+                         f"{(top - ref[r.name]) * 100:+.2f} points over LRU")
+        for g in identical_rows(by, len(capacities)):
+            why = "; ".join(w for w in (identical_note(g[0], q, m) for q in g[1:]) if w)
+            lines.append(f"identical curves (to {SAME:g} at every capacity): {' = '.join(g)}"
+                         + (f" ({why})" if why else ""))
     return "\n".join(lines)
 
 
