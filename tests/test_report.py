@@ -117,7 +117,7 @@ def _lab(hex_colour: str) -> np.ndarray:
 #: Minimum CIELAB distance (Delta E 1976) between two members of a family. 2.3 is a just
 #: noticeable difference between large patches; a 1.6-point line needs about ten times
 #: that. 25 is just under matplotlib's tab10 closest pair (purple/pink, 27.7), and well
-#: above two shades of one hue such as #ff7f0e / #ff9933 (about 11).
+#: above two shades of one hue such as #ff7f0e / #ff9933 (about 15).
 MIN_DELTA_E = 25.0
 
 

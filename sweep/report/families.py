@@ -16,23 +16,25 @@ from typing import Iterable
 from sim_core import get_policy
 
 #: Online palette: tab10 without #7f7f7f (grey is the oracles').
-PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
+#: Ordered so that the policies most often swept together (lru, fifo, the quick-demotion
+#: family, lfu) get nine different colours.
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#e377c2", "#bcbd22", "#17becf", "#8c564b")
 ORACLE_COLOURS = ("#000000", "#555555", "#999999")
 
 #: Family display order (legend, tables): (first member's palette index, line style).
 FAMILIES: dict[str, tuple[int, object]] = {
     "recency": (0, "-"),
-    "fifo": (5, (0, (7, 2))),
-    "frequency": (7, (0, (1, 1.5))),
+    "fifo": (8, (0, (7, 2))),
+    "frequency": (6, (0, (1, 1.5))),
     "quick_demotion": (1, (0, (4, 1.5))),
-    "analytic": (6, (0, (7, 2, 1, 2))),
+    "analytic": (5, (0, (7, 2, 1, 2))),
     "learned": (4, "-."),
-    "session": (8, (0, (3, 1, 1, 1, 1, 1))),
+    "session": (7, (0, (3, 1, 1, 1, 1, 1))),
     "prefix_specific": (2, (0, (10, 2, 2, 2, 2, 2))),
     "compute_aware": (3, (0, (2, 1))),
     "oracle": (0, "--"),
 }
-OTHER = (6, (0, (5, 3)))
+OTHER = (5, (0, (5, 3)))
 _ORACLE_LINESTYLES = ("--", (0, (2, 1.5)), (0, (6, 2, 1, 2)), ":")
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 #: A tiered sweep names its curves "<policy> @ <pool>" (sweep.curves.Curve.label).

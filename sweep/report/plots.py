@@ -126,7 +126,7 @@ def plot_cost_model(curves: Mapping[str, Sequence[Mapping]], path: str | Path, *
     once = drawn_once(present, reference)
     hidden = {h for hs in once.values() for h in hs}
     names = [p for p in present if p not in hidden]
-    label = {p: " = ".join([p] + once.get(p, [])) for p in names}
+    label = {p: _same_label([p] + once.get(p, [])) for p in names}
     style = styles(present)
     keys = panel_keys(cost_model)
     zoom = {p: zoomed(present[p], saturation_blocks) for p in names}
@@ -198,27 +198,45 @@ def plot_cost_model(curves: Mapping[str, Sequence[Mapping]], path: str | Path, *
             for reg in shown:
                 handles.append(Patch(color=_REGIME_SHADE[reg.name], alpha=0.2))
                 labels.append(f"{reg.title} {size_label(reg.lo_gib)}-{size_label(reg.hi_gib)}")
-        group = None
-        for info in ordered(names):
-            if info.family != group:
-                group = info.family
-                handles.append(Line2D([], [], linestyle="none"))
-                labels.append(("oracle (offline)" if info.offline else info.family.replace("_", " ")).upper())
-            s = style[info.name]
-            handles.append(Line2D([], [], color=s.colour, linestyle=s.linestyle, marker=s.marker, markersize=7,
-                                  linewidth=s.linewidth))
-            labels.append(label[info.name])
-        if once:  # say why a policy has no line of its own
-            handles.append(Line2D([], [], linestyle="none"))
-            labels.append("a = b: identical curves,\ndrawn once")
-        legend = fig.legend(handles, labels, loc="outside right upper", frameon=False, handlelength=3.2)
-        for text, handle in zip(legend.get_texts(), handles):
-            if isinstance(handle, Line2D) and handle.get_linestyle() == "None" and "=" not in text.get_text():
-                text.set_fontweight("bold")  # a heading
+        family_legend(fig, names, style, label, handles, labels)
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=100)
     return path
+
+
+def _same_label(names: Sequence[str]) -> str:
+    """"lfu = sieve"; two names a line, so a long group does not widen the legend."""
+    return "\n= ".join(" = ".join(names[i:i + 2]) for i in range(0, len(names), 2))
+
+
+def family_legend(fig, names: Sequence[str], style, label: Mapping[str, str], handles=(), labels=()) -> None:
+    """The figure's legend outside the axes: `handles`/`labels` first, then the policies
+    under a bold heading per family; a closing note when a label names several curves."""
+    from matplotlib.lines import Line2D
+
+    handles, labels = list(handles), list(labels)
+    heading = [i for i, h in enumerate(handles) if isinstance(h, Line2D) and h.get_linestyle() == "None"]
+    group = None
+    for info in ordered(names):
+        if info.family != group:
+            group = info.family
+            handles.append(Line2D([], [], linestyle="none"))
+            labels.append(("oracle (offline)" if info.offline else info.family.replace("_", " ")).upper())
+            heading.append(len(handles) - 1)
+        s = style[info.name]
+        handles.append(Line2D([], [], color=s.colour, linestyle=s.linestyle, marker=s.marker, markersize=7,
+                              linewidth=s.linewidth))
+        labels.append(label.get(info.name, info.name))
+    if any(" = " in label.get(p, "") for p in names):  # say why a policy has no line of its own
+        handles.append(Line2D([], [], linestyle="none"))
+        labels.append("a = b: identical curves,\ndrawn once")
+    # more lines than the figure is tall (a tiered sweep: a curve per policy and pool) take two columns
+    legend = fig.legend(handles, labels, loc="outside right upper", frameon=False, handlelength=3.2,
+                        ncols=1 if len(handles) <= 36 else 2)
+    texts = legend.get_texts()
+    for i in heading:
+        texts[i].set_fontweight("bold")
 
 
 def _scale_to_online(ax, diffs: Mapping[str, Sequence[tuple[float, float]]], style) -> None:
@@ -240,7 +258,8 @@ def _scale_to_online(ax, diffs: Mapping[str, Sequence[tuple[float, float]]], sty
                 zorder=5, linestyle="none")
         notes.append(f"{p}: {y:+.1f} pts at {size_label(x)}, off scale")
     if notes:
-        ax.text(0.01, 0.97, "\n".join(notes), transform=ax.transAxes, ha="left", va="top", fontsize=12,
+        # top right: near saturation the differences shrink to 0, so the corner is usually free
+        ax.text(0.99, 0.97, "\n".join(notes), transform=ax.transAxes, ha="right", va="top", fontsize=12,
                 bbox=dict(facecolor="white", edgecolor="#999999", alpha=0.85))
 
 
