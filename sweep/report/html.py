@@ -5,7 +5,8 @@ best online policy per regime, its margin over LRU, the headroom to the oracle);
 figure of sweep.report.plots (embedded as base64 PNG: no network, shown inline by MLflow's
 artifact viewer); a ranking per regime (mean compute savings over the regime's swept
 capacities: the child runs' `compute_savings_mean_<regime>` metric); holes per request
-of the compute-aware policies. Partial curves are drawn but left out of rankings.
+of the compute-aware policies. Partial curves are drawn but left out of rankings. Then,
+when the sweep has them, pool sizing and windows (sweep.report.sections).
 
 The sweep logs these files to its parent run when it ends; `python -m analysis report TARGET`
 (analysis/report.py) writes them again from the tracking store.

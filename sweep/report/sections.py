@@ -137,7 +137,7 @@ def windows_html(table: SweepTable, caps: list[int], png: Path | None) -> str:
     n = len({r["window"] for r in table.windows})
     parts = ['<section id="windows"><h2>Policies over trace time (windows)</h2>',
              f"<p>The trace cut into {n} windows of trace time (<code>sim.window</code>): the hit ratio of "
-             f"each policy per window at {e(', '.join(labels.get(i, str(i)) for i in caps))}, and per cost "
+             f"each policy per window at {e(' and '.join(labels.get(i, str(i)) for i in caps))}, and per cost "
              "model how often each online policy has the best compute savings in a window (ties count for "
              "every tied policy), by how much it leads the best other online policy in the windows it wins, "
              "and its gap to Belady (mean and worst window), in points. A policy that wins most windows wins "
