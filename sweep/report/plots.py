@@ -19,7 +19,8 @@ One PNG per cost model (the parent run's `plots/curves_<cost model>.png`, embedd
   range that was not swept (a segment from 96 GiB to 1 TiB would invent the curve
   between);
 - curves equal on every capacity (regimes.identical_groups) are drawn once and named
-  together in the legend ("lfu = sieve");
+  together in the legend ("lfu = sieve"); equal in one panel's metric only, they are
+  drawn once in that panel and named above it;
 - x ticks at the paper's headline sizes (24, 48, 96 GiB, 1 TiB), the HBM and memory
   pool regimes shaded; the y axes fit the data.
 
@@ -30,11 +31,12 @@ from __future__ import annotations
 from pathlib import Path
 import math
 import statistics
+import textwrap
 from typing import Mapping, Sequence
 
 from sim_core.capacity import human_gib
 
-from .regimes import HEADLINES, REGIMES, diff_points, identical_groups
+from .regimes import CURVE_KEYS, HEADLINES, REGIMES, diff_points, identical_groups
 from .families import ordered, policy_info, styles
 
 LABELS = {"hit_ratio": "block hit ratio", "compute_savings": "compute-savings ratio"}
@@ -44,12 +46,13 @@ _REGIME_SHADE = {"hbm": "#4c72b0", "pool": "#55a868"}
 GAP_FACTOR = 2.5
 
 
-def drawn_once(curves: Mapping[str, Sequence[Mapping]], reference: str = "lru") -> dict[str, list[str]]:
-    """Curves identical on every capacity: the one drawn (the reference if it is one of
-    them, else the first in legend order) -> the others, drawn under its line."""
+def drawn_once(curves: Mapping[str, Sequence[Mapping]], reference: str = "lru",
+               keys: Sequence[str] = CURVE_KEYS) -> dict[str, list[str]]:
+    """Curves identical on every capacity (in every one of `keys`): the one drawn (the
+    reference if it is one of them, else the first in legend order) -> the others."""
     order = {p.name: i for i, p in enumerate(ordered(curves))}
     out = {}
-    for group in identical_groups(curves):
+    for group in identical_groups(curves, keys=keys):
         g = sorted(group, key=lambda p: (p != reference, order[p]))
         out[g[0]] = g[1:]
     return out
@@ -150,7 +153,17 @@ def plot_cost_model(curves: Mapping[str, Sequence[Mapping]], path: str | Path, *
             top = fig.add_subplot(grid[2 * row, 0])
             bottom = fig.add_subplot(grid[2 * row + 1, 0], sharex=top)
             diffs = {}
+            # equal in this panel's metric only (a tiered sweep's HBM hit ratio is the same at
+            # every pool size): drawn once here, and named above the panel
+            here = {p: hs for p, hs in drawn_once({p: present[p] for p in names}, reference, (key,)).items()}
+            skip = {h for hs in here.values() for h in hs}
+            if here:
+                top.set_title(textwrap.fill("drawn once here: " + "; ".join(" = ".join([p] + hs)
+                                                                           for p, hs in here.items()), 60),
+                              loc="right", fontsize=11, color="#444444")
             for p in names:
+                if p in skip:
+                    continue
                 rs, s = zoom[p], style[p]
                 z = 3 if p == reference else 2  # the baseline stays visible under a curve equal to it
                 kw = dict(color=s.colour, linestyle=s.linestyle, marker=s.marker, markersize=5,

@@ -5,10 +5,11 @@ sweep had a `hardware` part, a mean TTFT panel (service time, no queueing), over
 sizes swept (categorical x: a pool of size 0 is the flat cache). Policies keep the
 styles of sweep.report.families; markers sit at swept pool sizes only, a missing point
 leaves a gap rather than a segment across it, and lines equal at every pool size are
-drawn once with a note on the panel naming them.
+drawn once with a note above the panel naming them.
 """
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -49,16 +50,16 @@ def plot_tiers(series: Series, cap_labels: Mapping[int, str], pools: Sequence[st
                 if p not in hidden:
                     s = st[p]
                     ax.plot(x, ys[p], color=s.colour, linestyle=s.linestyle, marker=s.marker, linewidth=s.linewidth)
-            if groups:  # a line drawn once says whose it is (the legend is shared by the panels)
-                ax.text(0.02, 0.02, "identical, drawn once:\n" + "\n".join(" = ".join(g) for g in groups),
-                        transform=ax.transAxes, ha="left", va="bottom", fontsize=8,
-                        bbox=dict(facecolor="white", edgecolor="#999999", alpha=0.85))
+            if groups:  # a line drawn once says whose it is (the legend is shared by the panels);
+                # in the title row, where it covers no data
+                ax.set_title(textwrap.fill("drawn once: " + "; ".join(" = ".join(g) for g in groups), 40),
+                             loc="right", fontsize=9, color="#444444")
             ax.set_xticks(x, [p.split("=", 1)[-1] for p in pools], rotation=30)
             ax.grid(alpha=0.3)
             if col == 0:
                 ax.set_ylabel(label)
             if row == 0:
-                ax.set_title(f"HBM {cap_labels[i]}")
+                ax.set_title(f"HBM {cap_labels[i]}", loc="left")
             if row == len(panels) - 1:
                 ax.set_xlabel(f"pool ({pools[0].split('=', 1)[0] if pools else ''})")
     family_legend(fig, policies, st, {})

@@ -3,7 +3,7 @@
 One panel per capacity shown (stacked: MLflow's artifact viewer is narrow), a line per
 policy over the windows' start times, markers at the windows. The hit ratio does not
 depend on the cost model, so one cost model's rows are drawn. Lines equal in every
-window are drawn once, and a note on the panel names them.
+window are drawn once, and a note above the panel names them.
 """
 from __future__ import annotations
 
@@ -34,9 +34,8 @@ def plot_windows(rows: Sequence[Mapping], cap_indices: Sequence[int], cap_labels
         groups = identical_groups(per, keys=("hit_ratio",), at="window")
         hidden = {p for g in groups for p in g[1:]}
         if groups:  # the legend is shared by the panels: the note is on the panel where they are equal
-            ax.text(0.99, 0.03, "identical, drawn once: " + "; ".join(" = ".join(g) for g in groups),
-                    transform=ax.transAxes, ha="right", va="bottom", fontsize=10,
-                    bbox=dict(facecolor="white", edgecolor="#999999", alpha=0.85))
+            ax.set_title("identical, drawn once: " + "; ".join(" = ".join(g) for g in groups), loc="right",
+                         fontsize=10, color="#444444")
         for p in policies:
             if p in hidden or not per[p]:
                 continue
