@@ -111,6 +111,15 @@ def test_tier_section_when_the_sweep_has_pools(tmp_path):
     assert cells[:3] == [f"{s:.4f}" for _, s in served] and cells[4:] == ["200.0", "150.0", "100.0"]
 
 
+def test_a_tiered_sweep_is_compared_with_lru_at_the_smallest_pool():
+    from sweep.report.plots import reference_label
+
+    assert reference_label({"lru @ dram=1TiB": [], "lru @ dram=12GiB": [], "lru @ dram=0": [], "fifo @ dram=0": []}) \
+        == "lru @ dram=0"
+    assert reference_label({"lru": [], "lru @ dram=0": []}) == "lru"
+    assert reference_label({"fifo": []}) == "lru"  # none: the figure says LRU is not in the sweep
+
+
 def test_curves_csv_keeps_the_pool(tmp_path):
     from sweep.curves import csv_columns, write_csv
     from sweep.report.sweeps import read_curves_csv, read_rows_csv

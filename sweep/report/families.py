@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from sim_core import get_policy
+from sim_core.capacity import parse_size
 
 #: Online palette: tab10 without #7f7f7f (grey is the oracles').
 #: Ordered so that the policies most often swept together (lru, fifo, the quick-demotion
@@ -57,6 +58,17 @@ def policy_info(name: str) -> PolicyInfo:
     except ValueError:
         return PolicyInfo(name, "other", False, False)
     return PolicyInfo(name, s.family, bool(s.cost_aware), bool(s.offline))
+
+
+def pool_key(pool: str) -> tuple:
+    """Sort key of a pool label: "dram=0" < "dram=12GiB" < "dram=1TiB"; level by level."""
+    out = []
+    for part in pool.split(","):
+        try:
+            out.append(parse_size(part.split("=", 1)[-1])[0])
+        except ValueError:
+            out.append(float("inf"))
+    return tuple(out)
 
 
 def family_order(family: str) -> int:

@@ -8,7 +8,8 @@ One PNG per cost model (the parent run's `plots/curves_<cost model>.png`, embedd
 - the value panel(s) on top, the difference to LRU in points beneath (differences of a
   point or two are invisible on a 0-1 axis); that panel is scaled to the online
   policies: an oracle 20 points above LRU would flatten them, so an oracle that leaves
-  the scale is clipped, marked at the edge and its largest difference written out;
+  the scale is clipped, marked at the edge and its largest difference written out (a
+  tiered sweep's reference is LRU at its smallest pool, reference_label);
 - under `uniform` compute savings equal the hit ratio: one pair of panels; otherwise
   compute savings, then hit ratio, stacked (the figure stays narrow enough to read where
   MLflow's artifact viewer scales it down);
@@ -37,7 +38,7 @@ from typing import Mapping, Sequence
 from sim_core.capacity import human_gib
 
 from .regimes import CURVE_KEYS, HEADLINES, REGIMES, diff_points, identical_groups
-from .families import ordered, policy_info, styles
+from .families import POOL_SEP, ordered, policy_info, pool_key, styles
 
 LABELS = {"hit_ratio": "block hit ratio", "compute_savings": "compute-savings ratio"}
 _REGIME_SHADE = {"hbm": "#4c72b0", "pool": "#55a868"}
@@ -56,6 +57,16 @@ def drawn_once(curves: Mapping[str, Sequence[Mapping]], reference: str = "lru",
         g = sorted(group, key=lambda p: (p != reference, order[p]))
         out[g[0]] = g[1:]
     return out
+
+
+def reference_label(curves: Mapping[str, Sequence[Mapping]], name: str = "lru") -> str:
+    """`name`, or in a tiered sweep (curves "lru @ dram=0", ...) its curve at the smallest
+    pool (the flat cache when a pool of 0 was swept): the others' difference is then the
+    pool's gain as well as the policy's."""
+    if name in curves:
+        return name
+    tiered = [p for p in curves if p.split(POOL_SEP, 1)[0] == name and POOL_SEP in p]
+    return min(tiered, key=lambda p: pool_key(p.split(POOL_SEP, 1)[1]), default=name)
 
 
 def gap_breaks(gibs: Sequence[float]) -> set[int]:
@@ -126,6 +137,8 @@ def plot_cost_model(curves: Mapping[str, Sequence[Mapping]], path: str | Path, *
     from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
 
     present = {p: rs for p, rs in curves.items() if rs}
+    reference = reference_label(present, reference)
+    ref_title = reference.upper().split(POOL_SEP.upper(), 1)[0] + reference[len(reference.split(POOL_SEP, 1)[0]):]
     once = drawn_once(present, reference)
     hidden = {h for hs in once.values() for h in hs}
     names = [p for p in present if p not in hidden]
@@ -175,10 +188,10 @@ def plot_cost_model(curves: Mapping[str, Sequence[Mapping]], path: str | Path, *
                     bottom.plot(*broken([x for x, _ in diffs[p]], [y for _, y in diffs[p]], breaks, all_gib), **kw)
             if ref is not None:
                 bottom.axhline(0.0, color=style[reference].colour, linewidth=2.4, zorder=3)
-                bottom.set_ylabel(f"minus {reference.upper()} (points)")
+                bottom.set_ylabel(f"minus {ref_title} (points)")
                 _scale_to_online(bottom, diffs, style)
             else:
-                bottom.text(0.5, 0.5, f"{reference.upper()} is not in this sweep:\nno difference panel",
+                bottom.text(0.5, 0.5, f"{ref_title} is not in this sweep:\nno difference panel",
                             transform=bottom.transAxes, ha="center", va="center")
                 bottom.set_yticks([])
             top.set_ylabel(LABELS[key] + (" (= hit ratio)" if cost_model == "uniform" else ""))
@@ -271,9 +284,8 @@ def _scale_to_online(ax, diffs: Mapping[str, Sequence[tuple[float, float]]], sty
                 zorder=5, linestyle="none")
         notes.append(f"{p}: {y:+.1f} pts at {size_label(x)}, off scale")
     if notes:
-        # top right: near saturation the differences shrink to 0, so the corner is usually free
-        ax.text(0.99, 0.97, "\n".join(notes), transform=ax.transAxes, ha="right", va="top", fontsize=12,
-                bbox=dict(facecolor="white", edgecolor="#999999", alpha=0.85))
+        # above the panel: inside it, a note would cover curves wherever they happen to be
+        ax.set_title("\n".join(notes), loc="right", fontsize=12, color="#222222")
 
 
 def _ticks(all_gib: Sequence[float]) -> list[float]:

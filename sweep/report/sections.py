@@ -15,9 +15,7 @@ import html
 from dataclasses import dataclass
 from pathlib import Path
 
-from sim_core.capacity import parse_size
-
-from .families import POOL_SEP, ordered
+from .families import POOL_SEP, ordered, pool_key
 from .plots import size_label
 from .sweeps import SweepTable
 from .tables import KNEE_POINTS, knee, pick_points
@@ -52,18 +50,6 @@ class Tiers:
     cap_labels: dict[int, str]
 
 
-def _pool_key(pool: str) -> tuple:
-    """"dram=0" < "dram=12GiB" < "dram=1TiB"; a multi-tier pool level by level."""
-    out = []
-    for part in pool.split(","):
-        size = part.split("=", 1)[-1]
-        try:
-            out.append(parse_size(size)[0])
-        except ValueError:
-            out.append(float("inf"))
-    return tuple(out)
-
-
 def tiers(table: SweepTable) -> Tiers | None:
     """The pool axis of the sweep's first cost model (served ratio and TTFT do not depend
     on it); None for a flat sweep or one with a single pool size."""
@@ -74,7 +60,7 @@ def tiers(table: SweepTable) -> Tiers | None:
         for r in rs:
             if r.get("pool"):
                 series.setdefault((label.split(POOL_SEP, 1)[0], r["pool"]), {})[int(r["capacity_index"])] = r
-    pools = sorted({pool for _, pool in series}, key=_pool_key)
+    pools = sorted({pool for _, pool in series}, key=pool_key)
     if len(pools) < 2:
         return None
     idx = sorted({i for s in series.values() for i in s})
