@@ -262,7 +262,7 @@ def render_html(table: SweepTable, pngs: dict[str, Path], tiers_png: Path | None
              "".join(f'<p class="meta">{m}</p>' for m in meta),
              "<p>Compute savings = saved prefill cost / total prefill cost under the cost model; "
              "<em>points</em> are hundredths (0.0123 = 1.23 points). Oracles (offline, they see the future) are "
-             "black and dashed and are not online candidates. Rankings use mean compute savings over the "
+             "black or grey and dashed and are not online candidates. Rankings use mean compute savings over the "
              "regime's swept capacities, the child runs' <code>compute_savings_mean_hbm</code> / "
              "<code>_pool</code> metrics (a sweep with no capacity in either regime: over every swept capacity, "
              "<code>compute_savings_mean</code>).</p>",
