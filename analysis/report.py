@@ -24,7 +24,9 @@ def main(argv: list[str] | None = None) -> int:
             "cost model, curves zoomed to the capacities below saturation with their difference to LRU, a ranking "
             "per regime (HBM 24-120 GiB, memory pool 0.25-12 TiB), holes per request of the compute-aware "
             "policies, and a paragraph naming the best online policy, its margin over LRU and the headroom to "
-            "the oracle. Nothing is re-simulated: it reads the sweep run's curves.csv. The sweep logs the same "
+            "the oracle; a tiered sweep adds pool sizing (served ratio, TTFT, knee), a windowed one the hit ratio "
+            "per window and who wins the windows. Nothing is re-simulated: it reads the sweep run's curves.csv "
+            "(and windows.csv, window_ranking.csv). The sweep logs the same "
             "report to its parent run when it ends.", 88),
         epilog="Examples:\n  python -m analysis report freeinference-synthetic\n"
                "  python -m analysis report 3f2a...e1 --tracking-uri http://mlflow:5000 --log\n"

@@ -72,6 +72,8 @@ class SweepFacts:
     sample_rate: float | None = None
     cost_models: Sequence[str] = ()
     references: dict = field(default_factory=dict)
+    windows: list = field(default_factory=list)  # sweep.report.windows.window_rows (sim.window)
+    window_ranking: list = field(default_factory=list)  # sweep.report.windows.ranking of them
 
 
 def row_dict(capacities: Sequence[Capacity], idx: int, res: Result, cost_model: str) -> dict:
@@ -81,11 +83,13 @@ def row_dict(capacities: Sequence[Capacity], idx: int, res: Result, cost_model: 
 
 
 def curves_by_model(capacities: Sequence[Capacity], curves: Sequence[Curve]) -> dict[str, dict[str, list[dict]]]:
-    """cost model -> policy -> rows (ascending capacity), for plots and tables."""
+    """cost model -> curve label -> rows (ascending capacity), for plots and tables; a
+    tiered sweep's rows carry their `pool` (curves.csv keeps it, the report groups by it)."""
     out: dict[str, dict[str, list[dict]]] = {}
     for c in curves:
         if c.rows:
-            out.setdefault(c.cost_model, {})[c.label] = [row_dict(capacities, i, c.rows[i], c.cost_model)
+            out.setdefault(c.cost_model, {})[c.label] = [{**row_dict(capacities, i, c.rows[i], c.cost_model),
+                                                           **({"pool": c.pool} if c.pool else {})}
                                                           for i in sorted(c.rows)]
     return out
 

@@ -8,7 +8,6 @@ import datetime as _dt
 import logging
 import subprocess
 import sys
-import tempfile
 from importlib import metadata
 from pathlib import Path
 
@@ -21,8 +20,7 @@ from .config import ConfigError
 from .curves import SweepFacts, curves_by_model
 from .delivery import Delivery
 from .keys import sweep_key
-from .report.tables import pick_points, summary_table, tier_table
-from .report.tierplot import plot_tiers
+from .report.tables import summary_table, tier_table
 from .report.windows import ranking, ranking_text, window_rows
 from .tracking import Tracker
 
@@ -130,29 +128,18 @@ def finish(st, status: str, wait_s: float) -> str:
 
     if st.work:
         st.tracker.log_parent_metrics({f"work.{k}": v for k, v in st.work.items()})
+    rows, rank = [], []
     if st.spec.engine.get("window") is not None:
         rows = window_rows(st.curves, st.caps)
-        st.tracker.log_parent_rows({"windows.csv": rows, "window_ranking.csv": ranking(rows)})
-    if st.spec.tiers and len(st.pools) > 1:
-        _log_tier_plot(st)
+        rank = ranking(rows)
+        st.tracker.log_parent_rows({"windows.csv": rows, "window_ranking.csv": rank})
+    # report.html draws both (and plots/tiers.png for a tiered sweep) from these
     st.tracker.set_parent_tag(NOTE, description(st, summary_text(st), work_line(st)))
     st.tracker.close_parent(status, st.curves, SweepFacts(
         trace_source=st.trace.source, saturation_blocks=saturation_capacity(st.trace),
-        sample_rate=st.spec.sample_rate, cost_models=st.spec.cost_models, references=st.references))
+        sample_rate=st.spec.sample_rate, cost_models=st.spec.cost_models, references=st.references,
+        windows=rows, window_ranking=rank))
     return status
-
-
-def _log_tier_plot(st) -> None:
-    """plots/tiers.png on the sweep run: served ratio and TTFT over the pool size."""
-    first = st.spec.cost_models[0]
-    try:
-        with tempfile.TemporaryDirectory() as d:
-            path = plot_tiers([c for c in st.curves if c.cost_model == first], st.caps, [lab for lab, _ in st.pools],
-                              pick_points(len(st.caps), int(st.cfg.sweep.get("summary_points") or 4)),
-                              Path(d) / "tiers.png", f"{st.trace.name}: tier={st.spec.tier_name}")
-            st.tracker.client.log_artifact(st.tracker.parent_id, str(path), "plots")
-    except Exception as e:  # noqa: BLE001 - a figure must not lose the results
-        log.warning("could not draw the tier figure: %s", e)
 
 
 def description(st, table: str | None = None, work: str | None = None) -> str:

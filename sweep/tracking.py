@@ -405,7 +405,8 @@ class Tracker:
             table = SweepTable(experiment=self.experiment, run_id=self.parent_id,
                                run_name=self.parent_name or self.parent_id, trace_source=facts.trace_source,
                                n_capacities=len(self.capacities), curves=per_model, cost_models=order,
-                               saturation_blocks=facts.saturation_blocks, sample_rate=facts.sample_rate)
+                               saturation_blocks=facts.saturation_blocks, sample_rate=facts.sample_rate,
+                               windows=list(facts.windows), window_ranking=list(facts.window_ranking))
             out = Path(d) / "report"
             write_report(table, out)
             log_report(self.client, self.parent_id, out)

@@ -87,24 +87,95 @@ def test_headlines_and_regimes_are_the_capacity_configs():
 
 
 def test_twenty_policies_stay_distinguishable():
-    from sweep.report.families import policy_info, styles
+    from sweep.report.families import ORACLE_COLOURS, policy_info, styles
     from sim_core.policies import REGISTRY
 
     st = styles(REGISTRY)
     looks = [(s.colour, s.linestyle, s.marker) for s in st.values()]
     assert len(set(looks)) == len(REGISTRY) >= 20
     for name, s in st.items():
-        info = policy_info(name)
-        if info.offline:
-            assert s.colour == "#000000" and s.linestyle != "-"
+        if policy_info(name).offline:
+            assert s.colour in ORACLE_COLOURS and s.linestyle != "-"
         else:
-            assert s.colour != "#000000"
-    # one colour per family
+            assert s.colour not in ORACLE_COLOURS
+    # a family is one line style (its legend group reads as one kind of line)
     by_family = {}
     for name, s in st.items():
-        if not policy_info(name).offline:
-            by_family.setdefault(policy_info(name).family, set()).add(s.colour)
-    assert all(len(c) == 1 for c in by_family.values())
+        by_family.setdefault(policy_info(name).family, set()).add(str(s.linestyle))
+    assert all(len(ls) == 1 for f, ls in by_family.items() if f != "oracle")
+
+
+def _lab(hex_colour: str) -> np.ndarray:
+    """sRGB -> CIELAB (D65), the space where Euclidean distance approximates perceived difference."""
+    c = np.array([int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5)])
+    c = np.where(c > 0.04045, ((c + 0.055) / 1.055) ** 2.4, c / 12.92)
+    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]]) @ c
+    f = np.vectorize(lambda t: t ** (1 / 3) if t > 0.008856 else 7.787 * t + 16 / 116)(xyz / [0.95047, 1, 1.08883])
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+#: Minimum CIELAB distance (Delta E 1976) between two members of a family. 2.3 is a just
+#: noticeable difference between large patches; a 1.6-point line needs about ten times
+#: that. 25 is just under matplotlib's tab10 closest pair (purple/pink, 27.7), and well
+#: above two shades of one hue such as #ff7f0e / #ff9933 (about 15).
+MIN_DELTA_E = 25.0
+
+
+def test_members_of_a_family_differ_in_colour():
+    from itertools import combinations
+
+    from sweep.report.families import ordered, styles
+    from sim_core.policies import REGISTRY
+
+    assert np.linalg.norm(_lab("#ff7f0e") - _lab("#ff9933")) < MIN_DELTA_E  # the test can fail
+    st = styles(REGISTRY)
+    families = {}
+    for info in ordered(REGISTRY):
+        families.setdefault(info.family, []).append(info.name)
+    assert max(len(m) for m in families.values()) >= 5  # quick demotion
+    for family, members in families.items():
+        for a, b in combinations(members, 2):
+            d = np.linalg.norm(_lab(st[a].colour) - _lab(st[b].colour))
+            assert d >= MIN_DELTA_E, (family, a, st[a].colour, b, st[b].colour, d)
+
+
+def test_identical_groups_by_hand():
+    from sweep.report.regimes import identical_groups
+
+    base = [0.2, 0.4, 0.5]
+    curves = {"lru": rows([24, 96, 1024], base), "lfu": rows([24, 96, 1024], [0.25, 0.45, 0.5]),
+              "sieve": rows([24, 96, 1024], [0.25 + 5e-5, 0.45, 0.5]),  # within 1e-4 of lfu
+              "fifo": rows([24, 96, 1024], [0.2, 0.4, 0.5 + 2e-4]),  # 2e-4 off lru at one capacity
+              "arc": rows([24, 96, 1024], base), "short": rows([24, 96], base[:2]),  # fewer capacities
+              "empty": []}
+    assert identical_groups(curves) == [("lru", "arc"), ("lfu", "sieve")]
+    assert identical_groups(curves, tol=1e-3) == [("lru", "fifo", "arc"), ("lfu", "sieve")]
+    # per key: equal in compute savings, not in hit ratio
+    a, b = rows([1, 2], [0.1, 0.2]), rows([1, 2], [0.1, 0.2])
+    b[1]["hit_ratio"] = 0.3
+    assert identical_groups({"a": a, "b": b}) == []
+    assert identical_groups({"a": a, "b": b}, keys=("compute_savings",)) == [("a", "b")]
+    # per window instead of per capacity
+    w = lambda vs: [{"window": k, "hit_ratio": v} for k, v in enumerate(vs)]  # noqa: E731
+    assert identical_groups({"x": w([0.1, 0.2]), "y": w([0.1, 0.2])}, keys=("hit_ratio",), at="window") == [("x", "y")]
+
+
+def test_unswept_stretches_break_the_line():
+    from sweep.report.plots import broken, gap_breaks, online_limits
+
+    paper4 = [24.0, 48.0, 96.0, 1024.0]  # doublings, then a factor 10.7 with nothing swept between
+    assert gap_breaks(paper4) == {3}
+    log_grid = [24 * 1.25 ** k for k in range(10)]
+    assert gap_breaks(log_grid) == set()
+    assert gap_breaks([24.0, 1024.0]) == set()  # two capacities: no typical step to compare with
+    xs, ys = broken(paper4, [0.1, 0.2, 0.3, 0.4], {3}, paper4)
+    assert xs[:3] == paper4[:3] and xs[4:] == [1024.0] and 96 < xs[3] < 1024 and math.isnan(ys[3])
+    # the difference panel: scaled to the online differences, zero kept in view
+    lo, hi = online_limits([-1.5, 0.5, 2.0])
+    assert -1.9 < lo < -1.5 and 2.0 < hi < 2.4
+    assert online_limits([]) is None
+    lo, hi = online_limits([0.0])
+    assert hi - lo >= 0.5
 
 
 # ----------------------------------------------------------------- report, no store

@@ -7,6 +7,7 @@ directly with the same tiers, and the pool of size 0 against a flat replay.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -159,6 +160,32 @@ def test_windows_reach_mlflow_as_time_series(tmp_path):
     parent = c.get_run(run.data.tags["mlflow.parentRunId"])
     assert {"windows.csv", "window_ranking.csv"} <= {a.path for a in c.list_artifacts(parent.info.run_id)}
     assert "per window of trace time" in p.stdout
+    logged, again = _reports(db, "t", tmp_path)
+    assert logged == again and '<section id="windows">' in logged and '<table class="windows"' in logged
+
+
+def _reports(db: Path, experiment: str, out: Path) -> tuple[str, str]:
+    """(report.html the sweep logged, the one `python -m analysis report` writes from the store)."""
+    from mlflow.tracking import MlflowClient
+
+    from analysis.__main__ import main
+
+    c = MlflowClient(f"sqlite:///{db}")
+    exp = c.get_experiment_by_name(experiment)
+    parent = [r for r in c.search_runs([exp.experiment_id]) if r.data.tags.get("kvsweep.kind") == "sweep"][0]
+    logged = Path(c.download_artifacts(parent.info.run_id, "report.html", str(out / "logged"))).read_text()
+    assert main(["report", parent.info.run_id, "--tracking-uri", f"sqlite:///{db}", "--out", str(out / "again")]) == 0
+    strip = lambda s: re.sub(r"base64,[A-Za-z0-9+/=]+", "", s)  # noqa: E731
+    return strip(logged), strip((out / "again" / "report.html").read_text())
+
+
+def test_the_report_sizes_the_pool(tiered, tmp_path):
+    logged, again = _reports(tiered["db"], "tiny_mooncake", tmp_path)
+    assert logged == again  # curves.csv keeps the pools
+    section = re.search(r'<section id="tiers">.*?</section>', logged, re.S).group(0)
+    knees = re.findall(r'<tr data-policy="([^"]+)" data-knee="([^"]+)">', section)
+    assert {p for p, _ in knees} == set(POLICIES) and {k for _, k in knees} <= {f"dram={s}" for s in POOLS}
+    assert "TTFT mean (ms)" in section  # hardware=h100_sxm
 
 
 def test_knee_is_the_smallest_pool_within_one_point_of_the_largest():

@@ -24,6 +24,9 @@ def test_ranking_by_hand():
     assert got["fifo"]["won_share"] == 0.5
     assert got["lru"]["gap_mean_points"] == pytest.approx((10 + 20) / 2)
     assert got["fifo"]["gap_worst_points"] == pytest.approx(20)
+    # lru wins window 0 by 10 points and ties window 1 (lead 0); fifo wins only the tie
+    assert got["lru"]["lead_mean_points"] == pytest.approx(5.0)
+    assert got["fifo"]["lead_mean_points"] == pytest.approx(0.0)
     text = ranking_text(ranking(rows), "uniform")
     assert text.splitlines()[3].split()[1] == "lru"  # most windows won first
 
@@ -31,4 +34,6 @@ def test_ranking_by_hand():
 def test_without_belady_there_is_no_gap():
     r = ranking([_row("lru", 0, 0.5), _row("fifo", 0, 0.4)])
     assert all(x["gap_mean_points"] != x["gap_mean_points"] for x in r)
+    lead = {x["policy"]: x["lead_mean_points"] for x in r}
+    assert lead["lru"] == pytest.approx(10.0) and lead["fifo"] != lead["fifo"]  # fifo never wins
     assert "no Belady curve" in ranking_text(r, "uniform")

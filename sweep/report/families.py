@@ -1,31 +1,45 @@
 """What a policy is (family, cost-aware, oracle), from its sim_core PolicySpec, and how
-the figures draw it: one colour per family, a distinct line style and marker per member,
-oracles in black and dashed. Twenty curves stay distinguishable because no two share
-both colour and style."""
+the figures draw it.
+
+A family keeps one line style (and is one group in the legend); its members differ in
+colour (matplotlib's tab10 palette without its grey, starting at the family's own
+colour) and in marker. Oracles are achromatic (black, then greys) and dashed. So two
+members of a family never share a colour, and no two policies share colour, line style
+and marker. The grey left out of the online palette keeps online curves apart from the
+oracles'.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Iterable
 
 from sim_core import get_policy
+from sim_core.capacity import parse_size
 
-#: Family display order (legend, tables) and colour (colour-blind-safe where possible).
-FAMILY_COLOURS: dict[str, str] = {
-    "recency": "#1f77b4",
-    "fifo": "#8c564b",
-    "frequency": "#b8a000",
-    "quick_demotion": "#ff7f0e",
-    "analytic": "#7f7f7f",
-    "learned": "#9467bd",
-    "session": "#17becf",
-    "prefix_specific": "#2ca02c",
-    "compute_aware": "#d62728",
-    "oracle": "#000000",
+#: Online palette: tab10 without #7f7f7f (grey is the oracles').
+#: Ordered so that the policies most often swept together (lru, fifo, the quick-demotion
+#: family, lfu) get nine different colours.
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#e377c2", "#bcbd22", "#17becf", "#8c564b")
+ORACLE_COLOURS = ("#000000", "#555555", "#999999")
+
+#: Family display order (legend, tables): (first member's palette index, line style).
+FAMILIES: dict[str, tuple[int, object]] = {
+    "recency": (0, "-"),
+    "fifo": (8, (0, (7, 2))),
+    "frequency": (6, (0, (1, 1.5))),
+    "quick_demotion": (1, (0, (4, 1.5))),
+    "analytic": (5, (0, (7, 2, 1, 2))),
+    "learned": (4, "-."),
+    "session": (7, (0, (3, 1, 1, 1, 1, 1))),
+    "prefix_specific": (2, (0, (10, 2, 2, 2, 2, 2))),
+    "compute_aware": (3, (0, (2, 1))),
+    "oracle": (0, "--"),
 }
-OTHER_COLOUR = "#e377c2"
-_LINESTYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)), (0, (8, 2)))
+OTHER = (5, (0, (5, 3)))
 _ORACLE_LINESTYLES = ("--", (0, (2, 1.5)), (0, (6, 2, 1, 2)), ":")
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+#: A tiered sweep names its curves "<policy> @ <pool>" (sweep.curves.Curve.label).
+POOL_SEP = " @ "
 
 
 @dataclass(frozen=True)
@@ -37,17 +51,28 @@ class PolicyInfo:
 
 
 def policy_info(name: str) -> PolicyInfo:
-    """From sim_core's registry; a name it does not know is an online policy of family
-    "other" (a store may hold curves of policies since removed)."""
+    """From sim_core's registry ("lru @ dram=1TiB" is lru's); a name it does not know is
+    an online policy of family "other" (a store may hold curves of policies since removed)."""
     try:
-        s = get_policy(name)
+        s = get_policy(name.split(POOL_SEP, 1)[0])
     except ValueError:
         return PolicyInfo(name, "other", False, False)
     return PolicyInfo(name, s.family, bool(s.cost_aware), bool(s.offline))
 
 
+def pool_key(pool: str) -> tuple:
+    """Sort key of a pool label: "dram=0" < "dram=12GiB" < "dram=1TiB"; level by level."""
+    out = []
+    for part in pool.split(","):
+        try:
+            out.append(parse_size(part.split("=", 1)[-1])[0])
+        except ValueError:
+            out.append(float("inf"))
+    return tuple(out)
+
+
 def family_order(family: str) -> int:
-    order = list(FAMILY_COLOURS)
+    order = list(FAMILIES)
     return order.index(family) if family in order else len(order)
 
 
@@ -66,16 +91,19 @@ class Style:
 
 
 def styles(names: Iterable[str]) -> dict[str, Style]:
-    """policy -> Style; members of a family are numbered in name order."""
+    """policy -> Style; members of a family are numbered in name order (a family of more
+    than len(PALETTE) members repeats colours, told apart by marker)."""
     out: dict[str, Style] = {}
     seen: dict[str, int] = {}
     for p in ordered(names):
         i = seen.get(p.family, 0)
         seen[p.family] = i + 1
+        marker = _MARKERS[i % len(_MARKERS)]
         if p.offline:
-            out[p.name] = Style("#000000", _ORACLE_LINESTYLES[i % len(_ORACLE_LINESTYLES)],
-                                _MARKERS[i % len(_MARKERS)], 2.0)
+            out[p.name] = Style(ORACLE_COLOURS[i % len(ORACLE_COLOURS)], _ORACLE_LINESTYLES[i % len(_ORACLE_LINESTYLES)],
+                                marker, 2.0)
         else:
-            out[p.name] = Style(FAMILY_COLOURS.get(p.family, OTHER_COLOUR), _LINESTYLES[i % len(_LINESTYLES)],
-                                _MARKERS[i % len(_MARKERS)], 2.4 if p.name == "lru" else 1.6)
+            base, linestyle = FAMILIES.get(p.family, OTHER)
+            out[p.name] = Style(PALETTE[(base + i) % len(PALETTE)], linestyle, marker,
+                                2.4 if p.name == "lru" else 1.6)
     return out

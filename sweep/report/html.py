@@ -5,7 +5,8 @@ best online policy per regime, its margin over LRU, the headroom to the oracle);
 figure of sweep.report.plots (embedded as base64 PNG: no network, shown inline by MLflow's
 artifact viewer); a ranking per regime (mean compute savings over the regime's swept
 capacities: the child runs' `compute_savings_mean_<regime>` metric); holes per request
-of the compute-aware policies. Partial curves are drawn but left out of rankings.
+of the compute-aware policies. Partial curves are drawn but left out of rankings. Then,
+when the sweep has them, pool sizing and windows (sweep.report.sections).
 
 The sweep logs these files to its parent run when it ends; `python -m analysis report TARGET`
 (analysis/report.py) writes them again from the tracking store.
@@ -22,8 +23,11 @@ from typing import Sequence
 
 from .regimes import HEADLINES, REGIMES, Regime, at_size, in_regime, summary
 from .families import ordered, policy_info
-from .plots import plot_cost_model, size_label
+from .plots import drawn_once, plot_cost_model, size_label
+from .sections import cap_labels, tiers, tiers_html, window_caps, windows_html
 from .sweeps import SweepTable
+from .tierplot import plot_tiers
+from .windowplot import plot_windows
 
 log = logging.getLogger("analysis")
 
@@ -213,8 +217,19 @@ img{max-width:100%;height:auto;border:1px solid #eee}.says{background:#f5f7fa;pa
 """
 
 
-def render_html(table: SweepTable, pngs: dict[str, Path]) -> str:
-    """The page; `pngs`: cost model -> its figure (embedded as base64)."""
+def _identical_note(table: SweepTable, cost_model: str) -> str:
+    once = drawn_once({p: rs for p, rs in table.curves.get(cost_model, {}).items() if rs}, REFERENCE)
+    if not once:
+        return ""
+    same = "; ".join(" = ".join([p] + hs) for p, hs in once.items())
+    return (f'<p class="identical" data-cost-model="{html.escape(cost_model)}">Identical curves (to 1e-4 at every '
+            f"capacity), drawn once: {html.escape(same)}.</p>")
+
+
+def render_html(table: SweepTable, pngs: dict[str, Path], tiers_png: Path | None = None,
+                windows_png: Path | None = None) -> str:
+    """The page; `pngs`: cost model -> its figure (embedded as base64); the tier and
+    window figures for their sections (which the page has when the table has data for them)."""
     e = html.escape
     any_rows = max((rs for per in table.curves.values() for rs in per.values()), key=len, default=[])
     span = (f"{size_label(any_rows[0]['capacity_gib'])} to {size_label(any_rows[-1]['capacity_gib'])}"
@@ -237,14 +252,17 @@ def render_html(table: SweepTable, pngs: dict[str, Path]) -> str:
     if partial:
         meta.append("Partial curves (drawn, not ranked): " + e(", ".join(partial)) + ".")
     meta.append(f"Regenerate: <code>python -m analysis report {e(table.run_id)}</code>.")
-    nav = " | ".join(f'<a href="#cost-{e(m)}">{e(m)}</a>' for m in table.cost_models)
+    tier = tiers(table)
+    nav = " | ".join([f'<a href="#cost-{e(m)}">{e(m)}</a>' for m in table.cost_models]
+                     + (['<a href="#tiers">pool sizing</a>'] if tier else [])
+                     + (['<a href="#windows">windows</a>'] if table.windows else []))
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{e(table.experiment)}: sweep report</title>"
              f"<style>{_CSS}</style></head><body>",
              f"<h1>Sweep report: {e(table.experiment)}</h1>",
              "".join(f'<p class="meta">{m}</p>' for m in meta),
              "<p>Compute savings = saved prefill cost / total prefill cost under the cost model; "
              "<em>points</em> are hundredths (0.0123 = 1.23 points). Oracles (offline, they see the future) are "
-             "black and dashed and are not online candidates. Rankings use mean compute savings over the "
+             "black or grey and dashed and are not online candidates. Rankings use mean compute savings over the "
              "regime's swept capacities, the child runs' <code>compute_savings_mean_hbm</code> / "
              "<code>_pool</code> metrics (a sweep with no capacity in either regime: over every swept capacity, "
              "<code>compute_savings_mean</code>).</p>",
@@ -257,10 +275,15 @@ def render_html(table: SweepTable, pngs: dict[str, Path]) -> str:
         if m in pngs:
             b64 = base64.b64encode(Path(pngs[m]).read_bytes()).decode("ascii")
             parts.append(f'<img alt="curves under cost model {e(m)}" src="data:image/png;base64,{b64}">')
+        parts.append(_identical_note(table, m))
         for reg in regimes(table, m):
             parts.append(_ranking_html(table, m, reg))
         parts.append(_holes_html(table, m))
         parts.append("</section>")
+    if tier:
+        parts.append(tiers_html(tier, tiers_png))
+    if table.windows:
+        parts.append(windows_html(table, window_caps(table), windows_png))
     parts.append("</body></html>")
     return "\n".join(parts)
 
@@ -273,7 +296,8 @@ def figure_title(table: SweepTable, cost_model: str) -> str:
 
 
 def write_report(table: SweepTable, out_dir: str | Path) -> Path:
-    """report.html and plots/curves_<cost model>.png in `out_dir`; returns the html path."""
+    """report.html and plots/curves_<cost model>.png in `out_dir` (plots/tiers.png and
+    plots/windows.png when the sweep has them); returns the html path."""
     out = Path(out_dir)
     pngs = {}
     for m in table.cost_models:
@@ -281,8 +305,18 @@ def write_report(table: SweepTable, out_dir: str | Path) -> Path:
         if curves:
             pngs[m] = plot_cost_model(curves, out / "plots" / f"curves_{m}.png", title=figure_title(table, m),
                                       cost_model=m, saturation_blocks=table.saturation_blocks)
+    tier, tiers_png, windows_png = tiers(table), None, None
+    if tier:
+        tiers_png = plot_tiers(tier.series, tier.cap_labels, tier.pools, tier.caps, out / "plots" / "tiers.png",
+                               f"{table.experiment}: pool sizing")
+    if table.windows:
+        caps = window_caps(table)
+        first = table.cost_models[0] if table.cost_models else None
+        rows = [r for r in table.windows if r["cost_model"] == first and int(r["capacity_index"]) in caps]
+        windows_png = plot_windows(rows, caps, cap_labels(table), out / "plots" / "windows.png",
+                                   f"{table.experiment}: hit ratio per window")
     path = out / "report.html"
-    path.write_text(render_html(table, pngs), encoding="utf-8")
+    path.write_text(render_html(table, pngs, tiers_png, windows_png), encoding="utf-8")
     return path
 
 

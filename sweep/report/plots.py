@@ -6,12 +6,22 @@ One PNG per cost model (the parent run's `plots/curves_<cost model>.png`, embedd
   at or above it: from there on every policy holds the whole trace and every curve is
   flat and equal (on the default trace that is the upper 60% of the log range);
 - the value panel(s) on top, the difference to LRU in points beneath (differences of a
-  point or two are invisible on a 0-1 axis);
+  point or two are invisible on a 0-1 axis); that panel is scaled to the online
+  policies: an oracle 20 points above LRU would flatten them, so an oracle that leaves
+  the scale is clipped, marked at the edge and its largest difference written out (a
+  tiered sweep's reference is LRU at its smallest pool, reference_label);
 - under `uniform` compute savings equal the hit ratio: one pair of panels; otherwise
   compute savings, then hit ratio, stacked (the figure stays narrow enough to read where
   MLflow's artifact viewer scales it down);
-- families share a colour, members differ by line style and marker, oracles are black
-  and dashed (sweep.report.families); the legend sits outside the axes, grouped by family;
+- a family has one line style, its members differ in colour and marker; oracles are
+  achromatic and dashed (sweep.report.families); the legend sits outside the axes,
+  grouped by family;
+- markers at the swept capacities only, and the line broken across a stretch of the
+  range that was not swept (a segment from 96 GiB to 1 TiB would invent the curve
+  between);
+- curves equal on every capacity (regimes.identical_groups) are drawn once and named
+  together in the legend ("lfu = sieve"); equal in one panel's metric only, they are
+  drawn once in that panel and named above it;
 - x ticks at the paper's headline sizes (24, 48, 96 GiB, 1 TiB), the HBM and memory
   pool regimes shaded; the y axes fit the data.
 
@@ -20,15 +30,81 @@ Uses matplotlib's object API with the Agg canvas (no pyplot, no display needed).
 from __future__ import annotations
 
 from pathlib import Path
+import math
+import statistics
+import textwrap
 from typing import Mapping, Sequence
 
 from sim_core.capacity import human_gib
 
-from .regimes import HEADLINES, REGIMES, diff_points
-from .families import ordered, styles
+from .regimes import CURVE_KEYS, HEADLINES, REGIMES, diff_points, identical_groups
+from .families import POOL_SEP, ordered, policy_info, pool_key, styles
 
 LABELS = {"hit_ratio": "block hit ratio", "compute_savings": "compute-savings ratio"}
 _REGIME_SHADE = {"hbm": "#4c72b0", "pool": "#55a868"}
+#: A step between swept capacities this many times the median step (in log capacity) is
+#: a stretch that was not swept: the line is broken there.
+GAP_FACTOR = 2.5
+
+
+def drawn_once(curves: Mapping[str, Sequence[Mapping]], reference: str = "lru",
+               keys: Sequence[str] = CURVE_KEYS) -> dict[str, list[str]]:
+    """Curves identical on every capacity (in every one of `keys`): the one drawn (the
+    reference if it is one of them, else the first in legend order) -> the others."""
+    order = {p.name: i for i, p in enumerate(ordered(curves))}
+    out = {}
+    for group in identical_groups(curves, keys=keys):
+        g = sorted(group, key=lambda p: (p != reference, order[p]))
+        out[g[0]] = g[1:]
+    return out
+
+
+def reference_label(curves: Mapping[str, Sequence[Mapping]], name: str = "lru") -> str:
+    """`name`, or in a tiered sweep (curves "lru @ dram=0", ...) its curve at the smallest
+    pool (the flat cache when a pool of 0 was swept): the others' difference is then the
+    pool's gain as well as the policy's."""
+    if name in curves:
+        return name
+    tiered = [p for p in curves if p.split(POOL_SEP, 1)[0] == name and POOL_SEP in p]
+    return min(tiered, key=lambda p: pool_key(p.split(POOL_SEP, 1)[1]), default=name)
+
+
+def gap_breaks(gibs: Sequence[float]) -> set[int]:
+    """Indices i (ascending capacities) where the step from i-1 to i is GAP_FACTOR times
+    the median step in log capacity or more: nothing was swept in between. Needs three
+    capacities (two steps) to know what a step is."""
+    steps = [math.log(b / a) for a, b in zip(gibs, gibs[1:]) if a > 0 and b > 0]
+    if len(steps) < 2:
+        return set()
+    typical = statistics.median(steps)
+    return {i + 1 for i, st in enumerate(steps) if typical > 0 and st >= GAP_FACTOR * typical}
+
+
+def broken(xs: Sequence[float], ys: Sequence[float], breaks: set[int], all_gib: Sequence[float]):
+    """xs, ys with a NaN point inside each unswept stretch (`breaks` index `all_gib`), so
+    matplotlib leaves it blank."""
+    cut = [math.sqrt(all_gib[i - 1] * all_gib[i]) for i in sorted(breaks)]
+    ox, oy = [], []
+    for x, y in zip(xs, ys):
+        while cut and cut[0] < x:
+            if ox:
+                ox.append(cut[0])
+                oy.append(math.nan)
+            cut.pop(0)
+        ox.append(x)
+        oy.append(y)
+    return ox, oy
+
+
+def online_limits(diffs: Sequence[float]) -> tuple[float, float] | None:
+    """y limits of the difference panel from the online policies' differences (0 kept in
+    view, at least half a point tall), or None without any."""
+    vals = [d for d in diffs if d == d]
+    if not vals:
+        return None
+    lo, hi = min(0.0, *vals), max(0.0, *vals)
+    pad = max(0.08 * (hi - lo), 0.25 - (hi - lo) / 2, 0.05)
+    return lo - pad, hi + pad
 
 
 def zoomed(rows: Sequence[Mapping], saturation_blocks: int | None) -> list[Mapping]:
@@ -57,14 +133,22 @@ def plot_cost_model(curves: Mapping[str, Sequence[Mapping]], path: str | Path, *
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
     from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
 
-    names = [p for p in curves if curves[p]]
-    style = styles(names)
+    present = {p: rs for p, rs in curves.items() if rs}
+    reference = reference_label(present, reference)
+    ref_title = reference.upper().split(POOL_SEP.upper(), 1)[0] + reference[len(reference.split(POOL_SEP, 1)[0]):]
+    once = drawn_once(present, reference)
+    hidden = {h for hs in once.values() for h in hs}
+    names = [p for p in present if p not in hidden]
+    label = {p: _same_label([p] + once.get(p, [])) for p in names}
+    style = styles(present)
     keys = panel_keys(cost_model)
-    zoom = {p: zoomed(curves[p], saturation_blocks) for p in names}
+    zoom = {p: zoomed(present[p], saturation_blocks) for p in names}
     ref = zoom.get(reference)
     all_gib = sorted({float(r["capacity_gib"]) for rs in zoom.values() for r in rs})
+    breaks = gap_breaks(all_gib)
     sat_row = None
     if saturation_blocks and names:
         sat_rows = [r for r in zoom[names[0]] if float(r["capacity_blocks"]) >= saturation_blocks]
@@ -77,26 +161,37 @@ def plot_cost_model(curves: Mapping[str, Sequence[Mapping]], path: str | Path, *
         fig = Figure(figsize=(11.0, max(10.5, 8.5 * len(keys) + 0.5)), layout="constrained")
         FigureCanvasAgg(fig)
         grid = fig.add_gridspec(2 * len(keys), 1, height_ratios=[3, 2] * len(keys))
+        shown = []
         for row, key in enumerate(keys):
             top = fig.add_subplot(grid[2 * row, 0])
             bottom = fig.add_subplot(grid[2 * row + 1, 0], sharex=top)
+            diffs = {}
+            # equal in this panel's metric only (a tiered sweep's HBM hit ratio is the same at
+            # every pool size): drawn once here, and named above the panel
+            here = {p: hs for p, hs in drawn_once({p: present[p] for p in names}, reference, (key,)).items()}
+            skip = {h for hs in here.values() for h in hs}
+            if here:
+                top.set_title(textwrap.fill("drawn once here: " + "; ".join(" = ".join([p] + hs)
+                                                                           for p, hs in here.items()), 60),
+                              loc="right", fontsize=11, color="#444444")
             for p in names:
-                rs = zoom[p]
-                s = style[p]
-                xs = [float(r["capacity_gib"]) for r in rs]
-                every = max(1, len(xs) // 8)  # markers tell members apart; on every point they clutter
+                if p in skip:
+                    continue
+                rs, s = zoom[p], style[p]
                 z = 3 if p == reference else 2  # the baseline stays visible under a curve equal to it
-                top.plot(xs, [float(r[key]) for r in rs], color=s.colour, linestyle=s.linestyle, marker=s.marker,
-                         markevery=every, markersize=7, linewidth=s.linewidth, zorder=z)
+                kw = dict(color=s.colour, linestyle=s.linestyle, marker=s.marker, markersize=5,
+                          linewidth=s.linewidth)
+                top.plot(*broken([float(r["capacity_gib"]) for r in rs], [float(r[key]) for r in rs], breaks,
+                                 all_gib), zorder=z, **kw)
                 if ref is not None and p != reference:
-                    d = diff_points(rs, ref, key)
-                    bottom.plot([x for x, _ in d], [y for _, y in d], color=s.colour, linestyle=s.linestyle,
-                                marker=s.marker, markevery=every, markersize=7, linewidth=s.linewidth)
+                    diffs[p] = diff_points(rs, ref, key)
+                    bottom.plot(*broken([x for x, _ in diffs[p]], [y for _, y in diffs[p]], breaks, all_gib), **kw)
             if ref is not None:
                 bottom.axhline(0.0, color=style[reference].colour, linewidth=2.4, zorder=3)
-                bottom.set_ylabel(f"minus {reference.upper()} (points)")
+                bottom.set_ylabel(f"minus {ref_title} (points)")
+                _scale_to_online(bottom, diffs, style)
             else:
-                bottom.text(0.5, 0.5, f"{reference.upper()} is not in this sweep:\nno difference panel",
+                bottom.text(0.5, 0.5, f"{ref_title} is not in this sweep:\nno difference panel",
                             transform=bottom.transAxes, ha="center", va="center")
                 bottom.set_yticks([])
             top.set_ylabel(LABELS[key] + (" (= hit ratio)" if cost_model == "uniform" else ""))
@@ -122,8 +217,6 @@ def plot_cost_model(curves: Mapping[str, Sequence[Mapping]], path: str | Path, *
             bottom.set_xticks(ticks, [size_label(t) for t in ticks])
             top.tick_params(labelbottom=False)
 
-        from matplotlib.patches import Patch
-
         handles, labels = [], []
         if shown:
             handles.append(Line2D([], [], linestyle="none"))
@@ -131,24 +224,68 @@ def plot_cost_model(curves: Mapping[str, Sequence[Mapping]], path: str | Path, *
             for reg in shown:
                 handles.append(Patch(color=_REGIME_SHADE[reg.name], alpha=0.2))
                 labels.append(f"{reg.title} {size_label(reg.lo_gib)}-{size_label(reg.hi_gib)}")
-        group = None
-        for info in ordered(names):
-            if info.family != group:
-                group = info.family
-                handles.append(Line2D([], [], linestyle="none"))
-                labels.append(("oracle (offline)" if info.offline else info.family.replace("_", " ")).upper())
-            s = style[info.name]
-            handles.append(Line2D([], [], color=s.colour, linestyle=s.linestyle, marker=s.marker, markersize=7,
-                                  linewidth=s.linewidth))
-            labels.append(info.name)
-        legend = fig.legend(handles, labels, loc="outside right upper", frameon=False, handlelength=3.2)
-        for text, handle in zip(legend.get_texts(), handles):
-            if isinstance(handle, Line2D) and handle.get_linestyle() == "None":  # a heading
-                text.set_fontweight("bold")
+        family_legend(fig, names, style, label, handles, labels)
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=100)
     return path
+
+
+def _same_label(names: Sequence[str]) -> str:
+    """"lfu = sieve"; two names a line, so a long group does not widen the legend."""
+    return "\n= ".join(" = ".join(names[i:i + 2]) for i in range(0, len(names), 2))
+
+
+def family_legend(fig, names: Sequence[str], style, label: Mapping[str, str], handles=(), labels=()) -> None:
+    """The figure's legend outside the axes: `handles`/`labels` first, then the policies
+    under a bold heading per family; a closing note when a label names several curves."""
+    from matplotlib.lines import Line2D
+
+    handles, labels = list(handles), list(labels)
+    heading = [i for i, h in enumerate(handles) if isinstance(h, Line2D) and h.get_linestyle() == "None"]
+    group = None
+    for info in ordered(names):
+        if info.family != group:
+            group = info.family
+            handles.append(Line2D([], [], linestyle="none"))
+            labels.append(("oracle (offline)" if info.offline else info.family.replace("_", " ")).upper())
+            heading.append(len(handles) - 1)
+        s = style[info.name]
+        handles.append(Line2D([], [], color=s.colour, linestyle=s.linestyle, marker=s.marker, markersize=7,
+                              linewidth=s.linewidth))
+        labels.append(label.get(info.name, info.name))
+    if any(" = " in label.get(p, "") for p in names):  # say why a policy has no line of its own
+        handles.append(Line2D([], [], linestyle="none"))
+        labels.append("a = b: identical curves,\ndrawn once")
+    # more lines than the figure is tall (a tiered sweep: a curve per policy and pool) take two columns
+    legend = fig.legend(handles, labels, loc="outside right upper", frameon=False, handlelength=3.2,
+                        ncols=1 if len(handles) <= 36 else 2)
+    texts = legend.get_texts()
+    for i in heading:
+        texts[i].set_fontweight("bold")
+
+
+def _scale_to_online(ax, diffs: Mapping[str, Sequence[tuple[float, float]]], style) -> None:
+    """Scale the difference panel to the online policies; mark each oracle that leaves
+    it at the edge (a triangle where it is farthest) and write its largest difference."""
+    offline = {p for p in diffs if policy_info(p).offline}
+    lim = online_limits([y for p, d in diffs.items() if p not in offline for _, y in d])
+    if lim is None:
+        return
+    ax.set_ylim(*lim)
+    notes = []
+    for p in sorted(offline):
+        out = [(x, y) for x, y in diffs[p] if not lim[0] <= y <= lim[1]]
+        if not out:
+            continue
+        x, y = max(out, key=lambda xy: abs(xy[1]))
+        edge = lim[1] if y > lim[1] else lim[0]
+        ax.plot([x], [edge], marker="^" if y > 0 else "v", markersize=12, color=style[p].colour, clip_on=False,
+                zorder=5, linestyle="none")
+        notes.append(f"{p}: {y:+.1f} pts at {size_label(x)}, off scale")
+    if notes:
+        # above the panel: inside it, a note would cover curves wherever they happen to be
+        ax.set_title("\n".join(notes), loc="right", fontsize=12, color="#222222")
 
 
 def _ticks(all_gib: Sequence[float]) -> list[float]:

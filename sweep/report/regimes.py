@@ -127,3 +127,32 @@ def diff_points(rows: Sequence[Mapping], ref: Sequence[Mapping], key: str) -> li
     by_blocks = {int(r["capacity_blocks"]): float(r[key]) for r in ref}
     return [(float(r["capacity_gib"]), 100.0 * (float(r[key]) - by_blocks[int(r["capacity_blocks"])]))
             for r in rows if int(r["capacity_blocks"]) in by_blocks]
+
+
+#: Curves closer than this on every point are the same curve (drawn once, listed together).
+IDENTICAL_TOL = 1e-4
+
+
+def identical_groups(curves: Mapping[str, Sequence[Mapping]], tol: float = IDENTICAL_TOL,
+                     keys: Sequence[str] = CURVE_KEYS, at: str = "capacity_blocks") -> list[tuple[str, ...]]:
+    """Groups (of two or more) of curves equal to within `tol` in every `key` at every
+    point, points matched by `at` (a capacity, or `window` for per-window rows). Curves
+    with different points are never identical. Each curve is compared with the first of
+    a group (the tolerance is not transitive: this keeps groups from drifting). Names
+    keep the order of `curves`; groups are ordered by their first name."""
+    def points(rows):
+        return {r[at]: tuple(float(r[k]) for k in keys) for r in rows}
+
+    groups: list[tuple[str, dict, list[str]]] = []
+    for name, rows in curves.items():
+        if not rows:
+            continue
+        pts = points(rows)
+        for _, first, members in groups:
+            if pts.keys() == first.keys() and all(
+                    all(abs(a - b) <= tol or (a != a and b != b) for a, b in zip(pts[x], first[x])) for x in pts):
+                members.append(name)
+                break
+        else:
+            groups.append((name, pts, [name]))
+    return [tuple(m) for _, _, m in groups if len(m) > 1]

@@ -2,8 +2,9 @@
 
 The source is the parent run: its `curves.csv` artifact (every curve of the sweep,
 reused ones included; written at the end of every sweep, KILLED and FAILED ones too),
-its params (`policies`, `cost_models`, `n_capacities`), its `saturation_blocks` metric
-and its tags (`trace_source`, `sampled`). Nothing is re-simulated.
+with `windows.csv` and `window_ranking.csv` when the sweep had `sim.window`, its params
+(`policies`, `cost_models`, `n_capacities`), its `saturation_blocks` metric and its tags
+(`trace_source`, `sampled`). Nothing is re-simulated.
 """
 from __future__ import annotations
 
@@ -15,7 +16,11 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-_TEXT_COLUMNS = ("policy", "cost_model", "capacity_label")
+from .families import POOL_SEP
+
+_TEXT_COLUMNS = ("policy", "cost_model", "capacity_label", "pool")
+#: Integer columns of the CSVs (a float would print as "3.0" where the sweep printed "3").
+_INT_COLUMNS = ("capacity_index", "window", "accesses", "windows")
 _RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
@@ -34,6 +39,8 @@ class SweepTable:
     cost_models: list[str] = field(default_factory=list)  # display order
     saturation_blocks: int | None = None  # capacities from here on hold the whole trace
     sample_rate: float | None = None  # None: exact replay
+    windows: list[dict] = field(default_factory=list)  # windows.csv rows (sweep.report.windows.window_rows)
+    window_ranking: list[dict] = field(default_factory=list)  # window_ranking.csv rows (windows.ranking)
 
     def complete(self, cost_model: str) -> dict[str, list[dict]]:
         """The curves of a cost model that have every capacity (partial ones are left
@@ -41,20 +48,36 @@ class SweepTable:
         return {p: rs for p, rs in self.curves.get(cost_model, {}).items() if len(rs) == self.n_capacities}
 
 
-def read_curves_csv(path: str | Path) -> dict[str, dict[str, list[dict]]]:
-    """cost model -> policy -> rows (numbers as floats, capacity_index as int)."""
-    out: dict[str, dict[str, list[dict]]] = {}
+def read_rows_csv(path: str | Path) -> list[dict]:
+    """Rows of a CSV the sweep wrote: text columns as text, counts as int, the rest float
+    (an empty cell is NaN)."""
+    out = []
     with open(path, newline="") as f:
         for raw in csv.DictReader(f):
             row = {}
             for k, v in raw.items():
                 if k in _TEXT_COLUMNS:
-                    row[k] = v
-                elif k == "capacity_index":
-                    row[k] = int(v)
+                    row[k] = v or ""
+                elif v in ("", None):
+                    row[k] = math.nan
+                elif k in _INT_COLUMNS:
+                    row[k] = int(float(v))
                 else:
-                    row[k] = float(v) if v not in ("", None) else math.nan
-            out.setdefault(row["cost_model"], {}).setdefault(row["policy"], []).append(row)
+                    row[k] = float(v)
+            out.append(row)
+    return out
+
+
+def read_curves_csv(path: str | Path) -> dict[str, dict[str, list[dict]]]:
+    """cost model -> curve label -> rows (numbers as floats, capacity_index as int). A
+    tiered curve ("lru @ dram=1TiB") keeps its `pool`, from the column or, in a file from
+    before it, from the label; a flat curve's rows have no `pool`."""
+    out: dict[str, dict[str, list[dict]]] = {}
+    for row in read_rows_csv(path):
+        pool = row.pop("pool", "") or (row["policy"].split(POOL_SEP, 1)[1] if POOL_SEP in row["policy"] else "")
+        if pool:
+            row["pool"] = pool
+        out.setdefault(row["cost_model"], {}).setdefault(row["policy"], []).append(row)
     for per in out.values():
         for rows in per.values():
             rows.sort(key=lambda r: r["capacity_blocks"])
@@ -105,6 +128,12 @@ def load_sweep(client, run_id: str) -> SweepTable:
             raise NotFound(f"sweep run {run_id} has no curves.csv (its driver stopped before the end; re-run "
                            f"the same sweep command to complete it): {e}") from None
         curves = read_curves_csv(path)
+        optional = {}
+        for name in ("windows.csv", "window_ranking.csv"):  # sim.window sweeps only
+            try:
+                optional[name] = read_rows_csv(client.download_artifacts(run_id, name, d))
+            except Exception:  # noqa: BLE001 - absent: the report has no windows section
+                optional[name] = []
     params, metrics, tags = run.data.params, run.data.metrics, run.data.tags
     order = _json_list(params.get("cost_models"))
     cost_models = [m for m in order if m in curves] + sorted(m for m in curves if m not in order)
@@ -119,7 +148,8 @@ def load_sweep(client, run_id: str) -> SweepTable:
     return SweepTable(experiment=exp.name, run_id=run_id, run_name=run.info.run_name or run_id,
                       trace_source=tags.get("trace_source", "unknown"), n_capacities=n_caps, curves=curves,
                       cost_models=cost_models, saturation_blocks=int(sat) if sat is not None else None,
-                      sample_rate=rate)
+                      sample_rate=rate, windows=optional["windows.csv"],
+                      window_ranking=optional["window_ranking.csv"])
 
 
 def _json_list(value: str | None) -> list[str]:

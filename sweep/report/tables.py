@@ -8,7 +8,7 @@ from sim_core.capacity import human_gib
 from sim_core.policies import REGISTRY, get_policy
 
 from ..plan import Capacity
-from .regimes import REGIMES, Regime
+from .regimes import IDENTICAL_TOL as SAME, REGIMES, Regime, identical_groups
 
 
 def pick_points(n: int, k: int) -> list[int]:
@@ -20,10 +20,6 @@ def pick_points(n: int, k: int) -> list[int]:
     if k == 1:
         return [n - 1]
     return sorted({round(i * (n - 1) / (k - 1)) for i in range(k)})
-
-
-#: Curves within this of each other at every capacity are reported as identical.
-SAME = 1e-4
 
 
 def _regime_means(by_idx: Mapping[int, float], capacities: Sequence[Capacity], regimes) -> dict[str, float]:
@@ -47,22 +43,6 @@ def identical_note(a: str, b: str, cost_model: str) -> str:
                 spec.uniform_same_as(dict(spec.defaults))[0] == y:
             return f"under the uniform cost model {x} decides as {y}"
     return ""
-
-
-def identical_rows(curves: Mapping[str, Mapping[int, float]], n: int) -> list[list[str]]:
-    """Groups of policies whose complete curves agree to SAME at every capacity."""
-    groups: list[list[str]] = []
-    for p, by in curves.items():
-        if len(by) != n:
-            continue
-        for g in groups:
-            ref = curves[g[0]]
-            if all(abs(by[i] - ref[i]) <= SAME for i in by):
-                g.append(p)
-                break
-        else:
-            groups.append([p])
-    return [g for g in groups if len(g) > 1]
 
 
 def summary_table(curves: Mapping[str, Mapping[str, Sequence[dict]]], capacities: Sequence[Capacity],
@@ -134,7 +114,8 @@ def summary_table(curves: Mapping[str, Mapping[str, Sequence[dict]]], capacities
             names = ", ".join(best[:3]) + (f" and {len(best) - 3} more" if len(best) > 3 else "")
             lines.append(f"best online over {r.title}: {names}{' (tie)' if len(best) > 1 else ''}, "
                          f"{(top - ref[r.name]) * 100:+.2f} points over LRU")
-        for g in identical_rows(by, len(capacities)):
+        whole = {p: rs for p, rs in curves[m].items() if len(by[p]) == len(capacities)}
+        for g in identical_groups(whole, SAME, ("compute_savings",), "capacity_index"):
             why = "; ".join(w for w in (identical_note(g[0], q, m) for q in g[1:]) if w)
             lines.append(f"identical curves (to {SAME:g} at every capacity): {' = '.join(g)}"
                          + (f" ({why})" if why else ""))

@@ -2,8 +2,9 @@
 
 A curve's results carry per-window counts (sim_core.Result.windows). Per cost model and
 capacity, each window of trace time ranks the online policies by compute savings: a
-policy's share of windows won (ties count for every tied policy) and its gap to Belady
-in points (mean and worst over the windows), the question a mean over the whole trace
+policy's share of windows won (ties count for every tied policy), its lead over the best
+other online policy in the windows it wins, and its gap to Belady in points (mean and
+worst over the windows), the question a mean over the whole trace
 hides: does one policy win steadily, or does the winner change with the traffic?
 """
 from __future__ import annotations
@@ -33,8 +34,10 @@ def window_rows(curves: Sequence, capacities: Sequence) -> list[dict]:
 
 
 def ranking(rows: Sequence[dict], offline: Sequence[str] = (ORACLE,)) -> list[dict]:
-    """Per (cost model, capacity, online policy): windows won / windows compared, and the
-    gap to Belady in points (mean, worst); Belady's gap needs a Belady curve in the rows."""
+    """Per (cost model, capacity, online policy): windows won / windows compared, the mean
+    lead in points over the best other online policy in the windows won (0 in a tie; NaN
+    if it never wins or runs alone), and the gap to Belady in points (mean, worst), which
+    needs a Belady curve in the rows."""
     cells: dict = {}
     for r in rows:
         if r["accesses"] and r["compute_savings"] == r["compute_savings"]:
@@ -43,7 +46,7 @@ def ranking(rows: Sequence[dict], offline: Sequence[str] = (ORACLE,)) -> list[di
     out = []
     for (m, i, label), per_window in sorted(cells.items()):
         online = sorted({p for v in per_window.values() for p in v if p not in offline})
-        stats = {p: {"won": 0, "n": 0, "gaps": []} for p in online}
+        stats = {p: {"won": 0, "n": 0, "gaps": [], "leads": []} for p in online}
         for v in per_window.values():
             vals = {p: v[p] for p in online if p in v}
             if not vals:
@@ -52,12 +55,16 @@ def ranking(rows: Sequence[dict], offline: Sequence[str] = (ORACLE,)) -> list[di
             for p, x in vals.items():
                 stats[p]["n"] += 1
                 stats[p]["won"] += x >= best - TIE
+                others = [y for q, y in vals.items() if q != p]
+                if x >= best - TIE and others:
+                    stats[p]["leads"].append((x - max(others)) * 100)
                 if ORACLE in v:
                     stats[p]["gaps"].append((v[ORACLE] - x) * 100)
         for p, s in stats.items():
-            g = s["gaps"]
+            g, lead = s["gaps"], s["leads"]
             out.append({"cost_model": m, "capacity_index": i, "capacity_label": label, "policy": p,
                         "windows": s["n"], "won_share": s["won"] / s["n"] if s["n"] else float("nan"),
+                        "lead_mean_points": sum(lead) / len(lead) if lead else float("nan"),
                         "gap_mean_points": sum(g) / len(g) if g else float("nan"),
                         "gap_worst_points": max(g) if g else float("nan")})
     return out
