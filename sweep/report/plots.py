@@ -224,16 +224,24 @@ def plot_cost_model(curves: Mapping[str, Sequence[Mapping]], path: str | Path, *
             for reg in shown:
                 handles.append(Patch(color=_REGIME_SHADE[reg.name], alpha=0.2))
                 labels.append(f"{reg.title} {size_label(reg.lo_gib)}-{size_label(reg.hi_gib)}")
-        family_legend(fig, names, style, label, handles, labels)
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=100)
-    return path
+        return save_figure(fig, names, style, label, path, 100, handles=handles, labels=labels)
 
 
 def _same_label(names: Sequence[str]) -> str:
     """"lfu = sieve"; two names a line, so a long group does not widen the legend."""
     return "\n= ".join(" = ".join(names[i:i + 2]) for i in range(0, len(names), 2))
+
+
+def save_figure(fig, names: Sequence[str], style, label: Mapping[str, str], path, dpi: int, *, title=None,
+                handles=(), labels=()) -> Path:
+    """Legend by family (family_legend), an optional title, then the PNG at `path`."""
+    family_legend(fig, names, style, label, handles, labels)
+    if title:
+        fig.suptitle(title)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    return path
 
 
 def family_legend(fig, names: Sequence[str], style, label: Mapping[str, str], handles=(), labels=()) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from .families import styles
-from .plots import family_legend
+from .plots import save_figure
 from .regimes import identical_groups
 
 Series = Mapping[tuple[str, str], Mapping[int, Mapping]]  # (policy, pool) -> capacity index -> row
@@ -62,9 +62,4 @@ def plot_tiers(series: Series, cap_labels: Mapping[int, str], pools: Sequence[st
                 ax.set_title(f"HBM {cap_labels[i]}", loc="left")
             if row == len(panels) - 1:
                 ax.set_xlabel(f"pool ({pools[0].split('=', 1)[0] if pools else ''})")
-    family_legend(fig, policies, st, {})
-    fig.suptitle(title)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    return path
+    return save_figure(fig, policies, st, {}, path, 110, title=title)

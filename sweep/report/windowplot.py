@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from .families import styles
-from .plots import family_legend
+from .plots import save_figure
 from .regimes import identical_groups
 
 
@@ -46,9 +46,4 @@ def plot_windows(rows: Sequence[Mapping], cap_indices: Sequence[int], cap_labels
         ax.set_ylabel("block hit ratio")
         ax.grid(alpha=0.3)
     axes[-1][0].set_xlabel(f"window start ({unit} of trace time)")
-    family_legend(fig, policies, st, {})
-    fig.suptitle(title)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    return path
+    return save_figure(fig, policies, st, {}, path, 100, title=title)
