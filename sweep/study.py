@@ -203,7 +203,7 @@ def _join_weeks(st: Study) -> None:
 
     try:
         st.trace = weeks.sampled(week, k, [c.blocks for c in st.caps], sp.sample_rate, sp.sample_seed, sp.mode,
-                                 rules, summarize=summarize)
+                                 rules, summarize=summarize, workers=weeks.week_workers(k, held[0]))
     except ValueError as e:
         raise ConfigError(f"trace.weeks={k} at sim.sample_rate={sp.sample_rate:g}: {e}; raise the capacities or "
                           f"set trace.weeks=1") from None
