@@ -4,6 +4,7 @@
     python -m benchmarks.default_study weeks --seeds 0 --weeks 0-7 --rate 0.01   # seed 0's weeks one by one
     python -m benchmarks.default_study study --weeks 4 --rate 0.00125            # the default study at 24 GiB
     python -m benchmarks.default_study table                                     # study against reference
+    python -m benchmarks.default_study by-weeks --rate 0.01                      # k of seed 0's weeks against it
 
 `python -m sweep trace=freeinference policy=all` replays `trace.weeks` independent
 full-scale weeks of seed 0 back to back, sampled (sim.sample_rate=auto; the sampling
@@ -20,8 +21,12 @@ seeds 0-9 of one week each, replayed at one capacity, 24 GiB, at a higher rate.
 - `study`: the default study's own 24 GiB values: `--weeks` weeks of seed 0 sampled as
   the sweep samples them (sweep.weeks.sampled, base rate `--rate`, the floor's raised
   rate at 24 GiB), every policy replayed through them back to back, as the sweep does.
+  A later row with `--policies` replaces those policies' values (after a policy's
+  sampling changed).
 - `table`: per policy and cost model, the study's value, the reference mean, their
   difference in points and the reference's standard error; a markdown table on stdout.
+- `by-weeks`: for k = 1, 2, ... the mean of seed 0's weeks 0..k-1 (`weeks` rows at
+  `--rate`) against the reference: the largest and the mean difference over every value.
 
 Rows are appended to `--out` (default bench_results/default_study.jsonl); a row already
 there is not recomputed. `--jobs` units (seed, week) run in parallel processes; each holds
@@ -121,12 +126,13 @@ def study_unit(weeks: int, rate: float, seed: int, policies: list[str], scale: f
     raised = {f"{by}/{floor}": capacity_rates(samples, [CAPACITY], rate, 0, by, "request", floor)[CAPACITY]
               for by, floor in rules}
     return [{"kind": "study", "seed": seed, "weeks": weeks, "rate": rate, "scale": scale, "rate_24GiB": raised,
-             "values": vals,
+             "policies": policies, "values": vals,
              "gen_s": round(gen, 1), "replay_s": round(time.perf_counter() - t1, 1)}]
 
 
 def _key(row: dict) -> tuple:
-    return (row["kind"], row["seed"], row.get("week", row.get("weeks")), row["rate"], row.get("scale", 1.0))
+    return (row["kind"], row["seed"], row.get("week", row.get("weeks")), row["rate"], row.get("scale", 1.0),
+            tuple(row.get("policies") or ()))
 
 
 def load(path: Path) -> list[dict]:
@@ -160,35 +166,37 @@ def run_units(units, out: Path, jobs: int) -> None:
                 print(json.dumps({k: v for k, v in row.items() if k != "values"}), file=sys.stderr)
 
 
-def reference(rows: list[dict], rate: float | None = None) -> tuple[dict, dict, list[int]]:
-    """(mean, standard error of the mean) per 'policy:cost' over the week-0 rows of every
-    seed (at `rate`, or the highest rate measured per seed), and the seeds."""
-    per_seed = {}
+def reference(rows: list[dict], rate: float | None = None, weeks: int = 1) -> tuple[dict, dict, list[int]]:
+    """(mean, standard error of the mean) per 'policy:cost' over the seeds that have
+    `weeks` week rows (0..weeks-1; at `rate`, or each week's highest rate measured):
+    each seed's mean over its weeks, then the mean over the seeds; and the seeds."""
+    best = {}
     for r in rows:
-        if r["kind"] == "week" and r["week"] == 0 and (rate is None or r["rate"] == rate):
-            if r["seed"] not in per_seed or r["rate"] > per_seed[r["seed"]]["rate"]:
-                per_seed[r["seed"]] = r
-    seeds = sorted(per_seed)
+        if r["kind"] == "week" and r["week"] < weeks and (rate is None or r["rate"] == rate):
+            key = (r["seed"], r["week"])
+            if key not in best or r["rate"] > best[key]["rate"]:
+                best[key] = r
+    seeds = sorted(s for s in {s for s, _ in best} if all((s, w) in best for w in range(weeks)))
     mean, sem = {}, {}
-    for k in per_seed[seeds[0]]["values"] if seeds else ():
-        xs = [per_seed[s]["values"][k] for s in seeds]
+    for k in best[(seeds[0], 0)]["values"] if seeds else ():
+        xs = [[sum(best[(s, w)]["values"][k][i] for w in range(weeks)) / weeks for i in (0, 1)] for s in seeds]
         mean[k] = [sum(x[i] for x in xs) / len(xs) for i in (0, 1)]
         sem[k] = [math.sqrt(sum((x[i] - mean[k][i]) ** 2 for x in xs) / max(1, len(xs) - 1) / len(xs))
                   for i in (0, 1)]
     return mean, sem, seeds
 
 
-def table(rows: list[dict], weeks: int | None, rate: float | None, ref_rate: float | None) -> str:
+def table(rows: list[dict], weeks: int | None, rate: float | None, ref_rate: float | None, ref_weeks: int = 1) -> str:
     study = [r for r in rows if r["kind"] == "study" and (weeks is None or r["weeks"] == weeks)
              and (rate is None or r["rate"] == rate)]
     if not study:
         raise SystemExit("no study row: run `python -m benchmarks.default_study study` first")
-    st = study[-1]
-    mean, sem, seeds = reference(rows, ref_rate)
+    st = dict(study[0], values={k: v for r in study for k, v in r["values"].items()})  # a later row's policies win
+    mean, sem, seeds = reference(rows, ref_rate, ref_weeks)
     if not seeds:
         raise SystemExit("no reference rows: run `python -m benchmarks.default_study weeks --seeds 0-9 --weeks 0`")
     lines = [f"Default study: seed 0, {st['weeks']} weeks, r = {st['rate']:g} (24 GiB at "
-             f"{', '.join(f'{v:g}' for v in st['rate_24GiB'].values())}); reference: week 0 of seeds "
+             f"{', '.join(f'{v:g}' for v in st['rate_24GiB'].values())}); reference: weeks 0-{ref_weeks - 1} of seeds "
              f"{seeds[0]}-{seeds[-1]} ({len(seeds)}). Values at 24 GiB; differences and the reference's "
              "standard error in points.", "",
              f"| policy | pass | hit ratio: study, mean, difference | savings: study, mean, difference | s.e. |",
@@ -215,11 +223,34 @@ def table(rows: list[dict], weeks: int | None, rate: float | None, ref_rate: flo
     return "\n".join(lines)
 
 
+def by_weeks(rows: list[dict], rate: float, ref_rate: float | None, ref_weeks: int = 1) -> str:
+    """k = 1.. of seed 0's weeks (their plain mean) against the reference."""
+    mean, _, seeds = reference(rows, ref_rate, ref_weeks)
+    wk = {r["week"]: r["values"] for r in rows if r["kind"] == "week" and r["seed"] == 0 and r["rate"] == rate}
+    lines = [f"Seed 0's weeks 0..k-1 at r = {rate:g} (mean of the weeks) against the mean of weeks 0-{ref_weeks - 1} of seeds "
+             f"{seeds[0]}-{seeds[-1]}, in points, over every value of the table (hit ratios and savings).", "",
+             "| k | largest difference | mean difference | values over 0.5 |", "|---:|---|---:|---:|"]
+    k = 0
+    while k in wk:
+        k += 1
+        devs = {}
+        for key in wk[0]:
+            for i in (0, 1):
+                if (i == 1 and key.endswith(":uniform")) or \
+                        (i == 0 and not key.endswith(":uniform") and not get_policy(key.split(":")[0]).cost_aware):
+                    continue
+                devs[(key, i)] = 100 * (sum(wk[w][key][i] for w in range(k)) / k - mean[key][i])
+        (key, i), d = max(devs.items(), key=lambda x: abs(x[1]))
+        lines.append(f"| {k} | {d:+.2f} ({key.replace(':', ' ')} {('hit ratio', 'savings')[i]}) | "
+                     f"{sum(devs.values()) / len(devs):+.2f} | {sum(abs(v) > 0.5 for v in devs.values())} |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.default_study", description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="\n".join(__doc__.split("\n")[1:]))
-    ap.add_argument("what", choices=("weeks", "study", "table"))
+    ap.add_argument("what", choices=("weeks", "study", "table", "by-weeks"))
     ap.add_argument("--seeds", default="0-9", help="weeks: trace seeds, e.g. 0-9 or 0,3 (default 0-9)")
     ap.add_argument("--weeks", default=None,
                     help="weeks: week numbers, e.g. 0 or 0-7 (default 0); study/table: how many weeks "
@@ -228,6 +259,8 @@ def main(argv=None) -> int:
                     help="weeks: the sampling rate(s), e.g. 0.02 or 0.02,0.01 (default 0.02); study/table: the base rate "
                          "(default: what sim.sample_rate=auto picks for the weeks)")
     ap.add_argument("--ref-rate", type=float, default=None, help="table: the reference's rate (default: highest)")
+    ap.add_argument("--ref-weeks", type=int, default=1,
+                    help="table, by-weeks: weeks 0..n-1 of each seed in the reference (default 1)")
     ap.add_argument("--policies", default=None, help="comma-separated (default: those of policy=all)")
     ap.add_argument("--out", type=Path, default=OUT, help=f"rows file (default {OUT})")
     ap.add_argument("--scale", type=float, default=SCALE, help="trace scale (default 1.0: the study's)")
@@ -241,18 +274,21 @@ def main(argv=None) -> int:
         units = []
         for s in _ints(a.seeds):
             for w in _ints(a.weeks or "0"):
-                todo = [r for r in rates if ("week", s, w, r, a.scale) not in have]
+                todo = [r for r in rates if ("week", s, w, r, a.scale, ()) not in have]
                 if todo:
                     units.append((week_unit, (s, w, todo, pols, a.scale)))
         run_units(units, a.out, a.jobs)
         return 0
+    if a.what == "by-weeks":
+        print(by_weeks(at_scale(rows, a.scale), float(a.rate or 0.01), a.ref_rate, a.ref_weeks))
+        return 0
     k = int(a.weeks) if a.weeks else _default_weeks()
     rate = float(a.rate) if a.rate else _auto_rate(k, a.scale)
     if a.what == "study":
-        if ("study", 0, k, rate, a.scale) not in have:
+        if ("study", 0, k, rate, a.scale, tuple(pols)) not in have:
             run_units([(study_unit, (k, rate, 0, pols, a.scale))], a.out, 1)
         return 0
-    print(table(at_scale(load(a.out), a.scale), k, rate, a.ref_rate))
+    print(table(at_scale(load(a.out), a.scale), k, rate, a.ref_rate, a.ref_weeks))
     return 0
 
 
