@@ -265,15 +265,27 @@ def _subsample(trace: Trace, fine: Trace, m: int, seed: int, rate: float) -> Tra
 # down to about this many, never below r = 0.01 (the rate the error table measures)
 AUTO_KEEP_ACCESSES = 5_000_000
 AUTO_MIN_RATE = 0.01
+# Of k > 1 independent weeks, auto keeps at least this many accesses of them all, at a
+# power-of-two stride (3 or 4 full-scale weeks: r = 1/1024). The weeks are there for the
+# small capacities' workload spread; those keep their floor-raised rate in every week
+# (24 GiB, 2^14 blocks: stride 128, exactly the floor), and above the floors the k weeks
+# together replay a third to a half of one week's default sample (docs/performance.md).
+AUTO_KEEP_WEEKS_ACCESSES = 1_500_000
 
 
 def auto_rate(n_accesses: int, weeks: int = 1) -> float | None:
     """The rate `sim.sample_rate=auto` picks for a trace of `n_accesses`: None (exact)
     up to 2 x AUTO_KEEP_ACCESSES, else 1/m with m = n_accesses // AUTO_KEEP_ACCESSES,
-    at least AUTO_MIN_RATE (the full-scale FreeInference-like trace: r = 0.01). Of k
-    independent weeks (`weeks`; n_accesses counts them all) the floor is AUTO_MIN_RATE / k:
-    above the sampling floors the k weeks then cost one week's replay."""
-    m = min(int(round(int(weeks) / AUTO_MIN_RATE)), int(n_accesses) // AUTO_KEEP_ACCESSES)
+    at least AUTO_MIN_RATE (the full-scale FreeInference-like trace: r = 0.01). Of k > 1
+    independent weeks (`weeks`; n_accesses counts them all) m = n_accesses //
+    AUTO_KEEP_WEEKS_ACCESSES rounded down to a power of two (3 full-scale weeks: 1024)."""
+    n = int(n_accesses)
+    if n < 2 * AUTO_KEEP_ACCESSES:
+        return None
+    if int(weeks) > 1:
+        m = n // AUTO_KEEP_WEEKS_ACCESSES
+        return 1.0 / (1 << (m.bit_length() - 1))
+    m = min(int(round(1 / AUTO_MIN_RATE)), n // AUTO_KEEP_ACCESSES)
     return None if m < 2 else 1.0 / m
 
 

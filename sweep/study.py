@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 
 from sim_core import Hits, Mode, get_policy, saturation_capacity
 from sim_core.digest import source_digest, trace_digest
-from sim_core.sample import AUTO_KEEP_ACCESSES, SampleSet, auto_rate, capacity_rates
+from sim_core.sample import SampleSet, auto_rate, capacity_rates
 
 from . import derived, traces, weeks
 from .config import ConfigError
@@ -157,7 +157,7 @@ def _resolve_sampling(st: Study) -> None:
                               "but sim.hits=prefix is not defined on a sample: set sim.sample_rate=null to replay "
                               "it exactly")
         log.info("sim.sample_rate=auto: %s", "exact replay (the trace is small)" if rate is None else
-                 f"sampled replay at r={rate:g} (about {max(AUTO_KEEP_ACCESSES, n * rate) / 1e6:.0f}M of "
+                 f"sampled replay at r={rate:g} (about {n * rate / 1e6:.1f}M of "
                  f"{'about ' if k > 1 else ''}{n / 1e6:.0f}M block accesses; sim.sample_rate=null replays exactly)")
         st.spec = sp = replace(sp, sample_rate=rate)
     if sp.sample_rate is not None and sp.selected_all:
@@ -203,7 +203,7 @@ def _join_weeks(st: Study) -> None:
 
     try:
         st.trace = weeks.sampled(week, k, [c.blocks for c in st.caps], sp.sample_rate, sp.sample_seed, sp.mode,
-                                 rules, summarize=summarize)
+                                 rules, summarize=summarize, workers=weeks.week_workers(k, held[0]))
     except ValueError as e:
         raise ConfigError(f"trace.weeks={k} at sim.sample_rate={sp.sample_rate:g}: {e}; raise the capacities or "
                           f"set trace.weeks=1") from None

@@ -203,6 +203,7 @@ def test_a_policy_keeps_its_own_floor(big):
     from sim_core import get_policy
 
     assert MIN_SAMPLED_BLOCKS["depth"] == 128 and get_policy("partial_node").sample_floor == 256
+    assert get_policy("random_compute_session").sample_floor == get_policy("lecar").sample_floor == 256
     cap = 2000  # depth, r = 0.1: ceil(2000 / 10) = 200 sampled blocks
     assert capacity_rates(big, [cap], 0.1, 0, "depth", "request") == {cap: 0.1}
     assert capacity_rates(big, [cap], 0.1, 0, "depth", "request", floor=256) == {cap: 0.2}

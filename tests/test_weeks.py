@@ -63,11 +63,14 @@ def test_weeks_are_independent_draws_and_week_0_is_the_seeds_trace():
         _week(-1)
 
 
-def test_auto_rate_lowers_the_floor_by_the_weeks():
-    assert auto_rate(4 * 663_922_623, weeks=4) == 0.0025
+def test_auto_rate_of_weeks_is_a_power_of_two_stride():
+    assert auto_rate(3 * 671_081_036, weeks=3) == 1 / 1024  # the default study: 24 GiB at stride 128
+    assert auto_rate(4 * 671_081_036, weeks=4) == 1 / 1024
+    assert auto_rate(8 * 671_081_036, weeks=8) == 1 / 2048
     assert auto_rate(4 * 663_922_623) == 0.01
     assert auto_rate(4 * 2_000_000, weeks=4) is None  # 8M accesses in all: exact
-    assert auto_rate(4 * 3_000_000, weeks=4) == 0.5
+    assert auto_rate(4 * 3_000_000, weeks=4) == 0.125
+    assert auto_rate(2 * 5_000_000, weeks=2) == 0.25
 
 
 def test_sampled_weeks_replay_as_the_weeks_samples_back_to_back():
@@ -106,6 +109,23 @@ def test_sampled_weeks_replay_as_the_weeks_samples_back_to_back():
             assert lo <= r.compute_savings["linear"] <= hi
     with pytest.raises(KeyError):  # only the planned rates are held
         simulate(ws, "lru", [600], sample_rate=0.01)
+
+
+def test_weeks_built_in_forked_workers_are_the_same_samples():
+    """workers=2: weeks 1..k-1 are generated and sampled in forked processes; the samples,
+    sizes and digest are those of one week at a time."""
+    from sim_core.digest import trace_digest
+    from sweep import weeks
+
+    caps, rules = [600, 4000, 20000], [("depth", None), ("depth", 256)]
+    one, two = (weeks.sampled(_week, 4, caps, 0.05, 0, "request", rules, workers=n) for n in (1, 2))
+    assert trace_digest(one) == trace_digest(two) and one.n_accesses == two.n_accesses
+    assert one.n_unique == two.n_unique and np.array_equal(one.request_lengths, two.request_lengths)
+    assert sorted(one._samples) == sorted(two._samples)
+    for key, s in one._samples.items():
+        assert np.array_equal(s.blocks, two._samples[key].blocks) and np.array_equal(s.depth, two._samples[key].depth)
+    assert weeks.week_workers(4, _week(0)) >= 1
+    assert weeks.week_workers(1, _week(0)) == 1
 
 
 def test_sampled_weeks_refuse_a_capacity_that_would_replay_exactly():
