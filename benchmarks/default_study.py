@@ -199,7 +199,7 @@ def table(rows: list[dict], weeks: int | None, rate: float | None, ref_rate: flo
              f"{', '.join(f'{v:g}' for v in st['rate_24GiB'].values())}); reference: weeks 0-{ref_weeks - 1} of seeds "
              f"{seeds[0]}-{seeds[-1]} ({len(seeds)}). Values at 24 GiB; differences and the reference's "
              "standard error in points.", "",
-             f"| policy | pass | hit ratio: study, mean, difference | savings: study, mean, difference | s.e. |",
+             "| policy | pass | hit ratio: study, mean, difference | savings: study, mean, difference | s.e. |",
              "|---|---|---|---|---:|"]
     worst = (0.0, "")
     for p in dict.fromkeys(k.split(":")[0] for k in st["values"]):
