@@ -305,7 +305,7 @@ def test_cli_sweeps_a_saved_native_trace(tmp_path):
     assert proc.returncode == 0, out[-3000:]
     assert "(FINISHED)" in out
     row = [ln for ln in proc.stdout.splitlines() if ln.startswith("lru ")]
-    assert row and row[0].split()[-1] == "0.4167", proc.stdout  # 5 hits in 12 accesses
+    assert row and row[0].split()[1] == "0.4167", proc.stdout  # 5 hits in 12 accesses
 
     client = mlflow.tracking.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     exp = client.get_experiment_by_name("tiny")
