@@ -15,6 +15,8 @@ MAX_TAG = 8000  # MLflow's limit on a tag value
 # metric's value at the largest step, which for every policy is the largest capacity
 # (usually saturated: a tie); the prefix says so, and groups them in the chart view.
 CURVE_PREFIX = "curve/"
+
+
 def capacity_steps(capacities: Sequence[Capacity]) -> list[int]:
     """MLflow steps of the capacities: each one's size in MiB, raised where needed so the
     steps strictly increase (a model with blocks under a MiB could round two to one)."""

@@ -104,7 +104,6 @@ def resolve_pools(levels: Sequence, model, block_tokens: int) -> tuple[list[tupl
 def oversized_warnings(caps: Sequence[Capacity], request_lengths) -> list[str]:
     """Capacities below the largest request: they still run; the engine counts such
     requests as oversized (all their blocks recomputed)."""
-
     lengths = np.asarray(request_lengths)
     if not len(lengths):
         return []
