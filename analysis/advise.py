@@ -36,10 +36,12 @@ from sim_core.sample import auto_rate
 from sim_core.sessions import INFERRED_NOTE, sessions_source
 from sweep.config import ConfigError
 from sweep.plan import Capacity, oversized_warnings, resolve_capacities
+from sweep.report.families import pool_key, pool_parts
 from sweep.report.plots import plot_cost_model
+from sweep.report.tierplot import plot_tiers
 from sweep.spec import capacity_sizes
 
-from . import config, record
+from . import config, pools, record
 from .workload import has_sessions, session_index
 
 
@@ -347,6 +349,9 @@ def markdown(report: dict, figure_paths: dict[str, Path], out: Path) -> str:
                                                    for v, r in zip(vals, rates)) + " |")
         if m in figure_paths:
             lines += ["", f"![{m}]({figure_paths[m].relative_to(out)})"]
+    lines += pools.markdown(report.get("pool_sizing", []), report.get("tier", ""))
+    if "tiers" in figure_paths:
+        lines += ["", f"![pool sizing]({figure_paths['tiers'].relative_to(out)})"]
     if report["notes"]:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in report["notes"]]
     return "\n".join(lines) + "\n"
@@ -361,8 +366,15 @@ def _sessions_line(report: dict) -> str:
     return ""
 
 
-def draw(report: dict, out: Path) -> dict[str, Path]:
+def draw(report: dict, out: Path, series: dict | None = None) -> dict[str, Path]:
     drawn = {}
+    if series:  # advise with tiers: served ratio and TTFT over the pool size
+        labels = list(dict.fromkeys(pool for _, pool in series))
+        sizes = list(dict.fromkeys(pool_parts(p)[0] for p in sorted(labels, key=pool_key)))
+        modes = sorted({pool_parts(p)[1] for p in labels} - {""}) or [""]
+        drawn["tiers"] = plot_tiers(series, {i: c["label"] for i, c in enumerate(report["capacities"])}, sizes,
+                                    modes, list(range(len(report["capacities"]))), out / record.FIGURES / "tiers.png",
+                                    f"{report['trace']['name']}: pool sizing")
     caps = report["capacities"]
     for m in report["cost_models"]:
         curves = {p: [{"capacity_gib": c["gib"], "capacity_blocks": c["blocks"], "hit_ratio": h, "compute_savings": s}
@@ -396,14 +408,14 @@ def _prepare(inv):
         log.info("sim.sample_rate=auto: %s", "exact replay" if sim.sample_rate is None
                  else f"sampled replay at r={sim.sample_rate:g}")
     caps, notes = choose_capacities(inv, trace, model)
-    return uri, model, costs, trace, caps, notes
+    return uri, model, costs, trace, caps, notes, pools.axis(inv.cfg, model, trace.block_tokens)
 
 
 def main(argv: list[str]) -> int:
     started = config.start("advise", argv, SUMMARY, EXAMPLES, _prepare)
     if isinstance(started, int):
         return started
-    inv, (uri, model, costs, trace, caps, notes) = started
+    inv, (uri, model, costs, trace, caps, notes, (tier_name, pool_axis, hardware)) = started
     sim = inv.cfg.sim
     for n in notes:
         log.info("%s", n)
@@ -416,10 +428,17 @@ def main(argv: list[str]) -> int:
     results = run_policies(trace, [c.blocks for c in caps], cost_models=costs, model=model, sim=sim,
                            policies=policies_for(trace))
     report = build(trace, caps, results, costs, primary, notes, sim)
+    series = {}
+    if pool_axis:
+        series = pools.run(trace, [c.blocks for c in caps], pool_axis, sim=sim, model=model, hardware=hardware)
+        report["tier"] = tier_name
+        report["pool_sizing"] = pools.sizing(series, caps)
+        rec = pools.recommendation(report["pool_sizing"])
+        report["recommendations"] += [rec] if rec else []
     print("\n".join(f"{i}. {r['topic'].replace('_', ' ')}: {r['verdict']}. {r['action']}\n   {r['because']}"
                     for i, r in enumerate(report["recommendations"], 1)) + "\n")
     if sessions == "none":
         print(f"granularity: left out: {NO_SESSIONS}.\n")
     config.publish(inv, uri, trace, report, kind="advice", title="advice for",
-                   draw=lambda out: draw(report, out), markdown=markdown, metrics=metrics(report))
+                   draw=lambda out: draw(report, out, series), markdown=markdown, metrics=metrics(report))
     return 0

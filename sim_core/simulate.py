@@ -12,7 +12,7 @@ from .cost import cost_per_depth
 from .engine import (BAD_VICTIM, EVICTIONS, FAILED, HBM_HITS, MAX_SIZE, N_COUNTERS, OVERSIZED, OVERSIZED_BLOCKS, TOKENS,
                      new_accounting, new_engine_state, replay_tiered)
 from .hardware import ttft_stats
-from .hierarchy import NO_TIER, T_BAD_VICTIM, T_EVICTIONS, T_FAILED, T_WRITES, as_tier_specs, build_tier
+from .hierarchy import NO_TIER, T_BAD_VICTIM, T_EVICTIONS, T_FAILED, T_WRITES, build_tier
 from .onepass import percentile_from_hist
 from .options import Options, check_rate, enum_value, options, resolve_order, tier_rate
 from .policies import PolicyContext, get_policy
@@ -119,6 +119,14 @@ def simulate(
         raise ValueError("no cost models given")
     rate = check_rate(sample_rate)
     opts = options(trace, mode, tiers, hbm_admit, partial_blocks, warmup, window, hardware, overlap, model)
+    if spec.bound_of:  # the hierarchy's bound: one flat cache of the combined capacity
+        below = sum(t.capacity for t in opts.tiers)
+        got = simulate(trace, spec.bound_of, [c + below for c in caps], params=params, mode=mode, hits=hits,
+                       order=order, cost_models=cost_models, model=model, seed=seed, one_pass=one_pass,
+                       sample_rate=sample_rate, sample_seed=sample_seed, sample_by=sample_by,
+                       sample_force=sample_force, sample_floor=sample_floor, partial_blocks=partial_blocks,
+                       warmup=warmup, window=window)
+        return [dataclasses.replace(r, capacity_blocks=c) for c, r in zip(caps, got)]
     if spec.solve is not None:  # an oracle computed by a solver (sim_core.ilp): exact, never sampled
         if rate < 1.0 and sample_force:
             raise ValueError(f"policy {spec.name!r} is solved exactly over the whole trace; it cannot be sampled")
@@ -374,7 +382,8 @@ def _segments(spec, n_requests: int):
 
 def tier_bound(trace: Trace, hbm_capacities, tiers, **kw) -> list[Result]:
     """Belady (MIN) over the combined capacity of HBM and its lower tiers, one Result per
-    HBM capacity (capacity_blocks: the HBM capacity; every count is the flat cache's).
+    HBM capacity (capacity_blocks: the HBM capacity; every count is the flat cache's, with
+    no TTFT): `simulate(trace, "tier_bound", ...)`.
 
     A bound, not a policy. With every block admitted to HBM, the blocks a hierarchy
     holds (HBM and every tier together) form a demand-fetched cache of at most that many
@@ -382,8 +391,4 @@ def tier_bound(trace: Trace, hbm_capacities, tiers, **kw) -> list[Result]:
     MIN does (Belady's optimality). In request mode it is the paper's Belady at the
     combined capacity, an offline heuristic under the residency constraint (policy=ilp
     gives the exact optimum of small traces). `kw` are simulate's other arguments."""
-    specs = as_tier_specs(tiers)
-    below = sum(t.capacity for t in specs)
-    caps = [as_capacity(c) for c in ([hbm_capacities] if np.ndim(hbm_capacities) == 0 else hbm_capacities)]
-    got = simulate(trace, "belady", [c + below for c in caps], **kw)
-    return [dataclasses.replace(r, capacity_blocks=c) for c, r in zip(caps, got)]
+    return simulate(trace, "tier_bound", hbm_capacities, tiers=tiers, **kw)

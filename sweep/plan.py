@@ -22,6 +22,8 @@ from sim_core.capacity import human_gib, parse_size, to_blocks
 from sim_core.sessions import has_session_ids
 
 from .config import ConfigError
+from .report.families import pool_part
+from .spec import MODE_KEYS
 
 log = logging.getLogger("sweep")
 
@@ -86,19 +88,30 @@ def resolve_capacities(sizes: Sequence, model, block_tokens: int) -> tuple[list[
 
 
 def resolve_pools(levels: Sequence, model, block_tokens: int) -> tuple[list[tuple[str, tuple]], list[str]]:
-    """The lower tiers' capacity axis: every combination of their sizes, as (label such
-    as "dram=1TiB,ssd=4TiB", simulate()'s tier dicts with capacities in blocks), smallest
-    first; [("", ())] for a flat cache. `levels` is SweepSpec.tiers."""
+    """The lower tiers' capacity axis, times their mode axis: every combination of their
+    sizes and modes, as (label such as "dram=1TiB,ssd=4TiB" or, for a tier swept over
+    modes, "dram=1TiB[on_compute]", simulate()'s tier dicts with capacities in blocks),
+    smallest first; [("", ())] for a flat cache. `levels` is SweepSpec.tiers. A pool of
+    size 0 runs once whatever the modes: it is the flat cache."""
     per_level, notes = [], []
-    for name, sizes, settings in levels:
-        zero = [s for s in sizes if parse_size(s)[0] == 0]  # a pool of size 0: the flat cache's results
+    for name, sizes, modes in levels:
+        zero = [s for s in sizes if parse_size(s)[0] == 0]
         caps, n = resolve_capacities([s for s in sizes if s not in zero], model, block_tokens)
         notes += [f"tier.{name}: {x}" for x in n]
-        per_level.append([(f"{name}=0", {"name": name, "capacity": 0, **settings})] * bool(zero) +
-                         [(f"{name}={c.label}", {"name": name, "capacity": c.blocks, **settings}) for c in caps])
+        varying = [k for k in MODE_KEYS if len({str(m.get(k)) for m in modes}) > 1]
+        tag = lambda m: "+".join(_mode_word(k, m.get(k)) for k in varying)  # noqa: E731
+        per_level.append([(pool_part(name, "0"), {"name": name, "capacity": 0, **modes[0]})] * bool(zero) +
+                         [(pool_part(name, c.label, tag(m)), {"name": name, "capacity": c.blocks, **m})
+                          for c in caps for m in modes])
     pools = [(",".join(lab for lab, _ in combo), tuple(t for _, t in combo))
              for combo in itertools.product(*per_level)]
     return pools or [("", ())], notes
+
+
+def _mode_word(key: str, value) -> str:
+    if key == "inclusive":
+        return "inclusive" if value else "exclusive"
+    return str(value if value is not None else {"write": "on_evict", "admit": "all"}[key])
 
 
 def oversized_warnings(caps: Sequence[Capacity], request_lengths) -> list[str]:

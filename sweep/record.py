@@ -20,7 +20,8 @@ from .config import ConfigError
 from .curves import SweepFacts, curves_by_model
 from .delivery import Delivery
 from .keys import sweep_key
-from .report.tables import summary_table, tier_table
+from .report.sizing import tier_table
+from .report.tables import summary_table
 from .report.windows import ranking, ranking_text, window_rows
 from .tracking import Tracker
 
@@ -169,7 +170,7 @@ def summary_text(st) -> str:
                          [p.name for p in st.spec.policies], st.spec.cost_models, st.spec.sample_rate,
                          saturation_capacity(st.trace))
     if st.spec.tiers and len(st.pools) > 1:
-        text += "\n\n" + tier_table(st.curves, st.caps, [lab for lab, _ in st.pools], points)
+        text += "\n\n" + tier_table(st.curves, st.caps, points)
     if st.spec.engine.get("window") is not None:
         shown = st.spec.cost_models[-1]  # the model-derived cost when swept
         text += "\n\n" + ranking_text(ranking(window_rows(st.curves, st.caps)), shown)

@@ -6,6 +6,7 @@ run is created, so a bad override fails at once with the list of valid choices.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -152,6 +153,14 @@ def _param_like(value, default, key: str):
     return value
 
 
+def choice(spec, params: dict | None = None, weight: float | None = None) -> PolicyChoice:
+    """A registered policy as a sweep runs it (its defaults under `params`)."""
+    return PolicyChoice(name=spec.name, params={**spec.defaults, **(params or {})},
+                        weight=spec.weight if weight is None else weight, slow=spec.slow,
+                        cost_aware=spec.cost_aware, offline=spec.offline, one_pass=spec.curve is not None,
+                        description=spec.description)
+
+
 def resolve_policies(cfg: DictConfig, exclude_slow: bool, selected_all: bool = True
                      ) -> tuple[list[PolicyChoice], list[str]]:
     """Policies to run. `exclude_slow` drops `slow: true` ones only from policy=all:
@@ -179,10 +188,7 @@ def resolve_policies(cfg: DictConfig, exclude_slow: bool, selected_all: bool = T
         # the PolicySpec owns every fact; a config may override only params and weight
         w = node.get("weight")
         weight = spec.weight if w is None else check_number(w, f"policy.{key}.weight")
-        out.append(PolicyChoice(name=name, params={**spec.defaults, **params}, weight=weight,
-                                slow=spec.slow, cost_aware=spec.cost_aware,
-                                offline=spec.offline, one_pass=spec.curve is not None,
-                                description=spec.description))
+        out.append(choice(spec, params, weight))
     if exclude_slow and selected_all:
         dropped = [p.name for p in out if p.slow]
         out = [p for p in out if not p.slow]
@@ -263,12 +269,15 @@ def check_sizes(sizes, where: str, zero_ok: bool = False) -> list:
 
 
 TIER_KEYS = ("capacities", "policy", "write", "admit", "inclusive", "params", "link", "bandwidth_bps")
+#: a list of values sweeps them: the mode axis, e.g. tier.dram.write=[on_evict,on_compute]
+MODE_KEYS = ("write", "admit", "inclusive")
 
 
-def resolve_tiers(cfg: DictConfig) -> tuple[str, list[tuple[str, list, dict]]]:
-    """(tier config name, [(tier name, capacities as given, the tier's other settings)]),
-    top down; every setting is checked here (sim_core.hierarchy.as_tier_specs), before
-    any work."""
+def resolve_tiers(cfg: DictConfig) -> tuple[str, list[tuple[str, list, list[dict]]]]:
+    """(tier config name, [(tier name, capacities as given, its modes)]), top down. A mode
+    is the tier's other settings; a list under write, admit or inclusive sweeps them (every
+    combination is a mode). Every setting is checked here (sim_core.hierarchy.as_tier_specs),
+    before any work."""
     t = cfg.get("tier") or {}
     name = str(t.get("name", "none"))
     levels = []
@@ -286,11 +295,17 @@ def resolve_tiers(cfg: DictConfig) -> tuple[str, list[tuple[str, list, dict]]]:
             raise ConfigError(f"{where}.capacities is missing: e.g. {where}.capacities=[256GiB,1TiB]")
         sizes = check_sizes(d.pop("capacities"), f"{where}.capacities", zero_ok=True)
         d = {k: v for k, v in d.items() if v is not None}
-        try:
-            as_tier_specs([{"name": tier, "capacity": 0, **d}])
-        except (ValueError, KeyError) as e:
-            raise ConfigError(f"{where}: {e}") from None
-        levels.append((tier, sizes, d))
+        axes = {k: list(dict.fromkeys(d.pop(k))) for k in MODE_KEYS if isinstance(d.get(k), list)}
+        for k, vs in axes.items():
+            if not vs:
+                raise ConfigError(f"{where}.{k} is an empty list: give one value or several to compare")
+        modes = [{**d, **dict(zip(axes, combo))} for combo in itertools.product(*axes.values())]
+        for m in modes:
+            try:
+                as_tier_specs([{"name": tier, "capacity": 0, **m}])
+            except (ValueError, KeyError) as e:
+                raise ConfigError(f"{where}: {e}") from None
+        levels.append((tier, sizes, modes))
     return name, levels
 
 
@@ -380,6 +395,9 @@ def resolve(cfg: DictConfig, policy_choice: str = "all") -> SweepSpec:
     costs = resolve_costs(cfg, model)
     sizes = capacity_sizes(cfg)
     tier_name, tiers = resolve_tiers(cfg)
+    if tiers and check_bool(cfg.sim.get("tier_bound", True), "sim.tier_bound") and \
+            not any(p.name == "tier_bound" for p in policies):
+        policies.append(choice(REGISTRY["tier_bound"]))  # every policy's gap to it: the pool sizing table
     engine, hardware = resolve_engine(cfg)
     return SweepSpec(policies=policies, cost_models=costs, capacity_sizes=sizes,
                      tier_name=tier_name, tiers=tiers, engine=engine, hardware=hardware,

@@ -27,6 +27,7 @@ from .keys import CurveIdentity
 from .plan import (counted, format_plan, make_plan, oversized_warnings, resolve_capacities, resolve_pools,
                    without_sessions)
 from .progress import Progress
+from .report.families import pool_parts
 from .spec import PolicyChoice, apply_engine, resolve
 from .store import check_reachable, default_uri
 from .tracking import REFERENCE
@@ -125,8 +126,18 @@ def variants(sp, pools) -> list:
         if solved:
             raise ConfigError(f"{', '.join(solved)} solve a flat cache over the whole trace: drop them from the "
                               "policy list to sweep tiers, admission, partial_blocks=skip, warmup, windows or TTFT")
-    return [p if flat else replace(p, pool=label, tiers=tiers, one_pass=False)
-            for label, tiers in pools for p in sp.policies]
+    if flat:
+        return list(sp.policies)
+    out, sizes = [], set()
+    for label, tiers in pools:
+        size = pool_parts(label)[0]
+        for p in sp.policies:
+            if not get_policy(p.name).bound_of:
+                out.append(replace(p, pool=label, tiers=tiers, one_pass=False))
+            elif size not in sizes:  # a bound depends on the pool's sizes only, not on its modes
+                out.append(replace(p, pool=size, tiers=tiers, one_pass=False))
+        sizes.add(size)
+    return out
 
 
 def check_policies(st: Study) -> None:

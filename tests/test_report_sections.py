@@ -93,7 +93,7 @@ def test_windows_section_when_the_sweep_has_windows(tmp_path):
 
 def test_tier_section_when_the_sweep_has_pools(tmp_path):
     from sweep.report.html import write_report
-    from sweep.report.tables import knee
+    from sweep.report.sizing import knee
 
     pools = ("dram=0", "dram=12GiB", "dram=1TiB")
     # in the order of the file, not of size: the report sorts them

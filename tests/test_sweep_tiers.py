@@ -67,8 +67,13 @@ def test_every_tiered_curve_in_mlflow_equals_simulate(tiered):
     by = {(r.data.tags["policy"], r.data.tags["cost_model"], r.data.tags.get("pool")): r for r in runs}
     parent = runs[0].data.tags["mlflow.parentRunId"]
     assert "plots/tiers.png" in {a.path for a in c.list_artifacts(parent, "plots")}
-    assert set(by) == {(q, m, f"dram={s}") for q in POLICIES for m in COSTS for s in POOLS}
+    assert set(by) == {(q, m, f"dram={s}") for q in POLICIES + ["tier_bound"] for m in COSTS for s in POOLS}
     trace = load_trace(tiered["trace"], "mooncake")
+    for s in POOLS:  # the bound each tiered sweep adds: Belady over HBM + the pool
+        want = [r.served_ratio for r in simulate(trace, "belady", [h + s for h in HBM], model=QWEN3_CODER_30B)]
+        hist = sorted(c.get_metric_history(by[("tier_bound", "uniform", f"dram={s}")].info.run_id,
+                                           "curve/served_ratio"), key=lambda x: x.step)
+        assert [h.value for h in hist] == want
     for q in POLICIES:
         flat = simulate(trace, q, HBM, cost_models=COSTS, model=QWEN3_CODER_30B)
         for s in POOLS:
@@ -184,12 +189,13 @@ def test_the_report_sizes_the_pool(tiered, tmp_path):
     assert logged == again  # curves.csv keeps the pools
     section = re.search(r'<section id="tiers">.*?</section>', logged, re.S).group(0)
     knees = re.findall(r'<tr data-policy="([^"]+)" data-knee="([^"]+)">', section)
-    assert {p for p, _ in knees} == set(POLICIES) and {k for _, k in knees} <= {f"dram={s}" for s in POOLS}
-    assert "TTFT mean (ms)" in section  # hardware=h100_sxm
+    assert {p for p, _ in knees} == set(POLICIES) | {"tier_bound"}
+    assert {k for _, k in knees} <= {f"dram={s}" for s in POOLS}
+    assert "TTFT mean (ms)" in section and "<th>gap</th>" in section  # hardware=h100_sxm; the bound
 
 
 def test_knee_is_the_smallest_pool_within_one_point_of_the_largest():
-    from sweep.report.tables import knee
+    from sweep.report.sizing import knee
 
     assert knee([("0", 0.50), ("1", 0.885), ("2", 0.895), ("3", 0.90)]) == 2
     assert knee([("0", 0.90), ("1", 0.90)]) == 0
@@ -202,7 +208,8 @@ def test_the_summary_sizes_the_pool(tiered):
     table = out[out.index("pool sizing"):].splitlines()
     rows = [x.split() for x in table if x.startswith(("lru ", "fifo "))]
     assert len(rows) == len(POLICIES) * len(HBM)
-    assert all(r[-2] in {f"dram={s}" for s in POOLS} for r in rows)  # the knee names a pool
+    assert all(r[-3] in {f"dram={s}" for s in POOLS} for r in rows)  # the knee names a pool
+    assert all(re.fullmatch(r"[+-]\d+\.\d\d", r[-1]) for r in rows)  # the gap to the bound, in points
 
 
 def test_engine_defaults_are_simulates():
@@ -214,3 +221,65 @@ def test_engine_defaults_are_simulates():
 
     params = inspect.signature(simulate).parameters
     assert ENGINE_DEFAULTS == {k: params[k].default for k in ENGINE_DEFAULTS}
+
+
+def test_write_and_admission_modes_are_an_axis(compose):
+    from sweep.plan import resolve_pools
+
+    sp = resolve(compose("policy=lru", "tier=hbm_dram", "tier.dram.capacities=[0,12]",
+                         "tier.dram.write=[on_evict,on_compute]",
+                         "tier.dram.admit=[all,'after_hits=2']"), "lru")
+    pools, _ = resolve_pools(sp.tiers, sp.model, 16)
+    labels = [lab for lab, _ in pools]
+    assert labels == ["dram=0"] + [f"dram=12[{w}+{a}]" for w in ("on_evict", "on_compute")
+                                   for a in ("all", "after_hits=2")]  # a pool of size 0 runs once
+    assert {(t[0]["write"], t[0]["admit"]) for _, t in pools[1:]} == {
+        (w, a) for w in ("on_evict", "on_compute") for a in ("all", "after_hits=2")}
+    assert [p.name for p in sp.policies] == ["lru", "tier_bound"]  # the bound comes with tiers
+    off = resolve(compose("policy=lru", "tier=hbm_dram", "sim.tier_bound=false"), "lru")
+    assert [p.name for p in off.policies] == ["lru"]
+    with pytest.raises(ConfigError, match=r"tier\.dram\.write is an empty list"):
+        resolve(compose("tier=hbm_dram", "tier.dram.write=[]"), "lru")
+    with pytest.raises(ConfigError, match="write mode"):
+        resolve(compose("tier=hbm_dram", "tier.dram.write=[on_evict,sometimes]"), "lru")
+
+
+def test_the_knee_and_the_mode_that_wins_there():
+    from sweep.report.sizing import pool_sizing
+
+    rows = {"dram=0": {"served_ratio": 0.5}, "dram=1TiB[a]": {"served_ratio": 0.80},
+            "dram=1TiB[b]": {"served_ratio": 0.895}, "dram=4TiB[a]": {"served_ratio": 0.90},
+            "dram=4TiB[b]": {"served_ratio": 0.90}, "dram=12GiB[a]": {"served_ratio": 0.6},
+            "dram=12GiB[b]": {"served_ratio": 0.6}}
+    s = pool_sizing(rows, {"dram=1TiB": {"served_ratio": 0.93}})
+    assert s.sizes == ("dram=0", "dram=12GiB", "dram=1TiB", "dram=4TiB") and s.modes == ("a", "b")
+    assert (s.knee, s.mode, s.tied) == ("dram=1TiB", "b", ("b",))  # b is within a point of 0.90 at 1 TiB
+    assert s.at("dram=0", "a") == 0.5 and round(s.gap_points, 6) == 3.5
+    tie = pool_sizing({"dram=1TiB[a]": {"served_ratio": 0.9}, "dram=1TiB[b]": {"served_ratio": 0.9}})
+    assert (tie.mode, tie.tied) == ("a", ("a", "b")) and tie.bound != tie.bound  # no bound: NaN
+
+
+def test_a_sweep_over_write_modes_names_the_winner(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    _write_mooncake(trace)
+    p = _run(tmp_path, [sys.executable, "-m", "sweep", "trace=file", f"trace.path={trace}", "trace.format=mooncake",
+                        "policy=lru", "cost=uniform", "capacity=custom", "capacity.sizes=[4]", "tier=hbm_dram",
+                        "tier.dram.capacities=[4,12]", "tier.dram.write=[on_evict,on_compute]",
+                        "tier.dram.inclusive=[false,true]", "cluster.num_cpus=1", "tracking.offline=true"])
+    assert p.returncode == 0, p.stderr[-3000:]
+    t = load_trace(trace, "mooncake")
+    modes = [(w, i) for w in ("on_compute", "on_evict") for i in (False, True)]  # as labels sort
+    served = {(pool, w, i): simulate(t, "lru", [4], model=QWEN3_CODER_30B,
+                                     tiers=_tiers(pool, write=w, inclusive=i))[0].served_ratio
+              for pool in (4, 12) for w, i in modes}
+    top = max(served[(12, w, i)] for w, i in modes)
+    knee = 4 if max(served[(4, w, i)] for w, i in modes) >= top - 0.01 - 1e-12 else 12
+    best = max(served[(knee, w, i)] for w, i in modes)
+    want = [f"{w}+{'inclusive' if i else 'exclusive'}" for w, i in modes if served[(knee, w, i)] >= best - 1e-4]
+    table = p.stdout[p.stdout.index("pool sizing"):].splitlines()
+    rows = [x.split() for x in table if x.startswith("lru ")]
+    assert [r[2] for r in rows] == [f"{w}+{'inclusive' if i else 'exclusive'}" for w, i in modes]
+    for r, (w, i) in zip(rows, modes):
+        assert [float(v) for v in r[3:5]] == [round(served[(pool, w, i)], 4) for pool in (4, 12)]
+    assert rows[0][5] == f"dram={knee}" and rows[0][6] == want[0]
+    assert ("(tie)" in table[table.index(next(x for x in table if x.startswith("lru ")))]) == (len(want) > 1)

@@ -342,3 +342,17 @@ def test_no_hierarchy_serves_more_than_the_bound_in_block_mode(seq, hbm, tiers, 
     bound = tier_bound(t, [hbm], named, mode="block")[0]
     assert r.hits + r.lower_tier_hits <= bound.hits
     assert bound.capacity_blocks == hbm
+
+
+def test_tier_bound_is_belady_at_the_combined_capacity_and_not_in_policy_all():
+    from sim_core import get_policy
+    from sim_core.policies import REGISTRY
+
+    t = Trace.from_requests([[1, 2, 3], [1, 2, 4], [5, 6], [1, 2, 3], [5, 6, 7], [1, 2, 4]])
+    pools = [{"name": "dram", "capacity": 3, "policy": "lru"}, {"name": "ssd", "capacity": 2, "policy": "fifo"}]
+    bound = simulate(t, "tier_bound", [2, 4], tiers=pools)
+    flat = simulate(t, "belady", [7, 9])
+    assert [(b.capacity_blocks, b.hits, b.accesses) for b in bound] == [(2, flat[0].hits, flat[0].accesses),
+                                                                          (4, flat[1].hits, flat[1].accesses)]
+    assert bound[0].tier_hits == {} and bound[0].served_ratio == flat[0].hit_ratio
+    assert get_policy("tier_bound").in_all is False and "tier_bound" in REGISTRY

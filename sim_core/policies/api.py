@@ -155,6 +155,9 @@ class PolicySpec:
     in_all: bool = True
     # its hooks include `remove`, so it can run an exclusive lower tier (sim_core.hierarchy)
     removable: bool = False
+    # a bound, not a policy: that policy run as one flat cache of HBM plus every lower
+    # tier's capacity (sim_core.simulate.tier_bound); make_state and the hooks are unused
+    bound_of: str | None = None
 
 
 @overload(p_evict_more, inline="always")

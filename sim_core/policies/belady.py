@@ -68,9 +68,19 @@ def remove(st, b):
 
 register_hooks(BeladyState, on_hit, on_insert, evict, remove=remove)
 
-SPEC = PolicySpec(
+BELADY = PolicySpec(
     "belady", make_state,
     "Offline optimum for hit ratio (MIN) - evicts the block reused furthest in "
     "the future.",
     defaults={"horizon": 0}, offline=True, family="oracle", removable=True,
     weight=7.0, libcachesim="Belady")
+
+# The hierarchy's offline bound: Belady over HBM plus every lower tier (a tiered sweep
+# adds it per pool size; flat, it is Belady itself, so policy=all leaves it out).
+TIER_BOUND = PolicySpec(
+    "tier_bound", make_state,
+    "A bound, not a policy: Belady over the combined capacity of HBM and every lower tier; no "
+    "hierarchy of those capacities serves more (block mode, HBM admitting all).",
+    defaults={"horizon": 0}, offline=True, family="bound", in_all=False, weight=7.0, bound_of="belady")
+
+SPEC = [BELADY, TIER_BOUND]

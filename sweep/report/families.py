@@ -3,13 +3,15 @@ the figures draw it.
 
 A family keeps one line style (and is one group in the legend); its members differ in
 colour (matplotlib's tab10 palette without its grey, starting at the family's own
-colour) and in marker. Oracles are achromatic (black, then greys) and dashed. So two
+colour) and in marker. Oracles are achromatic (black, then greys) and dashed; the
+hierarchy's bound is black and dotted. So two
 members of a family never share a colour, and no two policies share colour, line style
 and marker. The grey left out of the online palette keeps online curves apart from the
 oracles'.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -34,6 +36,7 @@ FAMILIES: dict[str, tuple[int, object]] = {
     "prefix_specific": (2, (0, (10, 2, 2, 2, 2, 2))),
     "compute_aware": (3, (0, (2, 1))),
     "oracle": (0, "--"),
+    "bound": (0, ":"),  # sim_core's tier_bound: black, dotted, its own marker
 }
 OTHER = (5, (0, (5, 3)))
 _ORACLE_LINESTYLES = ("--", (0, (2, 1.5)), (0, (6, 2, 1, 2)), ":")
@@ -60,15 +63,40 @@ def policy_info(name: str) -> PolicyInfo:
     return PolicyInfo(name, s.family, bool(s.cost_aware), bool(s.offline))
 
 
-def pool_key(pool: str) -> tuple:
-    """Sort key of a pool label: "dram=0" < "dram=12GiB" < "dram=1TiB"; level by level."""
-    out = []
+#: A tier swept over write/admission modes tags its pool label: "dram=1TiB[on_compute+after_hits=2]".
+MODE_TAG = re.compile(r"\[([^\]]*)\]")
+
+
+def pool_part(tier: str, size: str, mode: str = "") -> str:
+    """One tier's part of a pool label (sweep.plan.resolve_pools joins them with ",")."""
+    return f"{tier}={size}" + (f"[{mode}]" if mode else "")
+
+
+def pool_parts(pool: str) -> tuple[str, str]:
+    """(the sizes, the mode) of a pool label: "dram=1TiB[on_compute]" -> ("dram=1TiB",
+    "on_compute"); the mode is "" when no tier was swept over modes, and names the tier
+    when several were ("dram:on_compute ssd:all")."""
+    sizes, modes = [], []
     for part in pool.split(","):
+        m = MODE_TAG.search(part)
+        sizes.append(MODE_TAG.sub("", part))
+        if m:
+            modes.append((part.split("=", 1)[0], m.group(1)))
+    mode = modes[0][1] if len(modes) == 1 else " ".join(f"{t}:{m}" for t, m in modes)
+    return ",".join(sizes), mode
+
+
+def pool_key(pool: str) -> tuple:
+    """Sort key of a pool label: "dram=0" < "dram=12GiB" < "dram=1TiB"; level by level,
+    then by mode."""
+    sizes, mode = pool_parts(pool)
+    out = []
+    for part in sizes.split(","):
         try:
             out.append(parse_size(part.split("=", 1)[-1])[0])
         except ValueError:
             out.append(float("inf"))
-    return tuple(out)
+    return tuple(out), mode
 
 
 def family_order(family: str) -> int:
@@ -99,7 +127,9 @@ def styles(names: Iterable[str]) -> dict[str, Style]:
         i = seen.get(p.family, 0)
         seen[p.family] = i + 1
         marker = _MARKERS[i % len(_MARKERS)]
-        if p.offline:
+        if p.family == "bound":
+            out[p.name] = Style(ORACLE_COLOURS[0], FAMILIES["bound"][1], "x", 2.0)
+        elif p.offline:
             out[p.name] = Style(ORACLE_COLOURS[i % len(ORACLE_COLOURS)], _ORACLE_LINESTYLES[i % len(_ORACLE_LINESTYLES)],
                                 marker, 2.0)
         else:

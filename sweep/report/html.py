@@ -307,7 +307,8 @@ def write_report(table: SweepTable, out_dir: str | Path) -> Path:
                                       cost_model=m, saturation_blocks=table.saturation_blocks)
     tier, tiers_png, windows_png = tiers(table), None, None
     if tier:
-        tiers_png = plot_tiers(tier.series, tier.cap_labels, tier.pools, tier.caps, out / "plots" / "tiers.png",
+        tiers_png = plot_tiers(tier.series, tier.cap_labels, tier.sizes, tier.modes, tier.caps,
+                               out / "plots" / "tiers.png",
                                f"{table.experiment}: pool sizing")
     if table.windows:
         caps = window_caps(table)

@@ -256,7 +256,8 @@ def family_legend(fig, names: Sequence[str], style, label: Mapping[str, str], ha
         if info.family != group:
             group = info.family
             handles.append(Line2D([], [], linestyle="none"))
-            labels.append(("oracle (offline)" if info.offline else info.family.replace("_", " ")).upper())
+            labels.append(("oracle (offline)" if info.offline and info.family == "oracle" else
+                           info.family.replace("_", " ") + (" (offline)" if info.offline else "")).upper())
             heading.append(len(handles) - 1)
         s = style[info.name]
         handles.append(Line2D([], [], color=s.colour, linestyle=s.linestyle, marker=s.marker, markersize=7,

@@ -2,8 +2,8 @@
 time (a sweep with sim.window). Each is empty when the sweep has nothing for it.
 
 Tiers: per HBM capacity shown (tables.pick_points, as in the console table), the served
-ratio and mean TTFT at each pool size and the knee (tables.knee: the smallest pool within
-a point of the largest pool's served ratio), with the figure of sweep.report.tierplot.
+ratio and mean TTFT at each pool size (and mode), the knee, the mode winning there and the
+gap to the bound (sweep.report.sizing), with the figure of sweep.report.tierplot.
 Windows: hit ratio per window at one or two capacities below saturation (the figure of
 sweep.report.windowplot), and per cost model the ranking of sweep.report.windows (share
 of windows won, lead when winning, gap to Belady) at those capacities.
@@ -15,10 +15,11 @@ import html
 from dataclasses import dataclass
 from pathlib import Path
 
-from .families import POOL_SEP, ordered, pool_key
+from .families import POOL_SEP, ordered, pool_key, pool_parts
 from .plots import size_label
 from .sweeps import SweepTable
-from .tables import KNEE_POINTS, knee, pick_points
+from .sizing import BOUND, KNEE_POINTS, by_capacity
+from .tables import pick_points
 
 #: HBM capacities shown in the tier section (the console table's default summary_points).
 TIER_POINTS = 4
@@ -44,15 +45,17 @@ def cap_labels(table: SweepTable) -> dict[int, str]:
 # ---------------------------------------------------------------------- tiers
 @dataclass
 class Tiers:
-    series: dict  # (policy, pool) -> capacity index -> row (first cost model)
-    pools: list[str]  # smallest first
+    series: dict  # (policy, pool label) -> capacity index -> row (first cost model)
+    pools: list[str]  # pool labels, smallest first
+    sizes: list[str]  # the pool sizes among them, smallest first
+    modes: list[str]  # the write/admission modes swept ([""]: one)
     caps: list[int]  # HBM capacity indices shown
     cap_labels: dict[int, str]
 
 
 def tiers(table: SweepTable) -> Tiers | None:
     """The pool axis of the sweep's first cost model (served ratio and TTFT do not depend
-    on it); None for a flat sweep or one with a single pool size."""
+    on it); None for a flat sweep or one with a single pool."""
     if not table.cost_models:
         return None
     series: dict = {}
@@ -63,9 +66,11 @@ def tiers(table: SweepTable) -> Tiers | None:
     pools = sorted({pool for _, pool in series}, key=pool_key)
     if len(pools) < 2:
         return None
+    sizes = list(dict.fromkeys(pool_parts(p)[0] for p in pools))
+    modes = list(dict.fromkeys(m for p in pools if (m := pool_parts(p)[1]))) or [""]
     idx = sorted({i for s in series.values() for i in s})
     caps = [idx[k] for k in pick_points(len(idx), TIER_POINTS)]
-    return Tiers(series, pools, caps, cap_labels(table))
+    return Tiers(series, pools, sizes, modes, caps, cap_labels(table))
 
 
 def tiers_html(t: Tiers, png: Path | None) -> str:
@@ -73,30 +78,43 @@ def tiers_html(t: Tiers, png: Path | None) -> str:
     policies = [p.name for p in ordered({p for p, _ in t.series})]
     ttft = any(r.get("ttft_mean_s", float("nan")) == r.get("ttft_mean_s") for s in t.series.values()
                for r in s.values())
+    swept = len(t.modes) > 1
+    bound = any(p == BOUND for p, _ in t.series)
     parts = ['<section id="tiers"><h2>Pool sizing (lower tiers under HBM)</h2>',
              f"<p>Served ratio: block accesses served from HBM or a lower tier, over all accesses (the first "
              f"cost model's curves; it does not depend on the cost model). Knee: the smallest pool within "
-             f"{KNEE_POINTS * 100:g} point of the largest pool's served ratio"
-             + ("; TTFT: estimated time to first token, mean, service time without queueing." if ttft else
-                "; no <code>hardware</code> part was set, so there is no TTFT estimate.") + "</p>",
+             f"{KNEE_POINTS * 100:g} point of the saturated served ratio (the best mode's at the largest pool)"
+             + ("; wins: the write/admission mode serving the most at the knee" if swept else "")
+             + ("; TTFT: estimated time to first token, mean, service time without queueing" if ttft else
+                "; no <code>hardware</code> part was set, so there is no TTFT estimate")
+             + ("; gap: <code>tier_bound</code> (Belady over HBM plus every tier: no hierarchy of these sizes "
+                "serves more) minus the policy's served ratio at the knee, in points" if bound else "")
+             + ".</p>",
              _img(png, "served ratio and TTFT over the pool size")]
-    pool_ths = "".join(f"<th>{e(p)}</th>" for p in t.pools)
+    size_ths = "".join(f"<th>{e(z)}</th>" for z in t.sizes)
+    head = ("<tr><th>policy</th>" + ("<th>mode</th>" if swept else "") + size_ths + "<th>knee</th>"
+            + ("<th>wins</th>" if swept else "") + (size_ths if ttft else "") + ("<th>gap</th>" if bound else "")
+            + "</tr>")
+    sub = ("<tr><th></th>" + ("<th></th>" if swept else "") + f"<th colspan='{len(t.sizes)}'>served ratio</th><th></th>"
+           + ("<th></th>" if swept else "") + (f"<th colspan='{len(t.sizes)}'>TTFT mean (ms)</th>" if ttft else "")
+           + ("<th>points</th>" if bound else "") + "</tr>")
     for i in t.caps:
-        head = f"<tr><th>policy</th>{pool_ths}<th>knee</th>" + (f"{pool_ths}" if ttft else "") + "</tr>"
-        sub = (f"<tr><th></th><th colspan='{len(t.pools)}'>served ratio</th><th></th>"
-               + (f"<th colspan='{len(t.pools)}'>TTFT mean (ms)</th>" if ttft else "") + "</tr>")
         trs = []
         for p in policies:
-            rows = [t.series.get((p, pool), {}).get(i) for pool in t.pools]
-            if any(r is None for r in rows):
+            sz = by_capacity(t.series, p, i)
+            if sz is None or len(sz.sizes) < len(t.sizes):
                 continue
-            served = [(pool, float(r["served_ratio"])) for pool, r in zip(t.pools, rows)]
-            k = knee(served)
-            cells = "".join(f"<td>{s:.4f}</td>" for _, s in served) + f"<td>{e(t.pools[k])}</td>"
-            if ttft:
-                cells += "".join(f"<td>{_fmt(float(r.get('ttft_mean_s', float('nan'))) * 1e3, '.1f')}</td>"
-                                 for r in rows)
-            trs.append(f'<tr data-policy="{e(p)}" data-knee="{e(t.pools[k])}"><td>{e(p)}</td>{cells}</tr>')
+            for m in sz.modes:
+                cells = ((f"<td>{e(m)}</td>" if swept else "") + "".join(f"<td>{_fmt(sz.at(z, m), '.4f')}</td>"
+                                                                       for z in t.sizes)
+                         + f"<td>{e(sz.knee)}</td>" + (f"<td>{e(sz.mode)}</td>" if swept else ""))
+                if ttft:
+                    cells += "".join(f"<td>{_fmt(sz.ttft.get((z, m), float('nan')) * 1e3, '.1f')}</td>"
+                                     for z in t.sizes)
+                if bound:
+                    cells += f"<td>{_fmt(sz.gap_points if p != BOUND else None, '+.2f')}</td>"
+                trs.append(f'<tr data-policy="{e(p)}"' + (f' data-mode="{e(m)}"' if swept else "")
+                           + f' data-knee="{e(sz.knee)}"><td>{e(p)}</td>{cells}</tr>')
         parts.append(f"<h3>HBM {e(t.cap_labels.get(i, str(i)))}</h3>"
                      f'<table class="tiers" data-capacity-index="{i}">{sub}{head}{"".join(trs)}</table>')
     parts.append("</section>")

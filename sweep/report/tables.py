@@ -1,4 +1,5 @@
-"""The tables printed at the end of a sweep: policies ranked per cost model, and pool sizing."""
+"""The table printed at the end of a sweep: policies ranked per cost model (pool sizing:
+sweep.report.sizing)."""
 from __future__ import annotations
 
 import math
@@ -119,42 +120,4 @@ def summary_table(curves: Mapping[str, Mapping[str, Sequence[dict]]], capacities
             why = "; ".join(w for w in (identical_note(g[0], q, m) for q in g[1:]) if w)
             lines.append(f"identical curves (to {SAME:g} at every capacity): {' = '.join(g)}"
                          + (f" ({why})" if why else ""))
-    return "\n".join(lines)
-
-
-KNEE_POINTS = 0.01  # the knee: the smallest pool within 1 point of the largest pool's served ratio
-
-
-def knee(pools: Sequence[tuple[str, float]]) -> int:
-    """Index of the smallest pool whose served ratio is within KNEE_POINTS of the largest
-    pool's. `pools` are (label, served ratio), smallest pool first."""
-    top = pools[-1][1]
-    return next(i for i, (_, s) in enumerate(pools) if s >= top - KNEE_POINTS - 1e-12)
-
-
-def tier_table(curves, capacities: Sequence[Capacity], pools: Sequence[str], points: int = 4) -> str:
-    """A tiered sweep's pool sizing: per policy and HBM capacity, the served ratio at each
-    pool size, the knee (smallest pool within 1 point of the largest) and the mean TTFT
-    there. `curves` are sweep Curves (served ratio and TTFT do not depend on the cost model:
-    the first cost model's are read)."""
-    by = {}
-    for c in curves:
-        by.setdefault((c.policy, c.pool), c)  # one cost model is enough
-    idx = pick_points(len(capacities), points)
-    pw = max([len("policy")] + [len(p) for p, _ in by])
-    lines = [f"pool sizing: served ratio (HBM + lower tiers) per pool; knee = smallest pool within "
-             f"{KNEE_POINTS * 100:g} point of the largest; TTFT there (service time, no queueing)", ""]
-    head = f"{'policy':<{pw}}  {'HBM':>8}  " + "  ".join(f"{p:>14}" for p in pools) + f"  {'knee':>14}  {'TTFT ms':>8}"
-    lines += [head, "-" * len(head)]
-    for pol in dict.fromkeys(p for p, _ in by):
-        for i in idx:
-            rows = [by.get((pol, p)) for p in pools]
-            if any(c is None or i not in c.rows for c in rows):
-                continue
-            served = [(p, c.rows[i].served_ratio) for p, c in zip(pools, rows)]
-            k = knee(served)
-            ttft = rows[k].rows[i].ttft_mean_s
-            lines.append(f"{pol:<{pw}}  {human_gib(capacities[i].gib):>8}  " +
-                         "  ".join(f"{s:>14.4f}" for _, s in served) + f"  {pools[k]:>14}  " +
-                         (f"{ttft * 1e3:>8.1f}" if ttft == ttft else f"{'-':>8}"))
     return "\n".join(lines)
