@@ -45,7 +45,8 @@ import numpy as np
 
 import numba
 
-from .hierarchy import (NO_GATE, NO_TIER, T_COUNTING, T_WRITE, WRITE_ON_COMPUTE, WRITE_ON_EVICT, admit, gate_on,
+from .hierarchy import (A_KIND, ADMIT_AFTER_HITS, NO_GATE, NO_TIER, T_COUNTING, T_WRITE, WRITE_ON_COMPUTE,
+                        WRITE_ON_EVICT, admit, counts_seen, gate_on, last_depth, last_j, pack_last,
                         new_gate, tier_has, tier_hit, tier_on, write_down1, write_down2, write_down3)
 from .policies.api import p_evict, p_evict_more, p_on_hit, p_on_insert
 
@@ -79,8 +80,8 @@ class Accounting(NamedTuple):
     level: np.ndarray  # int8[max request length]: scratch, where each block of r is found
     seen: np.ndarray  # int32[U] (or [1]): earlier requests of each block (admission)
     gate: object  # hierarchy.Gate (HBM's admission rule) or NO_GATE (admit all)
-    bdepth: np.ndarray  # int32[U] (or [1]): each block's depth (hooks of a lower tier need it)
-    last_j: np.ndarray  # int64[U] (or [1]): each block's last access (hooks of a lower tier need it)
+    last: np.ndarray  # int64[U] (or [1]): each block's last access and depth, packed (hierarchy.pack_last):
+    # the hooks of a lower tier need both; one array is one random write per access, not two
 
 
 def new_engine_state(n_unique: int, n_requests: int, max_depth: int, capacity: int) -> EngineState:
@@ -118,7 +119,8 @@ def _evict_one(st, resident, pin, c, extra, j, r, counting, acc, t1, t2, t3):
         if counting:
             c[EVICTIONS] += 1
         if tier_on(t1):
-            write_down1(t1, t2, t3, x, acc.last_j[x], acc.bdepth[x], acc.seen, acc.last_j, acc.bdepth, WRITE_ON_EVICT)
+            at = acc.last[x]
+            write_down1(t1, t2, t3, x, last_j(at), last_depth(at), acc.seen, acc.last, WRITE_ON_EVICT)
         if i < 0:
             k = p_evict_more(st, j, r, pin, extra)
         i += 1
@@ -132,11 +134,11 @@ def _fill(t1, t2, t3, b, j, d, lvl, acc):
     """Tiers that write on compute take block b, which HBM just received from level
     `lvl` (0: computed), unless they hold it or served it themselves."""
     if tier_on(t1) and t1.cfg[T_WRITE] == WRITE_ON_COMPUTE and lvl != 1:
-        write_down1(t1, t2, t3, b, j, d, acc.seen, acc.last_j, acc.bdepth, WRITE_ON_COMPUTE)
+        write_down1(t1, t2, t3, b, j, d, acc.seen, acc.last, WRITE_ON_COMPUTE)
     if tier_on(t2) and t2.cfg[T_WRITE] == WRITE_ON_COMPUTE and lvl != 2:
-        write_down2(t2, t3, b, j, d, acc.seen, acc.last_j, acc.bdepth, WRITE_ON_COMPUTE)
+        write_down2(t2, t3, b, j, d, acc.seen, acc.last, WRITE_ON_COMPUTE)
     if tier_on(t3) and t3.cfg[T_WRITE] == WRITE_ON_COMPUTE and lvl != 3:
-        write_down3(t3, b, j, d, acc.seen, acc.last_j, acc.bdepth, WRITE_ON_COMPUTE)
+        write_down3(t3, b, j, d, acc.seen, acc.last, WRITE_ON_COMPUTE)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -185,6 +187,9 @@ def replay_tiered(offsets, blocks, depth, capacity, request_mode, prefix_hits, s
     gate = acc.gate
     gated = gate_on(gate)
     scratch = tiers or gated  # level[] holds, per block of r, where it is and whether HBM admits it
+    # only after_hits=N reads the request counts: without it, no random write per access
+    count_seen = (gated and gate.adm[A_KIND] == ADMIT_AFTER_HITS) or counts_seen(t1) or counts_seen(t2) \
+        or counts_seen(t3)
     for r in range(r_begin, r_end):
         s = offsets[r]
         e = offsets[r + 1]
@@ -206,6 +211,7 @@ def replay_tiered(offsets, blocks, depth, capacity, request_mode, prefix_hits, s
                 holes[r] = 1
                 continue
             missing = 0
+            below = False  # a block of r is in a lower tier
             for j in range(s, e):
                 b = blocks[j]
                 lv = -1  # in HBM, or repeated inside r
@@ -213,6 +219,8 @@ def replay_tiered(offsets, blocks, depth, capacity, request_mode, prefix_hits, s
                     pin[b] = r
                     if not resident[b]:
                         lv = _level(t1, t2, t3, b) if tiers else 0
+                        if lv > 0:
+                            below = True
                         if not gated or admit(gate.adm, gate.door, seen, b):
                             missing += 1
                         else:
@@ -223,7 +231,7 @@ def replay_tiered(offsets, blocks, depth, capacity, request_mode, prefix_hits, s
                                 first_miss = dm
                 if scratch:
                     level[j - s] = lv
-            if tiers:  # load what is served: under prefix reuse, only above the first miss
+            if below:  # load what is served: under prefix reuse, only above the first miss
                 for j in range(s, e):
                     lv = level[j - s]
                     if lv > 0 and lv % REFUSED > 0:
@@ -278,9 +286,8 @@ def replay_tiered(offsets, blocks, depth, capacity, request_mode, prefix_hits, s
                 served = lv > 0
                 hbm = False
             if tiers:
-                acc.bdepth[b] = d
-                acc.last_j[b] = j
-            if scratch and seen[b] < 2147483647:
+                acc.last[b] = pack_last(j, d)
+            if count_seen and seen[b] < 2147483647:
                 seen[b] += 1
             if served:
                 if counting:
@@ -338,7 +345,7 @@ def new_accounting(trace, *, count_from: int = 0, tiers: bool = False, hbm_admit
         np.zeros((3, R if tiers else 1), np.int32),
         np.zeros(max(trace.max_request_blocks, 1), np.int8),
         np.zeros(U if (tiers or gated) else 1, np.int32), gate,
-        np.zeros(per_block, np.int32), np.zeros(per_block, np.int64))
+        np.zeros(per_block, np.int64))
 
 
 def replay_range(offsets, blocks, depth, capacity, request_mode, prefix_hits, st, es, r_begin, r_end, acc=None):
@@ -355,4 +362,4 @@ def _plain_accounting(R: int, U: int, max_len: int) -> Accounting:
                       np.zeros(R, np.int32), np.zeros(R, np.int32), np.zeros(R, np.int64), np.zeros(R, np.int64),
                       np.zeros((3, 1), np.int32),
                       np.zeros(max(max_len, 1), np.int8), np.zeros(1, np.int32), NO_GATE,
-                      np.zeros(1, np.int32), np.zeros(1, np.int64))
+                      np.zeros(1, np.int64))

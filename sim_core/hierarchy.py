@@ -154,6 +154,31 @@ def tier_has(t, b):
     return tier_on(t) and t.resident[b]
 
 
+DEPTH_BITS = 24  # a block's depth below 2^24 (16M blocks into a request), its access index below 2^39
+
+
+@njit
+def pack_last(j, d):
+    """A block's last access index and depth in one int64 (Accounting.last)."""
+    return (np.int64(j) << DEPTH_BITS) | np.int64(d)
+
+
+@njit
+def last_j(x):
+    return x >> DEPTH_BITS
+
+
+@njit
+def last_depth(x):
+    return x & ((np.int64(1) << DEPTH_BITS) - 1)
+
+
+@njit
+def counts_seen(t):
+    """Whether tier t's admission reads the blocks' request counts (after_hits=N)."""
+    return tier_on(t) and t.adm[A_KIND] == ADMIT_AFTER_HITS
+
+
 @njit
 def admit(adm, door, seen, b):
     """Whether block b may be written (or inserted into HBM). Records the attempt."""
@@ -231,23 +256,23 @@ def _accepts(t, b, seen, via):
 
 
 @njit
-def write_down3(t3, b, j, d, seen, last_j, bdepth, via):
+def write_down3(t3, b, j, d, seen, last, via):
     if _accepts(t3, b, seen, via):
         _put(t3, b, j, d)  # the last tier's victims leave the hierarchy
 
 
 @njit
-def write_down2(t2, t3, b, j, d, seen, last_j, bdepth, via):
+def write_down2(t2, t3, b, j, d, seen, last, via):
     if _accepts(t2, b, seen, via):
         k = _put(t2, b, j, d)
         if tier_on(t3):
             for i in range(k):
                 v = t2.out[i]
-                write_down3(t3, v, last_j[v], bdepth[v], seen, last_j, bdepth, WRITE_ON_EVICT)
+                write_down3(t3, v, last_j(last[v]), last_depth(last[v]), seen, last, WRITE_ON_EVICT)
 
 
 @njit
-def write_down1(t1, t2, t3, b, j, d, seen, last_j, bdepth, via):
+def write_down1(t1, t2, t3, b, j, d, seen, last, via):
     """Block b arrives at tier 1 by `via` (an eviction from HBM, or a compute); tier
     1's victims go on down the chain."""
     if _accepts(t1, b, seen, via):
@@ -255,7 +280,7 @@ def write_down1(t1, t2, t3, b, j, d, seen, last_j, bdepth, via):
         if tier_on(t2):
             for i in range(k):
                 v = t1.out[i]
-                write_down2(t2, t3, v, last_j[v], bdepth[v], seen, last_j, bdepth, WRITE_ON_EVICT)
+                write_down2(t2, t3, v, last_j(last[v]), last_depth(last[v]), seen, last, WRITE_ON_EVICT)
 
 
 # ---------------------------------------------------------------------- Python side
