@@ -152,3 +152,15 @@ def test_the_logged_and_regenerated_reports_agree(tmp_path, windows):
         back = table()
         back.windows, back.window_ranking = read_rows_csv(tmp_path / "w.csv"), read_rows_csv(tmp_path / "r.csv")
         assert render_html(back, {}) == render_html(t, {})
+
+
+def test_a_tiered_sweep_takes_margins_against_lru_above_the_same_pool():
+    from sweep.report.html import ranking, reference_of, regimes, says
+
+    t = table(pools={"dram=0": 0, "dram=1TiB": 1})
+    assert reference_of("s3fifo @ dram=1TiB") == "lru @ dram=1TiB" and reference_of("s3fifo") == "lru"
+    rank = ranking(t, "uniform", regimes(t, "uniform")[0])
+    by = {r.policy: r for r in rank}
+    assert by["lru @ dram=1TiB"].vs_lru == 0.0 and by["lru @ dram=0"].vs_lru == 0.0
+    assert all(r.vs_lru is not None for r in rank)
+    assert not any("LRU is not in this sweep" in s for s in says(t, "uniform"))

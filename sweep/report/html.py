@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .regimes import HEADLINES, REGIMES, Regime, at_size, in_regime, summary
-from .families import ordered, policy_info
+from .families import POOL_SEP, ordered, policy_info
 from .plots import drawn_once, plot_cost_model, size_label
 from .sections import cap_labels, tiers, tiers_html, window_caps, windows_html
 from .sweeps import SweepTable
@@ -58,6 +58,12 @@ def regimes(table: SweepTable, cost_model: str) -> list[Regime]:
     return [r for r in REGIMES if in_regime(rows, r)] or [SWEPT]
 
 
+def reference_of(label: str) -> str:
+    """The curve a policy's margin is taken against: LRU, above the same pool in a tiered
+    sweep ("s3fifo @ dram=1TiB" -> "lru @ dram=1TiB")."""
+    return REFERENCE + (POOL_SEP + label.split(POOL_SEP, 1)[1] if POOL_SEP in label else "")
+
+
 def ranking(table: SweepTable, cost_model: str, regime: Regime) -> list[Ranked]:
     """Complete curves by mean compute savings over the regime's capacities (the child
     runs' compute_savings_mean_<regime>), best first, ties by name."""
@@ -65,11 +71,11 @@ def ranking(table: SweepTable, cost_model: str, regime: Regime) -> list[Ranked]:
     curves = table.complete(cost_model)
     key = "compute_savings_mean" + _suffix(regime)
     means = {p: summary(rs) for p, rs in curves.items()}
-    lru = means.get(REFERENCE, {}).get(key)
     for p, s in means.items():
         if key not in s:
             continue
         info = policy_info(p)
+        lru = means.get(reference_of(p), {}).get(key)
         out.append(Ranked(p, info.family, info.offline, s[key], s["hit_ratio_mean" + _suffix(regime)],
                           None if lru is None else 100.0 * (s[key] - lru)))
     return sorted(out, key=lambda r: (-r.savings, r.policy))
@@ -115,12 +121,12 @@ def says(table: SweepTable, cost_model: str) -> list[str]:
             s += f", tied with {', '.join(tied)} to within {100 * TIE:g} points"
         if best.vs_lru is None:
             s += "; LRU is not in this sweep, so there is no margin to report."
-        elif best.policy == REFERENCE:
+        elif best.policy == reference_of(best.policy):
             nxt = online[1] if len(online) > 1 else None
             s += (", i.e. LRU itself" + (f"; the next, {nxt.policy}, is {nxt.vs_lru:+.2f} points from it." if nxt
                                          else "."))
         elif abs(best.vs_lru) < TIE * 100:
-            s += "." if REFERENCE in tied else f", level with LRU ({best.vs_lru:+.3f} points)."
+            s += "." if reference_of(best.policy) in tied else f", level with LRU ({best.vs_lru:+.3f} points)."
         else:
             s += f", {best.vs_lru:+.2f} points over LRU."
         if oracles:
