@@ -266,11 +266,11 @@ def _subsample(trace: Trace, fine: Trace, m: int, seed: int, rate: float) -> Tra
 AUTO_KEEP_ACCESSES = 5_000_000
 AUTO_MIN_RATE = 0.01
 # Of k > 1 independent weeks, auto keeps at least this many accesses of them all, at a
-# power-of-two stride (3 or 4 full-scale weeks: r = 1/1024). The weeks are there for the
+# power-of-two stride (2 or 3 full-scale weeks: r = 1/1024). The weeks are there for the
 # small capacities' workload spread; those keep their floor-raised rate in every week
 # (24 GiB, 2^14 blocks: stride 128, exactly the floor), and above the floors the k weeks
-# together replay a third to a half of one week's default sample (docs/performance.md).
-AUTO_KEEP_WEEKS_ACCESSES = 1_500_000
+# together replay a fifth to a third of one week's default sample (docs/performance.md).
+AUTO_KEEP_WEEKS_ACCESSES = 1_250_000
 
 
 def auto_rate(n_accesses: int, weeks: int = 1) -> float | None:
@@ -278,7 +278,7 @@ def auto_rate(n_accesses: int, weeks: int = 1) -> float | None:
     up to 2 x AUTO_KEEP_ACCESSES, else 1/m with m = n_accesses // AUTO_KEEP_ACCESSES,
     at least AUTO_MIN_RATE (the full-scale FreeInference-like trace: r = 0.01). Of k > 1
     independent weeks (`weeks`; n_accesses counts them all) m = n_accesses //
-    AUTO_KEEP_WEEKS_ACCESSES rounded down to a power of two (3 full-scale weeks: 1024)."""
+    AUTO_KEEP_WEEKS_ACCESSES rounded down to a power of two (2 or 3 full-scale weeks: 1024)."""
     n = int(n_accesses)
     if n < 2 * AUTO_KEEP_ACCESSES:
         return None

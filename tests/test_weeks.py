@@ -64,13 +64,14 @@ def test_weeks_are_independent_draws_and_week_0_is_the_seeds_trace():
 
 
 def test_auto_rate_of_weeks_is_a_power_of_two_stride():
-    assert auto_rate(3 * 671_081_036, weeks=3) == 1 / 1024  # the default study: 24 GiB at stride 128
-    assert auto_rate(4 * 671_081_036, weeks=4) == 1 / 1024
-    assert auto_rate(8 * 671_081_036, weeks=8) == 1 / 2048
+    assert auto_rate(2 * 671_081_036, weeks=2) == 1 / 1024  # the default study: 24 GiB at stride 128
+    assert auto_rate(3 * 671_081_036, weeks=3) == 1 / 1024
+    assert auto_rate(4 * 671_081_036, weeks=4) == 1 / 2048
+    assert auto_rate(8 * 671_081_036, weeks=8) == 1 / 4096
     assert auto_rate(4 * 663_922_623) == 0.01
     assert auto_rate(4 * 2_000_000, weeks=4) is None  # 8M accesses in all: exact
     assert auto_rate(4 * 3_000_000, weeks=4) == 0.125
-    assert auto_rate(2 * 5_000_000, weeks=2) == 0.25
+    assert auto_rate(2 * 5_000_000, weeks=2) == 0.125
 
 
 def test_sampled_weeks_replay_as_the_weeks_samples_back_to_back():

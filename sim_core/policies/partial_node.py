@@ -173,4 +173,4 @@ SPEC = PolicySpec(
     defaults={"samples": 64, "clock": "access", "chunk_blocks": 32}, cost_aware=True,
     family="compute_aware",
     weight=2.5,
-    sample_floor=256)  # its error at the default floor: docs/sampling.md ("The floor")
+    sample_floor=512)  # its error at the default floor: docs/sampling.md ("The floor")
