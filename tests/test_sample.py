@@ -198,17 +198,17 @@ def test_depth_sampling_is_the_default_and_close_to_exact(big):
 
 
 def test_a_policy_keeps_its_own_floor(big):
-    """Depth samples: 128 blocks; PartialNode asks for 256 (PolicySpec.sample_floor), so
-    a capacity scaling to 128-255 blocks runs at a doubled rate for it only."""
+    """Depth samples: 128 blocks; PartialNode asks for 512 (PolicySpec.sample_floor), so
+    a capacity scaling to 128-511 blocks runs at a raised rate for it only."""
     from sim_core import get_policy
 
-    assert MIN_SAMPLED_BLOCKS["depth"] == 128 and get_policy("partial_node").sample_floor == 256
+    assert MIN_SAMPLED_BLOCKS["depth"] == 128 and get_policy("partial_node").sample_floor == 512
     assert get_policy("random_compute_session").sample_floor == get_policy("lecar").sample_floor == 256
     cap = 2000  # depth, r = 0.1: ceil(2000 / 10) = 200 sampled blocks
     assert capacity_rates(big, [cap], 0.1, 0, "depth", "request") == {cap: 0.1}
     assert capacity_rates(big, [cap], 0.1, 0, "depth", "request", floor=256) == {cap: 0.2}
     assert simulate(big, "random_compute", [cap], sample_rate=0.1)[0].sample_rate == 0.1
-    assert simulate(big, "partial_node", [cap], sample_rate=0.1)[0].sample_rate == 0.2
+    assert simulate(big, "partial_node", [cap], sample_rate=0.1)[0].sample_rate == 0.4  # 200, 400, 800 blocks
     assert simulate(big, "partial_node", [cap], sample_rate=0.1, sample_floor=1)[0].sample_rate == 0.1
 
 
