@@ -11,7 +11,7 @@ import logging
 import sys
 
 from . import record, signals, study
-from .config import ConfigError, find_conf_dir, precheck_overrides, register_generated
+from .config import ConfigError, check_compose, find_conf_dir, precheck_overrides, register_generated
 from .pool import SweepFailed
 from .runner import RayCluster
 from .store import TrackingUnavailable, experiment_url, quiet_mlflow, sqlite_path, ui_command
@@ -132,6 +132,7 @@ def main() -> None:
         conf_dir = find_conf_dir()
         precheck_overrides(sys.argv[1:], conf_dir)
         register_generated(conf_dir)
+        check_compose(sys.argv[1:], conf_dir)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(EXIT_CONFIG)

@@ -24,6 +24,8 @@ from sim_core.config_checks import ConfigError, check_bool, check_int, check_num
 from sim_core.policies import REGISTRY
 from sim_core.tracecfg import path_keys
 
+from . import schema
+
 GROUPS = ("trace", "policy", "capacity", "cost", "model", "cluster", "tracking")
 MULTI_GROUPS = ("policy", "cost")  # a list of options may be selected
 ALL = "all"
@@ -109,6 +111,7 @@ def register_generated(conf_dir: Path | None = None) -> Generated:
     registry = _registry()
     gen = Generated()
     cs = ConfigStore.instance()
+    schema.register()
     for stem in _yaml_options(conf_dir, "policy"):
         _check_package(conf_dir / "policy" / f"{stem}.yaml", f"policy.{stem}")
         node = _load_yaml(conf_dir / "policy" / f"{stem}.yaml")
@@ -138,6 +141,28 @@ def register_generated(conf_dir: Path | None = None) -> Generated:
     cs.store(group="cost", name=ALL, node=dict(gen.costs), package="cost")
     _GENERATED = gen
     return gen
+
+
+def check_compose(args: list[str], conf_dir: Path) -> None:
+    """Compose the config once with the command line's overrides, so that a value the
+    schema refuses (sweep/schema.py: sim.mode=fast, sim.seed=abc) fails here as bad input,
+    naming the field and the valid values. Other composition errors are left to Hydra."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    cli = [a for a in args if not a.startswith("-")]
+    if not cli or any(a in ("-m", "--multirun", "-h", "--help", "--hydra-help") for a in args):
+        return
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
+            compose("config", overrides=cli)
+    except Exception as e:  # noqa: BLE001 - only the schema's refusals are ours to report
+        msg = schema.compose_error(e)
+        if msg:
+            raise ConfigError(msg) from None
+    finally:
+        GlobalHydra.instance().clear()
 
 
 def group_options(group: str, conf_dir: Path | None = None) -> list[str]:

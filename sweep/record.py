@@ -94,7 +94,7 @@ def _parent_record(st) -> tuple[dict, dict, dict, dict]:
     if st.cap_notes:
         tags["capacity_dedup"] = "; ".join(st.cap_notes)[:5000]
     tags[NOTE] = description(st)
-    resolved = OmegaConf.to_container(st.cfg, resolve=True)
+    resolved = OmegaConf.to_container(st.cfg, resolve=True, enum_to_str=True)
     params = traces.flatten(resolved)
     params.update({"capacities_blocks": [c.blocks for c in st.caps],
                    "capacities_gib": [round(c.gib, 6) for c in st.caps],

@@ -14,7 +14,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from sim_core import Hits, Mode, get_policy
-from sim_core.accounting import PARTIAL_BLOCKS, check_warmup, duration_s
+from sim_core.accounting import check_warmup, duration_s
 from sim_core.capacity import log_spaced_bytes, parse_size
 from sim_core.cost import cost_names
 from sim_core.engines import preset
@@ -22,7 +22,7 @@ from sim_core.hardware import as_hardware
 from sim_core.hierarchy import as_tier_specs, parse_admit
 from sim_core.models import ModelConfig
 from sim_core.policies import REGISTRY
-from sim_core.options import HITS, MODES, resolve_order
+from sim_core.options import resolve_order
 
 from .config import ConfigError, check_bool, check_int, check_number, register_generated
 
@@ -318,9 +318,7 @@ def resolve_engine(cfg: DictConfig) -> tuple[dict, Any]:
         parse_admit(admit, "sim.hbm_admit")
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    partial = str(sim.get("partial_blocks", ENGINE_DEFAULTS["partial_blocks"]))
-    if partial not in PARTIAL_BLOCKS:
-        raise ConfigError(f"unknown sim.partial_blocks {partial!r}; valid: {', '.join(PARTIAL_BLOCKS)}")
+    partial = str(sim.get("partial_blocks", ENGINE_DEFAULTS["partial_blocks"]))  # an enum (sweep/schema.py)
     warmup, window = _plain(sim.get("warmup")), _plain(sim.get("window"))
     try:
         check_warmup(warmup, "sim.warmup")
@@ -369,11 +367,7 @@ def resolve(cfg: DictConfig, policy_choice: str = "all") -> SweepSpec:
     check_sweep(cfg.sweep)
     check_cluster(cfg.cluster)
     seed = check_int(cfg.sim.get("seed", 0), "sim.seed", 0, SEED_MAX)
-    mode, hits = str(cfg.sim.mode), str(cfg.sim.hits)
-    if mode not in MODES:
-        raise ConfigError(f"unknown sim.mode {mode!r}; valid: {', '.join(MODES)}")
-    if hits not in HITS:
-        raise ConfigError(f"unknown sim.hits {hits!r}; valid: {', '.join(HITS)}")
+    mode, hits = str(cfg.sim.mode), str(cfg.sim.hits)  # enums of sweep/schema.py, checked at compose
     raw_order = cfg.sim.get("order")
     try:
         order = resolve_order(mode, None if raw_order is None else str(raw_order))

@@ -13,9 +13,22 @@ def compose():
 
     from sweep.config import find_conf_dir, register_generated
 
+    from sweep.config import ConfigError
+    from sweep.schema import compose_error
+
     conf = find_conf_dir()
     register_generated(conf)
+
+    def compose(*ov):  # a value the schema refuses is bad input, as on the command line
+        try:
+            return hydra_compose("config", overrides=list(ov))
+        except Exception as e:
+            msg = compose_error(e)
+            if msg:
+                raise ConfigError(msg) from None
+            raise
+
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
-        yield lambda *ov: hydra_compose("config", overrides=list(ov))
+        yield compose
     GlobalHydra.instance().clear()

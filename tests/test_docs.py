@@ -26,11 +26,12 @@ def test_every_result_field_is_in_the_concepts_table():
         assert f"| `{name}` | {doc} |" in text, f"{name}: the row differs from sim_core.result.field_docs()"
 
 
-def test_every_sweep_and_tracking_key_is_documented():
+def test_every_sim_sweep_and_tracking_key_is_documented():
     text = (DOCS / "configuration.md").read_text()
-    sweep = yaml.safe_load((CONF / "config.yaml").read_text())["sweep"]
-    for k in sweep:
-        assert f"`sweep.{k}`" in text, k
+    cfg = yaml.safe_load((CONF / "config.yaml").read_text())
+    for section in ("sim", "sweep"):
+        for k in cfg[section]:
+            assert f"`{section}.{k}`" in text, k
     for k in yaml.safe_load((CONF / "tracking" / "local.yaml").read_text()):
         assert f"tracking.{k}" in text, k
 
@@ -81,3 +82,19 @@ def test_every_relative_link_points_to_a_file_and_heading():
             elif "#" in target and path.suffix == ".md" and target.split("#", 1)[1] not in _anchors(path):
                 missing.append(f"{page.relative_to(ROOT)} -> {target} (no such heading)")
     assert missing == []
+
+
+def test_the_schema_types_every_sim_and_sweep_key_with_the_yaml_default():
+    """sweep/schema.py and conf/config.yaml name the same keys with the same defaults (the
+    yaml is what users read; the schema is what Hydra checks)."""
+    import dataclasses
+
+    from sweep.schema import SimSchema, SweepSchema
+
+    cfg = yaml.safe_load((CONF / "config.yaml").read_text())
+    for section, schema in (("sim", SimSchema), ("sweep", SweepSchema)):
+        typed = {f.name: getattr(schema(), f.name) for f in dataclasses.fields(schema)}
+        assert set(typed) == set(cfg[section]), section
+        for k, v in cfg[section].items():
+            got = typed[k]
+            assert (got.value if hasattr(got, "value") else got) == v, (section, k)

@@ -1,0 +1,119 @@
+"""The typed schema of the sweep's `sim:` and `sweep:` keys (Hydra structured config).
+
+conf/config.yaml names `kvsweep_schema` first in its defaults, so Hydra merges every
+override onto these dataclasses at compose time. A choice (mode, hits, order,
+partial_blocks) is an enum, an integer is an int, and a key that does not exist is refused
+before any code of ours runs. `compose_error` turns Hydra's message into one that names the
+field and its valid values.
+
+Two kinds of key stay `Any` on purpose. A switch (true/false) is one: OmegaConf would take
+`yes`, `on` or `1` for true, and spec.check_bool refuses those. So is a value of several
+types (sample_rate: auto | a rate | null; warmup: a fraction or a duration). Range checks
+(seed from 0 to 2^31-1, at least one shard) stay in sweep/spec.py, where the meaning is.
+"""
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from omegaconf.errors import OmegaConfBaseException
+
+from sim_core import Order
+from sim_core.accounting import PARTIAL_BLOCKS
+from sim_core.options import HITS, MODES
+
+SCHEMA = "kvsweep_schema"
+
+
+class Choice(str, enum.Enum):
+    """A config choice. Its member names are its values (OmegaConf matches names), and
+    str() gives the value, as the code that reads `str(cfg.sim.mode)` expects."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def _choice(name: str, values) -> type[Choice]:
+    """An enum of the config from sim_core's own list of values (one source)."""
+    return Choice(name, {str(v): str(v) for v in values})
+
+
+ModeChoice = _choice("ModeChoice", MODES)
+HitsChoice = _choice("HitsChoice", HITS)
+OrderChoice = _choice("OrderChoice", [o.value for o in Order])
+PartialBlocksChoice = _choice("PartialBlocksChoice", PARTIAL_BLOCKS)
+
+
+@dataclass
+class SimSchema:
+    engine: Optional[str] = None
+    mode: ModeChoice = ModeChoice["request"]
+    hits: HitsChoice = HitsChoice["block"]
+    order: Optional[OrderChoice] = None
+    seed: int = 0
+    sample_rate: Any = "auto"
+    sample_seed: int = 0
+    sample_force: Any = False
+    hbm_admit: str = "all"
+    partial_blocks: PartialBlocksChoice = PartialBlocksChoice["cache"]
+    warmup: Any = None
+    window: Any = None
+    overlap: Any = True
+    tier_bound: Any = True
+
+
+@dataclass
+class SweepSchema:
+    exclude_slow: Any = True
+    shards_per_worker: int = 3
+    max_capacities_per_job: Optional[int] = None
+    fail_fast: Any = False
+    resume: Any = True
+    dry_run: Any = False
+    summary_points: int = 4
+    log_level: str = "INFO"
+
+
+@dataclass
+class Schema:
+    sim: SimSchema = field(default_factory=SimSchema)
+    sweep: SweepSchema = field(default_factory=SweepSchema)
+    # the groups: each is checked by its own resolver (sweep/spec.py, sweep/traces.py)
+    trace: Any = None
+    policy: Any = None
+    capacity: Any = None
+    cost: Any = None
+    tier: Any = None
+    hardware: Any = None
+    model: Any = None
+    cluster: Any = None
+    tracking: Any = None
+
+
+def register() -> None:
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(name=SCHEMA, node=Schema)
+
+
+def compose_error(e: BaseException) -> str | None:
+    """The field and what was wrong with it, from a Hydra composition error whose cause
+    is OmegaConf's validation (None for any other error)."""
+    cause = e
+    while cause is not None and not isinstance(cause, OmegaConfBaseException):
+        cause = cause.__cause__ or cause.__context__
+    if cause is None:
+        return None
+    key = getattr(cause, "full_key", None) or "config"
+    msg = str(getattr(cause, "msg", None) or cause).splitlines()[0]
+    m = re.match(r"Invalid value '(.*)', expected one of \[(.*)\]", msg)
+    if m:  # in the words of the other checks (sweep.config.ConfigError messages)
+        return f"unknown {key} {m.group(1)!r}; valid: {m.group(2)}"
+    m = re.match(r"Value '(.*)' of type '(\w+)' could not be converted to (\w+)", msg)
+    if m:
+        want = {"Integer": "an integer", "Float": "a number", "Boolean": "true or false"}.get(m.group(3), m.group(3))
+        got = m.group(1) if m.group(2) in ("bool", "int", "float") else repr(m.group(1))
+        return f"{key} must be {want}, got {got}"
+    return f"{key}: {msg}"
