@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from sweep.cli import setup_logging as sweep_logging
 from sweep.config import (ConfigError, check_bool, check_int, check_number, find_conf_dir, group_options,
     precheck_overrides, register_generated)
+from sweep.schema import compose_error
 from sweep.spec import resolve_costs, resolve_model
 from sweep.store import TrackingUnavailable, check_reachable, default_uri, ui_command
 from sweep.traces import check_trace_config, experiment_name, load, weeks
@@ -57,7 +58,7 @@ def compose(command: str, argv: list[str]) -> Invocation:
         with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3", job_name=command):
             cfg = hydra_compose(CONFIG_NAME, overrides=list(argv), return_hydra_config=True)
     except Exception as e:  # noqa: BLE001 - Hydra/OmegaConf errors are bad overrides
-        raise ConfigError(f"{type(e).__name__}: {e}".splitlines()[0]) from None
+        raise ConfigError(compose_error(e) or f"{type(e).__name__}: {e}".splitlines()[0]) from None
     finally:
         GlobalHydra.instance().clear()
     choice = str(cfg.hydra.runtime.choices.get("trace", "trace"))

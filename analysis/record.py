@@ -85,7 +85,7 @@ def log_run(uri: str, experiment: str, *, kind: str, command: str, trace, cfg, o
         "mlflow.source.name": f"python -m analysis {command}", "overrides": " ".join(overrides) or "(defaults)"})
     rid = run.info.run_id
     try:
-        params = flatten(OmegaConf.to_container(cfg, resolve=True))
+        params = flatten(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
         ps = [Param(k[:250], param_value(v)) for k, v in params.items()]
         for i in range(0, len(ps), 100):
             client.log_batch(rid, params=ps[i:i + 100])

@@ -13,6 +13,7 @@ types (sample_rate: auto | a rate | null; warmup: a fraction or a duration). Ran
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 import re
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from sim_core.accounting import PARTIAL_BLOCKS
 from sim_core.options import HITS, MODES
 
 SCHEMA = "kvsweep_schema"
+ANALYSIS_SCHEMA = "kvsweep_analysis_schema"  # conf/analysis.yaml's (characterize, advise)
 
 
 class Choice(str, enum.Enum):
@@ -92,10 +94,34 @@ class Schema:
     tracking: Any = None
 
 
+@dataclass
+class AnalysisSimSchema:
+    mode: ModeChoice = ModeChoice["request"]
+    hits: HitsChoice = HitsChoice["block"]
+    order: Optional[OrderChoice] = None
+    seed: int = 0
+    sample_rate: Any = "auto"
+    sample_seed: int = 0
+
+
+@dataclass
+class AnalysisSchema:
+    sim: AnalysisSimSchema = field(default_factory=AnalysisSimSchema)
+    analysis: Any = None
+    trace: Any = None
+    capacity: Any = None
+    cost: Any = None
+    model: Any = None
+    tier: Any = None
+    hardware: Any = None
+    tracking: Any = None
+
+
 def register() -> None:
     from hydra.core.config_store import ConfigStore
 
     ConfigStore.instance().store(name=SCHEMA, node=Schema)
+    ConfigStore.instance().store(name=ANALYSIS_SCHEMA, node=AnalysisSchema)
 
 
 def compose_error(e: BaseException) -> str | None:
@@ -116,4 +142,8 @@ def compose_error(e: BaseException) -> str | None:
         want = {"Integer": "an integer", "Float": "a number", "Boolean": "true or false"}.get(m.group(3), m.group(3))
         got = m.group(1) if m.group(2) in ("bool", "int", "float") else repr(m.group(1))
         return f"{key} must be {want}, got {got}"
+    m = re.match(r"Key '(.*)' not in '(\w+)'", msg)
+    schema = {c.__name__: c for c in (SimSchema, SweepSchema, AnalysisSimSchema)}.get(m.group(2)) if m else None
+    if schema is not None:
+        return f"unknown key {key}; valid: {', '.join(f.name for f in dataclasses.fields(schema))}"
     return f"{key}: {msg}"

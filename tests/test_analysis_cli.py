@@ -284,6 +284,10 @@ def test_bad_overrides_and_help(tmp_path, capsys):
     assert "unknown trace 'nope'" in capsys.readouterr().err
     assert main(["advise", "sim.sample_rate=2"]) == 2
     assert "sim.sample_rate" in capsys.readouterr().err
+    assert main(["advise", "sim.mode=fast"]) == 2  # the schema, at compose time (sweep/schema.py)
+    assert "unknown sim.mode 'fast'; valid: request, block" in capsys.readouterr().err
+    assert main(["advise", "sim.seed=abc"]) == 2
+    assert "sim.seed must be an integer, got 'abc'" in capsys.readouterr().err
     assert main(["frobnicate"]) == 2
     assert main(["advise", "--help"]) == 0
     text = capsys.readouterr().out
