@@ -164,3 +164,28 @@ def test_a_tiered_sweep_takes_margins_against_lru_above_the_same_pool():
     assert by["lru @ dram=1TiB"].vs_lru == 0.0 and by["lru @ dram=0"].vs_lru == 0.0
     assert all(r.vs_lru is not None for r in rank)
     assert not any("LRU is not in this sweep" in s for s in says(t, "uniform"))
+
+
+def test_tier_section_with_modes_and_the_bound(tmp_path):
+    """Pools swept over two write modes, with the bound's curves: a row per (policy, mode),
+    the knee and the winning mode on each, and each row's gap to the bound at the knee."""
+    from sweep.report.html import write_report
+
+    t = table(pools={"dram=0": 0, "dram=1TiB[a]": 1, "dram=1TiB[b]": 2})
+    for pool, k in (("dram=0", 0), ("dram=1TiB", 3)):  # the bound: one curve per pool size
+        t.curves["uniform"][f"tier_bound @ {pool}"] = [
+            {**r, "served_ratio": min(1.0, r["hit_ratio"] + 0.1 * k), "compute_savings": r["hit_ratio"]}
+            for r in _rows(LRU, pool=pool)]
+    html = write_report(t, tmp_path).read_text()
+    section = re.search(r'<section id="tiers">.*?</section>', html, re.S).group(0)
+    first = re.findall(r'<table class="tiers" data-capacity-index="(\d+)">(.*?)</table>', section, re.S)[0][1]
+    rows = re.findall(r'<tr data-policy="lru" data-mode="([^"]+)" data-knee="([^"]+)"><td>lru</td>(.*?)</tr>', first)
+    assert [(m, k) for m, k, _ in rows] == [("a", "dram=1TiB"), ("b", "dram=1TiB")]
+    cells = {m: re.findall(r"<td>([^<]*)</td>", c) for m, _, c in rows}
+    # mode, served at 0 and 1 TiB, knee, wins, TTFT at 0 and 1 TiB, gap
+    served = {"a": LRU[0] + 0.1, "b": LRU[0] + 0.2}
+    assert cells["a"][4] == cells["b"][4] == "b"  # b serves the most at the knee
+    for m in ("a", "b"):
+        assert cells[m][2] == f"{served[m]:.4f}"
+        assert cells[m][-1] == f"{(LRU[0] + 0.3 - served[m]) * 100:+.2f}"
+    assert '<tr data-policy="tier_bound"' in first

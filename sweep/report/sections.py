@@ -88,7 +88,7 @@ def tiers_html(t: Tiers, png: Path | None) -> str:
              + ("; TTFT: estimated time to first token, mean, service time without queueing" if ttft else
                 "; no <code>hardware</code> part was set, so there is no TTFT estimate")
              + ("; gap: <code>tier_bound</code> (Belady over HBM plus every tier: no hierarchy of these sizes "
-                "serves more) minus the policy's served ratio at the knee, in points" if bound else "")
+                "serves more) minus the row's served ratio at the knee, in points" if bound else "")
              + ".</p>",
              _img(png, "served ratio and TTFT over the pool size")]
     size_ths = "".join(f"<th>{e(z)}</th>" for z in t.sizes)
@@ -112,7 +112,8 @@ def tiers_html(t: Tiers, png: Path | None) -> str:
                     cells += "".join(f"<td>{_fmt(sz.ttft.get((z, m), float('nan')) * 1e3, '.1f')}</td>"
                                      for z in t.sizes)
                 if bound:
-                    cells += f"<td>{_fmt(sz.gap_points if p != BOUND else None, '+.2f')}</td>"
+                    gap = (sz.bound - sz.at(sz.knee, m)) * 100 if p != BOUND else None  # this row's mode
+                    cells += f"<td>{_fmt(gap, '+.2f')}</td>"
                 trs.append(f'<tr data-policy="{e(p)}"' + (f' data-mode="{e(m)}"' if swept else "")
                            + f' data-knee="{e(sz.knee)}"><td>{e(p)}</td>{cells}</tr>')
         parts.append(f"<h3>HBM {e(t.cap_labels.get(i, str(i)))}</h3>"
