@@ -36,7 +36,7 @@ from sim_core.sample import auto_rate
 from sim_core.sessions import INFERRED_NOTE, sessions_source
 from sweep.config import ConfigError
 from sweep.plan import Capacity, oversized_warnings, resolve_capacities
-from sweep.report.families import pool_key, pool_parts
+from sweep.report.sizing import axes
 from sweep.report.plots import plot_cost_model
 from sweep.report.tierplot import plot_tiers
 from sweep.spec import capacity_sizes
@@ -135,14 +135,10 @@ def choose_capacities(inv, trace, model) -> tuple[list, list[str]]:
 
 def run_policies(trace, caps_blocks: list[int], *, cost_models, model, sim, policies=POLICIES) -> dict:
     """policy -> list of sim_core.Result (one per capacity), from sim_core.simulate."""
-    rate = sim.get("sample_rate")
     out = {}
     for p in policies:
         t0 = time.perf_counter()
-        out[p] = simulate(trace, p, caps_blocks, mode=str(sim.mode), hits=str(sim.hits),
-                          order=None if sim.get("order") is None else str(sim.order), cost_models=cost_models,
-                          model=model, seed=int(sim.get("seed", 0)), sample_rate=rate,
-                          sample_seed=int(sim.get("sample_seed", 0)))
+        out[p] = simulate(trace, p, caps_blocks, cost_models=cost_models, model=model, **config.replay_kwargs(sim))
         log.info("%s: %d capacities in %.1fs", p, len(caps_blocks), time.perf_counter() - t0)
     return out
 
@@ -369,9 +365,7 @@ def _sessions_line(report: dict) -> str:
 def draw(report: dict, out: Path, series: dict | None = None) -> dict[str, Path]:
     drawn = {}
     if series:  # advise with tiers: served ratio and TTFT over the pool size
-        labels = list(dict.fromkeys(pool for _, pool in series))
-        sizes = list(dict.fromkeys(pool_parts(p)[0] for p in sorted(labels, key=pool_key)))
-        modes = sorted({pool_parts(p)[1] for p in labels} - {""}) or [""]
+        sizes, modes = axes({pool for _, pool in series})
         drawn["tiers"] = plot_tiers(series, {i: c["label"] for i, c in enumerate(report["capacities"])}, sizes,
                                     modes, list(range(len(report["capacities"]))), out / record.FIGURES / "tiers.png",
                                     f"{report['trace']['name']}: pool sizing")

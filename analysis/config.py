@@ -118,6 +118,13 @@ def load_trace(inv: Invocation):
     return t
 
 
+def replay_kwargs(sim) -> dict:
+    """simulate()'s replay switches from the `sim:` of conf/analysis.yaml."""
+    return dict(mode=str(sim.mode), hits=str(sim.hits), order=None if sim.get("order") is None else str(sim.order),
+                seed=int(sim.get("seed", 0)), sample_rate=sim.get("sample_rate"),
+                sample_seed=int(sim.get("sample_seed", 0)))
+
+
 def model_of(inv: Invocation):
     return resolve_model(inv.cfg)
 

@@ -15,8 +15,10 @@ import time
 from sim_core import simulate
 from sweep.plan import resolve_pools
 from sweep.report.families import pool_parts
-from sweep.report.sizing import BOUND, KNEE_POINTS, pool_sizing
+from sweep.report.sizing import BOUND, KNEE_POINTS, by_capacity
 from sweep.spec import resolve_engine, resolve_tiers
+
+from .config import replay_kwargs
 
 log = logging.getLogger("analysis")
 
@@ -36,9 +38,7 @@ def axis(cfg, model, block_tokens: int) -> tuple[str, list, dict | None]:
 
 def run(trace, caps_blocks: list[int], pools, *, sim, model, hardware, policies=POLICIES) -> dict:
     """(policy, pool label) -> capacity index -> Result; the bound once per pool size."""
-    kw = dict(mode=str(sim.mode), hits=str(sim.hits), order=None if sim.get("order") is None else str(sim.order),
-              model=model, seed=int(sim.get("seed", 0)), sample_rate=sim.get("sample_rate"),
-              sample_seed=int(sim.get("sample_seed", 0)))
+    kw = dict(model=model, **replay_kwargs(sim))
     out, sizes = {}, set()
     for label, tiers in pools:
         t0 = time.perf_counter()
@@ -58,9 +58,8 @@ def sizing(series: dict, caps, policies=POLICIES) -> list[dict]:
     """One row per (HBM capacity, policy): the knee, its winning mode, TTFT, gap."""
     rows = []
     for i, c in enumerate(caps):
-        bound = {pool: s[i] for (p, pool), s in series.items() if p == BOUND}
         for p in policies:
-            s = pool_sizing({pool: r[i] for (q, pool), r in series.items() if q == p}, bound)
+            s = by_capacity(series, p, i)
             if s is None:
                 continue
             ttft = s.ttft.get((s.knee, s.mode), math.nan)

@@ -15,10 +15,10 @@ import html
 from dataclasses import dataclass
 from pathlib import Path
 
-from .families import POOL_SEP, ordered, pool_key, pool_parts
+from .families import POOL_SEP, ordered, pool_key
 from .plots import size_label
 from .sweeps import SweepTable
-from .sizing import BOUND, KNEE_POINTS, by_capacity
+from .sizing import BOUND, KNEE_POINTS, axes, by_capacity
 from .tables import pick_points
 
 #: HBM capacities shown in the tier section (the console table's default summary_points).
@@ -66,8 +66,7 @@ def tiers(table: SweepTable) -> Tiers | None:
     pools = sorted({pool for _, pool in series}, key=pool_key)
     if len(pools) < 2:
         return None
-    sizes = list(dict.fromkeys(pool_parts(p)[0] for p in pools))
-    modes = list(dict.fromkeys(m for p in pools if (m := pool_parts(p)[1]))) or [""]
+    sizes, modes = axes(pools)
     idx = sorted({i for s in series.values() for i in s})
     caps = [idx[k] for k in pick_points(len(idx), TIER_POINTS)]
     return Tiers(series, pools, sizes, modes, caps, cap_labels(table))

@@ -90,6 +90,14 @@ def pool_sizing(rows: Mapping[str, object], bound: Mapping[str, object] | None =
     return Sizing(tuple(sizes), tuple(modes), served, ttft, k, win, tied, b)
 
 
+def axes(labels) -> tuple[list[str], list[str]]:
+    """(the pool sizes, smallest first; the modes swept, [""] when none) of pool labels."""
+    labels = sorted(labels, key=pool_key)
+    sizes = list(dict.fromkeys(pool_parts(p)[0] for p in labels))
+    modes = list(dict.fromkeys(m for p in labels if (m := pool_parts(p)[1]))) or [""]
+    return sizes, modes
+
+
 def by_capacity(series: Mapping[tuple[str, str], Mapping[int, object]], policy: str, i: int) -> Sizing | None:
     """`series`: (policy, pool label) -> capacity index -> row, as the report reads curves."""
     rows = {pool: s[i] for (p, pool), s in series.items() if p == policy and i in s}
