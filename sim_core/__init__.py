@@ -10,11 +10,12 @@ from .policies import REGISTRY, get_policy, policy_names
 from .reblock import reblock
 from .result import Hits, Mode, Order, Result, metric_fields
 from .simulate import simulate, tier_bound
+from .serving import ENGINES as SERVE_ENGINES, ROUTERS, ServeResult, serve
 from .units import replay_units, saturation_capacity
 from .trace import Trace
 
 __all__ = [
-    "Hits", "MODELS", "Mode", "QWEN3_CODER_30B", "REGISTRY", "ModelConfig", "Order", "Result", "Trace", "blocks_for_bytes",
+    "Hits", "MODELS", "ROUTERS", "SERVE_ENGINES", "ServeResult", "Mode", "QWEN3_CODER_30B", "REGISTRY", "ModelConfig", "Order", "Result", "Trace", "blocks_for_bytes",
     "bytes_for_blocks", "cost_per_depth", "get_model", "get_policy", "policy_names",
-    "metric_fields", "reblock", "replay_units", "saturation_capacity", "simulate", "tier_bound", "to_blocks",
+    "metric_fields", "reblock", "replay_units", "saturation_capacity", "serve", "simulate", "tier_bound", "to_blocks",
 ]

@@ -31,6 +31,7 @@ class Hardware:
     host_link_bps: float  # GPU <-> host memory (PCIe or NVLink-C2C)
     ssd_bps: float  # host SSD (or remote store) read bandwidth
     mfu: float = 0.5  # achieved fraction of peak in prefill
+    hbm_bps: float = 3.35e12  # HBM bandwidth (the serving roofline's memory-bound steps)
 
     def link_bps(self, link: str) -> float:
         if link == "host":
@@ -42,11 +43,14 @@ class Hardware:
 
 # Datasheet values; sources in docs/tiers.md ("Hardware").
 PARTS: dict[str, Hardware] = {h.name: h for h in (
-    Hardware("h100_sxm", peak_flops=989e12, hbm_bytes=80 * GB, host_link_bps=64 * GB, ssd_bps=7 * GB),
-    Hardware("h200", peak_flops=989e12, hbm_bytes=141 * GB, host_link_bps=64 * GB, ssd_bps=7 * GB),
-    Hardware("b200", peak_flops=2250e12, hbm_bytes=180 * GB, host_link_bps=64 * GB, ssd_bps=14 * GB),
-    Hardware("gh200", peak_flops=989e12, hbm_bytes=96 * GB, host_link_bps=450 * GB, ssd_bps=7 * GB),
-    Hardware("l40s", peak_flops=362e12, hbm_bytes=48 * GB, host_link_bps=32 * GB, ssd_bps=7 * GB),
+    Hardware("h100_sxm", peak_flops=989e12, hbm_bytes=80 * GB, host_link_bps=64 * GB, ssd_bps=7 * GB,
+             hbm_bps=3350 * GB),
+    Hardware("h200", peak_flops=989e12, hbm_bytes=141 * GB, host_link_bps=64 * GB, ssd_bps=7 * GB, hbm_bps=4800 * GB),
+    Hardware("b200", peak_flops=2250e12, hbm_bytes=180 * GB, host_link_bps=64 * GB, ssd_bps=14 * GB,
+             hbm_bps=8000 * GB),
+    Hardware("gh200", peak_flops=989e12, hbm_bytes=96 * GB, host_link_bps=450 * GB, ssd_bps=7 * GB,
+             hbm_bps=4000 * GB),
+    Hardware("l40s", peak_flops=362e12, hbm_bytes=48 * GB, host_link_bps=32 * GB, ssd_bps=7 * GB, hbm_bps=864 * GB),
 )}
 
 
@@ -76,7 +80,7 @@ def as_hardware(hw) -> Hardware | None:
 
 
 def _checked(h: Hardware) -> Hardware:
-    for k in ("peak_flops", "hbm_bytes", "host_link_bps", "ssd_bps"):
+    for k in ("peak_flops", "hbm_bytes", "host_link_bps", "ssd_bps", "hbm_bps"):
         v = getattr(h, k)
         if isinstance(v, bool) or not isinstance(v, numbers.Real) or not v > 0 or v != v or v == float("inf"):
             raise ValueError(f"hardware.{k} must be a positive number, got {v!r}")

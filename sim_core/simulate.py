@@ -15,7 +15,7 @@ from .hardware import ttft_stats
 from .hierarchy import NO_TIER, T_BAD_VICTIM, T_EVICTIONS, T_FAILED, T_WRITES, build_tier
 from .onepass import percentile_from_hist
 from .options import Options, check_rate, enum_value, options, resolve_order, tier_rate
-from .policies import PolicyContext, get_policy
+from .policies import PolicyContext, get_policy, resolve_params
 from .result import Hits, Mode, Order, Result, make_result, sampled
 from .sample import capacity_rates, sample_of, scaled_capacity
 from .trace import Trace
@@ -95,12 +95,7 @@ def simulate(
     hits = enum_value(Hits, "hits", hits)
     order = resolve_order(mode, order)
     spec = get_policy(policy)
-    params = dict(params or {})
-    unknown = set(params) - set(spec.defaults)
-    if unknown:
-        raise ValueError(f"policy {spec.name!r} has no parameter(s) {sorted(unknown)}; "
-                         f"valid: {sorted(spec.defaults) or 'none'}")
-    params = {**spec.defaults, **params}
+    params = resolve_params(spec, params)
     if capacities is not None:
         if hbm_capacities is not None:
             raise ValueError("give the HBM capacities once (hbm_capacities, or its older name capacities)")

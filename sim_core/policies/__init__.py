@@ -25,8 +25,18 @@ def get_policy(name: str) -> PolicySpec:
     return REGISTRY[key]
 
 
+def resolve_params(spec: PolicySpec, params) -> dict:
+    """The policy's parameters: `params` over its defaults; an unknown name is an error."""
+    params = dict(params or {})
+    unknown = set(params) - set(spec.defaults)
+    if unknown:
+        raise ValueError(f"policy {spec.name!r} has no parameter(s) {sorted(unknown)}; "
+                         f"valid: {sorted(spec.defaults) or 'none'}")
+    return {**spec.defaults, **params}
+
+
 def policy_names() -> list[str]:
     return sorted(REGISTRY)
 
 
-__all__ = ["REGISTRY", "PolicyContext", "PolicySpec", "get_policy", "policy_names"]
+__all__ = ["REGISTRY", "PolicyContext", "PolicySpec", "get_policy", "policy_names", "resolve_params"]

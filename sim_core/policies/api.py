@@ -158,6 +158,10 @@ class PolicySpec:
     # a bound, not a policy: that policy run as one flat cache of HBM plus every lower
     # tier's capacity (sim_core.simulate.tier_bound); make_state and the hooks are unused
     bound_of: str | None = None
+    # why the serving replay (sim_core.serving) cannot run it; "" when it can. There every
+    # in-flight request's blocks are pinned with one value (structures.pins.SHARED_PIN) and
+    # evict's r is that value, not a request
+    no_serving: str = ""
 
 
 @overload(p_evict_more, inline="always")

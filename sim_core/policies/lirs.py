@@ -56,6 +56,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
+from ..structures.pins import keeps_cursor
 from ..structures.mlist import leave, move_to_head, new_cursors, new_links, push_head, tail, tail_unpinned, unlink
 from .api import PolicySpec, register_hooks
 
@@ -250,7 +251,7 @@ def evict(st, j, r, pin):
     # after an eviction only removes entries below the lowest LIR block, so every entry
     # above a pinned LIR block stays: the walk for r resumes after the last such entry.
     c = st.cur
-    anchored = r >= 0 and c[2] == r
+    anchored = keeps_cursor(r) and c[2] == r
     v = lk[SL, c[3]] if anchored else lk[SL, U]
     while v != U:
         if lk[STATUS, v] == LIR:

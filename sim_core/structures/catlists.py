@@ -15,6 +15,7 @@ per-block and per-category fields in I:
 from __future__ import annotations
 
 from ..jit import njit
+from .pins import keeps_cursor
 from .dlist import seg_push_front, seg_unlink
 
 
@@ -64,7 +65,7 @@ def cat_tail_unpinned(I, L, c, pin, r):
     category found to hold only pinned blocks is marked exhausted for r and skipped by
     r's later evictions (cycling through it again would leave the list as it is)."""
     pv, nx, U, blast, bcat, cs, gl, gr, exh = L
-    if r >= 0 and I[exh + c] == r:
+    if keeps_cursor(r) and I[exh + c] == r:
         return -1
     s = U + c
     v = I[pv + s]

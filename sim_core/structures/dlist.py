@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..jit import njit
+from .pins import keeps_cursor
 
 
 def new_list(n_unique: int, n_lists: int = 1) -> tuple[np.ndarray, np.ndarray]:
@@ -81,7 +82,7 @@ def tail_unpinned(prev, s, pin, r, cur):
     (block mode, r < 0: the oldest). Not removed. r's pinned blocks stay put while r
     evicts, so the walk resumes after the last one it skipped; cur is an int64[2]
     cursor (request, block). mlist.tail_unpinned is the same walk on packed rows."""
-    v = prev[cur[1]] if r >= 0 and cur[0] == r else prev[s]
+    v = prev[cur[1]] if keeps_cursor(r) and cur[0] == r else prev[s]
     while v != s:
         if r < 0 or pin[v] != r:
             return v

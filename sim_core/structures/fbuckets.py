@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..jit import njit
+from .pins import keeps_cursor
 
 
 def new_buckets(n_unique: int, max_count: int):
@@ -67,7 +68,7 @@ def lowest_unpinned(nxt, bhead, cur, pin, r):
     while r evicts (only victims leave), so the walk for r resumes after the last one
     it skipped; cur[0] must be lowered by the caller when a smaller count appears."""
     F = bhead.shape[0]
-    if r >= 0 and cur[1] == r:
+    if keeps_cursor(r) and cur[1] == r:
         f = cur[2]
         v = nxt[cur[3]] if cur[3] >= 0 else bhead[f]
     else:

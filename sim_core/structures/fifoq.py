@@ -4,6 +4,7 @@ differently, so the rows are arguments."""
 from __future__ import annotations
 
 from ..jit import njit
+from .pins import keeps_cursor
 from .mlist import leave, move_to_head, push_head, unlink
 
 # libCacheSim's S3-FIFO parameters (S3FIFO.c), the defaults of every S3-FIFO variant
@@ -46,7 +47,7 @@ def evict_small(lk, fam, s, m, freq, where, meta, n_s, n_m, in_m, thr, pin, r, c
     `in_m`, its count reset); the first block request r has not pinned leaves, unlinked,
     and the caller records its ghost. -1 if none leaves. r's pinned blocks with a low
     count stay put while r evicts: the walk resumes after them (cursor pair `cur`)."""
-    v = lk[fam, cur[1]] if r >= 0 and cur[0] == r else lk[fam, s]
+    v = lk[fam, cur[1]] if keeps_cursor(r) and cur[0] == r else lk[fam, s]
     while v != s:
         pv = lk[fam, v]
         if lk[freq, v] >= thr:  # reused in S: promote to M

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..jit import njit
+from .pins import keeps_cursor
 
 
 def new_links(n_unique: int, n_sentinels: int, n_rows: int, families=(0,), n_meta: int = 0) -> np.ndarray:
@@ -91,7 +92,7 @@ def tail_unpinned(lk, p, s, pin, r, cur, k):
     r < 0: the oldest). r's pinned blocks stay where they are while r evicts, so the
     walk resumes after the last one it skipped (cursor pair k of `cur`): a request
     that hits many old blocks and then evicts many times walks them once."""
-    if r >= 0 and cur[2 * k] == r:
+    if keeps_cursor(r) and cur[2 * k] == r:
         v = lk[p, cur[2 * k + 1]]
     else:
         v = lk[p, s]

@@ -1,0 +1,241 @@
+"""Serving under load: a virtual-time replay of engines with continuous batching.
+
+`serve(trace, policy, capacity_blocks, ...)` replays a trace's requests at their arrival
+times (divided by `arrival_speedup`) through `replicas` engines behind a router. Each
+engine runs vLLM v1's scheduler over its own KV block pool, whose unpinned blocks the
+eviction `policy` chooses among; each step lasts what the engine's step-time model says.
+The model, what it leaves out and every metric: docs/serving.md.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+import numbers
+import re
+from typing import Mapping
+
+import numpy as np
+
+from ..cost import cost_per_depth
+from ..hardware import as_hardware
+from ..models import QWEN3_CODER_30B, get_model
+from ..policies import PolicyContext, get_policy, resolve_params
+from .engines import ENGINES, ServeEngine, as_engine
+from .loop import run_serve
+from .result import ServeResult, goodput_fields, latency_fields, serve_metric_fields
+from .routers import ROUTERS, new_router_state, router_code
+from .state import (C_BADV, C_DEC_TOKENS, C_ERR, C_EVICT, C_PEAK_PINNED, C_PF_TOKENS, C_PREEMPT, C_QPEAK,
+                    C_COMPUTED, C_REQS, C_STEPS, ERR_POLICY, ERR_STALL, ERR_STATE, F_BUSY, F_QAREA, new_state)
+from .stepmodel import dynamo_model, profile_model, roofline_model
+
+log = logging.getLogger(__name__)
+
+# KVSWEEP_SERVE_CHECK=1: check the block pool's counters after every step (slow; tests)
+_CHECK = os.environ.get("KVSWEEP_SERVE_CHECK", "") == "1"
+
+__all__ = ["ENGINES", "ROUTERS", "ServeEngine", "ServeResult", "serve", "serve_metric_fields", "slo_seconds"]
+
+
+def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router: str = "round_robin",
+          engine="dynamo", arrival_speedup: float = 1.0, tiers=None, hardware=None, model=None, seed: int = 0,
+          params: Mapping | None = None, slo: Mapping | None = None, cost_model: str | None = None) -> ServeResult:
+    """Replay `trace` through `replicas` engines of `capacity_blocks` KV blocks each.
+
+    `policy` (and its `params`) is any registered eviction policy that can run with
+    pinned blocks; `engine` a preset name of `ENGINES` or a mapping {"preset": name,
+    key: override} (sim_core.serving.engines.ServeEngine: max_num_seqs,
+    max_num_batched_tokens, chunked_prefill, step_model, ...); `router` one of `ROUTERS`;
+    `hardware` and `model` feed the roofline step model (and name the model whose FLOPs a
+    cost-aware policy optimises, `cost_model` overriding); `slo` {"ttft": "2s", "tpot":
+    "50ms"} adds goodput. The engine's block size is the trace's (sim_core.reblock
+    coarsens a trace). `tiers` are not modelled by the serving replay yet."""
+    spec = get_policy(policy)
+    why = _cannot_serve(spec)
+    if why:
+        raise ValueError(f"policy {spec.name!r} cannot run in the serving replay: {why}")
+    params = resolve_params(spec, params)
+    cap = _positive_int(capacity_blocks, "capacity_blocks")
+    n_rep = _positive_int(replicas, "replicas")
+    rcode = router_code(router)
+    eng = as_engine(engine)
+    speedup = _positive_real(arrival_speedup, "arrival_speedup")
+    if tiers:
+        raise ValueError("tiers are not modelled by the serving replay yet (simulate(tiers=...) replays them "
+                         "without a queue); give tiers=None")
+    if trace.depth is not None or trace.tail_first:
+        raise ValueError("serve takes a whole trace, not a sample or a replay view: spatial sampling does not "
+                         "preserve queueing (docs/serving.md)")
+    if trace.n_requests == 0 or trace.n_accesses == 0:
+        raise ValueError(f"trace {trace.name!r} is empty")
+    slo_ttft, slo_tpot = _slo(slo)
+    mdl = get_model(model) if model is not None else QWEN3_CODER_30B
+    hw = as_hardware(hardware)
+    bt = int(trace.block_tokens)
+
+    prompt, out, assumed = _lengths(trace, eng)
+    need = -(-(prompt + out - 1) // bt)
+    big = np.flatnonzero(need > cap)
+    if len(big):
+        r = int(big[0])
+        raise ValueError(f"capacity_blocks={cap} is smaller than request {r}'s {int(need[r])} blocks "
+                         f"({int(prompt[r])} prompt + {int(out[r])} output tokens of {bt}-token blocks): "
+                         f"it could never run; {len(big)} request(s) need more than the cache")
+    arrive = (trace.arrival_s - trace.arrival_s.min()) / speedup
+    order = np.argsort(arrive, kind="stable").astype(np.int64)
+    sm = _step_model(eng, cap * bt, hw, mdl)
+
+    ext = engine_blocks(trace, prompt, out)
+    cost = cost_per_depth(cost_model or mdl.name, max(ext.max_request_blocks, 1), bt, mdl)
+    ctx = PolicyContext(trace=ext, capacity=cap, mode="request", cost_per_depth=cost, params=params, seed=seed)
+    sts = tuple(spec.make_state(ctx) for _ in range(n_rep))
+    cache, reqs, queues = new_state(ext, n_rep, cap, eng.max_num_seqs, ext.request_lengths, prompt, out, arrive)
+    cfg = np.array([eng.max_num_batched_tokens, eng.max_num_seqs, int(eng.chunked_prefill),
+                    eng.long_prefill_token_threshold, int(eng.watermark * cap), bt, int(eng.admit_whole),
+                    int(_CHECK)], np.int64)
+    makespan = run_serve(sts, cache, reqs, queues, order, cfg, np.int64(rcode), new_router_state(seed),
+                         *sm.arrays())
+    err = int(cache.c[0, C_ERR])
+    if err == ERR_POLICY:
+        q = int(np.flatnonzero(cache.c[:, C_BADV] != 0)[0]) if np.any(cache.c[:, C_BADV] != 0) else 0
+        raise RuntimeError(f"policy {spec.name} returned an invalid victim {int(cache.c[q, C_BADV])} "
+                           f"(not resident, or pinned by a running request) at capacity {cap}")
+    if err == ERR_STATE:
+        raise RuntimeError("the serving replay's block pool lost count of its blocks (a bug; SERVE_CHECK found it)")
+    if err == ERR_STALL or np.any(np.isnan(reqs.t_last)):
+        raise RuntimeError(f"the serving replay stalled with {int(np.isnan(reqs.t_last).sum())} requests "
+                           f"unfinished (capacity {cap}, engine {eng.name})")
+    return _result(trace, cap, n_rep, speedup, cache, reqs, prompt, out, assumed, float(makespan),
+                   slo_ttft, slo_tpot)
+
+
+def engine_blocks(trace, prompt: np.ndarray, out: np.ndarray):
+    """The trace as the engine's cache sees it: each request's blocks that ever fill,
+    floor((prompt + output - 1) / block_tokens) of them (the last output token is never
+    computed). The first are its full prompt blocks, with the trace's ids; the rest (the
+    partial prompt block once decode fills it, then decode blocks) hold generated tokens,
+    unique to the request: each gets a fresh id, so it takes cache space and an eviction
+    like any block (vLLM and Dynamo hash and keep them) but is never found by another
+    request."""
+    bt = int(trace.block_tokens)
+    full = np.minimum(trace.request_lengths, prompt // bt)
+    k = np.maximum((prompt + out - 1) // bt, full)
+    offs = np.zeros(trace.n_requests + 1, np.int64)
+    np.cumsum(k, out=offs[1:])
+    pos = np.arange(int(offs[-1]), dtype=np.int64) - np.repeat(offs[:-1], k)
+    src = np.repeat(trace.req_offsets[:-1], k) + pos
+    theirs = pos < np.repeat(full, k)
+    fresh = np.cumsum(~theirs) - 1 + trace.n_unique
+    blocks = np.where(theirs, trace.blocks[np.where(theirs, src, 0)] if trace.n_accesses else 0, fresh)
+    return dataclasses.replace(trace, req_offsets=offs, blocks=blocks.astype(np.int32), source_ids=None,
+                               meta=dict(trace.meta))
+
+
+def _cannot_serve(spec) -> str:
+    if spec.bound_of:
+        return "it is a bound over a flat cache, not a policy"
+    if spec.solve is not None:
+        return "it is solved over the whole trace, not replayed"
+    if spec.train is not None:
+        return "a learned policy pauses the replay to retrain, which the serving loop does not"
+    return spec.no_serving
+
+
+def _lengths(trace, eng: ServeEngine):
+    prompt = trace.input_tokens.astype(np.int64).copy()
+    bt = int(trace.block_tokens)
+    n = trace.request_lengths
+    # a trace without token counts: its blocks are full
+    prompt = np.where(prompt > 0, prompt, n * bt)
+    out = trace.output_tokens.astype(np.int64)
+    assumed = 0
+    if not np.any(out > 0):
+        assumed = int(eng.default_output_tokens)
+        log.warning("trace %s has no output lengths: every request generates %d tokens "
+                    "(engine.default_output_tokens)", trace.name, assumed)
+        out = np.full(trace.n_requests, assumed, np.int64)
+    return prompt, np.maximum(out, 1), assumed
+
+
+def _step_model(eng: ServeEngine, kv_tokens: int, hw, mdl):
+    if eng.step_model == "dynamo":
+        return dynamo_model(kv_tokens, **dict(eng.step_params))
+    if eng.step_model == "roofline":
+        return roofline_model(hw, mdl, eng.tp, **dict(eng.step_params))
+    return profile_model(eng.profile)
+
+
+def _result(trace, cap, n_rep, speedup, cache, reqs, prompt, out, assumed, makespan, slo_ttft, slo_tpot):
+    arrive = reqs.arrive
+    lat = latency_fields(arrive, reqs.t_first, reqs.t_last, out)
+    P = int(prompt.sum())
+    computed = int(cache.c[:, C_COMPUTED].sum())
+    span = makespan if makespan > 0 else float("nan")
+    per = []
+    for q in range(n_rep):
+        k = reqs.rep == q
+        lq = latency_fields(arrive[k], reqs.t_first[k], reqs.t_last[k], out[k])
+        pq = int(prompt[k].sum())
+        per.append({"requests": int(k.sum()), "prompt_tokens": pq,
+                    "first_reuse_ratio": float(reqs.hit_first[k].sum()) / pq if pq else float("nan"),
+                    "reuse_ratio": float(reqs.hit_max[k].sum()) / pq if pq else float("nan"),
+                    "ttft_mean_s": lq["ttft_mean_s"], "ttft_p50_s": lq["ttft_p50_s"], "ttft_p99_s": lq["ttft_p99_s"],
+                    "busy_s": float(cache.f[q, F_BUSY]), "prefilled_tokens": int(cache.c[q, C_PF_TOKENS]),
+                    "decode_tokens": int(cache.c[q, C_DEC_TOKENS]), "preemptions": int(cache.c[q, C_PREEMPT]),
+                    "evictions": int(cache.c[q, C_EVICT]), "queue_peak": int(cache.c[q, C_QPEAK]),
+                    "steps": int(cache.c[q, C_STEPS])})
+    good = goodput_fields(arrive, reqs.t_first, reqs.t_last, out, makespan, slo_ttft, slo_tpot)
+    lost = int(reqs.lost.sum())
+    hits_again = int(reqs.hit_sum.sum() - reqs.hit_first.sum())
+    return ServeResult(
+        capacity_blocks=cap, replicas=n_rep, arrival_speedup=speedup, requests=trace.n_requests,
+        prompt_tokens=P, output_tokens=int(out.sum()),
+        first_reuse_ratio=float(reqs.hit_first.sum()) / P, reuse_ratio=float(reqs.hit_max.sum()) / P,
+        **lat, queue_wait_mean_s=float((reqs.t_admit - arrive).mean()),
+        throughput_rps=trace.n_requests / span, output_tps=float(out.sum()) / span, input_tps=P / span,
+        makespan_s=makespan, preemptions=int(cache.c[:, C_PREEMPT].sum()), recomputed_tokens=lost - hits_again,
+        computed_tokens=computed, evictions=int(cache.c[:, C_EVICT].sum()), steps=int(cache.c[:, C_STEPS].sum()),
+        queue_peak=int(cache.c[:, C_QPEAK].max()), queue_mean=float(cache.f[:, F_QAREA].sum()) / span,
+        pinned_peak=int(cache.c[:, C_PEAK_PINNED].max()), **good, slo_ttft_s=slo_ttft, slo_tpot_s=slo_tpot,
+        output_tokens_assumed=assumed, per_replica=per)
+
+
+_SLO_UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0}
+
+
+def slo_seconds(v, what: str) -> float:
+    """Seconds from a latency with its unit ('500ms', '2s', '1m'); a bare number is refused."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s|min|m)\s*", str(v)) \
+        if isinstance(v, str) else None
+    if not m:
+        raise ValueError(f"{what} must be a latency with its unit, such as '500ms' or '2s', got {v!r}")
+    x = float(m.group(1)) * _SLO_UNITS[m.group(2)]
+    if not x > 0 or math.isinf(x):
+        raise ValueError(f"{what} must be positive, got {v!r}")
+    return x
+
+
+def _slo(slo) -> tuple[float, float]:
+    nan = float("nan")
+    if slo is None:
+        return nan, nan
+    if not isinstance(slo, Mapping):
+        raise ValueError(f"slo must be a mapping such as {{'ttft': '2s', 'tpot': '50ms'}}, got {slo!r}")
+    unknown = set(slo) - {"ttft", "tpot"}
+    if unknown:
+        raise ValueError(f"slo has no key(s) {sorted(unknown)}; valid: ttft, tpot")
+    got = {k: slo_seconds(v, f"slo.{k}") for k, v in slo.items() if v is not None}
+    return got.get("ttft", nan), got.get("tpot", nan)
+
+
+def _positive_int(v, what: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+        raise ValueError(f"{what} must be a positive integer, got {v!r}")
+    return int(v)
+
+
+def _positive_real(v, what: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0 < v < math.inf:
+        raise ValueError(f"{what} must be a positive number, got {v!r}")
+    return float(v)

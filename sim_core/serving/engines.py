@@ -1,0 +1,82 @@
+"""Serving engine presets: the scheduler's limits and the step-time model of an engine.
+
+`serve(engine=...)` takes a preset name, or a mapping {"preset": name, key: override, ...}
+(a key of None keeps the preset's value), or a ServeEngine. Each preset's values and the
+source file they were read from: docs/serving.md.
+"""
+from __future__ import annotations
+
+import dataclasses
+import numbers
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from .stepmodel import KINDS
+
+
+@dataclass(frozen=True)
+class ServeEngine:
+    """One engine's scheduler (vLLM v1 semantics) and step-time model."""
+
+    name: str
+    max_num_seqs: int  # running requests at most
+    max_num_batched_tokens: int  # token budget per step
+    chunked_prefill: bool = True  # a prefill longer than the budget runs in chunks
+    # admit a waiting request only if the blocks of all its tokens fit (Dynamo's mocker);
+    # False: only its first chunk's (vLLM)
+    admit_whole: bool = False
+    long_prefill_token_threshold: int = 0  # > 0: no request gets more tokens than this in one step
+    watermark: float = 0.0  # fraction of the KV blocks a new admission must leave free
+    step_model: str = "dynamo"  # one of stepmodel.KINDS
+    step_params: Mapping = field(default_factory=dict)  # the step model's overrides
+    profile: object = None  # step_model=profile: the table (mapping or JSON path)
+    tp: int = 1  # tensor-parallel GPUs per engine (roofline)
+    default_output_tokens: int = 256  # for a trace without output lengths
+
+    def __post_init__(self) -> None:
+        for k in ("max_num_seqs", "max_num_batched_tokens", "tp", "default_output_tokens"):
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+                raise ValueError(f"engine.{k} must be a positive integer, got {v!r}")
+        v = self.long_prefill_token_threshold
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0:
+            raise ValueError(f"engine.long_prefill_token_threshold must be an integer >= 0, got {v!r}")
+        w = self.watermark
+        if isinstance(w, bool) or not isinstance(w, numbers.Real) or not 0 <= w < 1:
+            raise ValueError(f"engine.watermark must be in [0, 1), got {w!r}")
+        for k in ("chunked_prefill", "admit_whole"):
+            if not isinstance(getattr(self, k), bool):
+                raise ValueError(f"engine.{k} must be true or false, got {getattr(self, k)!r}")
+        if self.step_model not in KINDS:
+            raise ValueError(f"unknown engine.step_model {self.step_model!r}; valid: {', '.join(KINDS)}")
+        if self.step_model == "profile" and self.profile is None:
+            raise ValueError("engine.step_model=profile needs engine.profile (a table or a JSON file)")
+        if not isinstance(self.step_params, Mapping):
+            raise ValueError(f"engine.step_params must be a mapping, got {self.step_params!r}")
+
+
+ENGINES: dict[str, ServeEngine] = {e.name: e for e in (
+    # Dynamo's mocker (lib/mocker): a vLLM-style scheduler with its polynomial timing
+    ServeEngine("dynamo", max_num_seqs=256, max_num_batched_tokens=8192, admit_whole=True, step_model="dynamo"),
+    # vLLM v1 defaults for a >= 70 GiB GPU (vllm/engine/arg_utils.py), with the roofline
+    ServeEngine("vllm", max_num_seqs=1024, max_num_batched_tokens=8192, step_model="roofline"),
+)}
+
+
+def as_engine(engine) -> ServeEngine:
+    """A ServeEngine from a preset name, a ServeEngine or a mapping with overrides."""
+    if isinstance(engine, ServeEngine):
+        return engine
+    if isinstance(engine, str):
+        engine = {"preset": engine}
+    if not isinstance(engine, Mapping):
+        raise ValueError(f"engine must be a preset name or a mapping, got {engine!r}")
+    d = dict(engine)
+    name = str(d.pop("preset", None) or d.pop("name", None) or "dynamo").lower()
+    if name not in ENGINES:
+        raise ValueError(f"unknown engine {name!r}; valid: {', '.join(ENGINES)}")
+    fields = {f.name for f in dataclasses.fields(ServeEngine)} - {"name"}
+    unknown = set(d) - fields
+    if unknown:
+        raise ValueError(f"engine has no key(s) {sorted(unknown)}; valid: preset, {', '.join(sorted(fields))}")
+    return dataclasses.replace(ENGINES[name], **{k: v for k, v in d.items() if v is not None})

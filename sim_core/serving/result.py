@@ -1,0 +1,135 @@
+"""One serving replay's outcome: the record every consumer iterates (like sim_core.Result).
+
+Times are seconds of virtual time from the first arrival. A percentile is the sample's
+value at rank round((n - 1) p / 100), as Dynamo's replay reports it.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+
+NAN = float("nan")
+
+
+def _m(doc: str, **kw):
+    return field(metadata={"metric": True, "doc": doc}, **kw)
+
+
+@dataclass(frozen=True, eq=False)
+class ServeResult:
+    capacity_blocks: int = field(metadata={"doc": "KV cache per replica, in blocks"})
+    replicas: int = field(metadata={"doc": "engines behind the router"})
+    arrival_speedup: float = field(metadata={"doc": "trace arrival times divided by this"})
+    requests: int = _m("requests served (all finish)")
+    prompt_tokens: int = _m("prompt tokens of those requests")
+    output_tokens: int = _m("output tokens generated")
+    first_reuse_ratio: float = _m("prompt tokens reused from the cache at each request's first admission / "
+                                  "prompt tokens: the clean cross-request hit rate")
+    reuse_ratio: float = _m("prompt tokens reused, counting re-admissions after preemption (each request's "
+                            "best admission) / prompt tokens: Dynamo's prefix_cache_reused_ratio")
+    ttft_mean_s: float = _m("time to first token (arrival to the end of the step that completes the prefill), mean")
+    ttft_p50_s: float = _m("time to first token, median")
+    ttft_p90_s: float = _m("time to first token, 90th percentile")
+    ttft_p99_s: float = _m("time to first token, 99th percentile")
+    tpot_mean_s: float = _m("time per output token after the first, (last - first) / (outputs - 1), mean over "
+                            "requests with more than one output token")
+    itl_mean_s: float = _m("inter-token latency: every gap between consecutive tokens, mean")
+    e2e_mean_s: float = _m("arrival to last token, mean")
+    e2e_p99_s: float = _m("arrival to last token, 99th percentile")
+    queue_wait_mean_s: float = _m("arrival to first admission, mean")
+    throughput_rps: float = _m("requests finished / makespan")
+    output_tps: float = _m("output tokens / makespan")
+    input_tps: float = _m("prompt tokens / makespan")
+    makespan_s: float = _m("first arrival to last token")
+    preemptions: int = _m("requests preempted (blocks released, progress recomputed)")
+    recomputed_tokens: int = _m("tokens computed again after a preemption (progress lost minus what the "
+                                "re-admission found in the cache)")
+    computed_tokens: int = _m("tokens whose KV was computed (prefill and decode, recomputation included)")
+    evictions: int = _m("blocks evicted from the replicas' caches")
+    steps: int = _m("engine steps")
+    queue_peak: int = _m("largest waiting queue of any replica")
+    queue_mean: float = _m("waiting requests over all replicas, time-weighted mean over the makespan")
+    pinned_peak: int = _m("most blocks pinned by running requests on one replica at a step start")
+    goodput_ratio: float = _m("requests meeting the SLO / requests (NaN without an SLO)", default=NAN)
+    goodput_rps: float = _m("requests meeting the SLO / makespan", default=NAN)
+    goodput_tps: float = _m("output tokens of requests meeting the SLO / makespan", default=NAN)
+    slo_ttft_s: float = field(default=NAN, metadata={"doc": "the SLO's TTFT bound (NaN: none)"})
+    slo_tpot_s: float = field(default=NAN, metadata={"doc": "the SLO's TPOT bound (NaN: none)"})
+    output_tokens_assumed: int = field(default=0, metadata={
+        "doc": "the trace has no output lengths: every request generates this many (0: the trace's own)"})
+    per_replica: list = field(default_factory=list, metadata={
+        "doc": "one record per engine: requests, prompt_tokens, first_reuse_ratio, reuse_ratio, ttft_mean_s, "
+               "ttft_p50_s, ttft_p99_s, busy_s, prefilled_tokens, preemptions, evictions, queue_peak"})
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, ServeResult):
+            return NotImplemented
+        return _same(self.to_dict(), other.to_dict())
+
+    __hash__ = object.__hash__
+
+
+def serve_metric_fields() -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(ServeResult) if f.metadata.get("metric"))
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float) and a != a and b != b:
+        return True
+    return a == b
+
+
+def _pct(x: np.ndarray, p: float) -> float:
+    """The value at rank round((n - 1) p / 100) of the sorted sample (half away from zero),
+    as Dynamo's replay reports its percentiles."""
+    n = len(x)
+    if not n:
+        return NAN
+    k = int(np.floor((n - 1) * p / 100.0 + 0.5))
+    return float(np.partition(x, k)[k])
+
+
+def _mean(x: np.ndarray) -> float:
+    return float(x.mean()) if len(x) else NAN
+
+
+def latency_fields(arrive, t_first, t_last, out) -> dict:
+    """TTFT, TPOT, ITL and end-to-end statistics of a set of finished requests."""
+    ttft = t_first - arrive
+    e2e = t_last - arrive
+    multi = out > 1
+    gaps = (t_last - t_first)[multi]
+    tpot = gaps / (out[multi] - 1)
+    n_gaps = int((out[multi] - 1).sum())
+    return {"ttft_mean_s": _mean(ttft), "ttft_p50_s": _pct(ttft, 50), "ttft_p90_s": _pct(ttft, 90),
+            "ttft_p99_s": _pct(ttft, 99), "tpot_mean_s": _mean(tpot),
+            "itl_mean_s": float(gaps.sum() / n_gaps) if n_gaps else NAN,
+            "e2e_mean_s": _mean(e2e), "e2e_p99_s": _pct(e2e, 99)}
+
+
+def goodput_fields(arrive, t_first, t_last, out, makespan: float, slo_ttft: float, slo_tpot: float) -> dict:
+    """Requests meeting the SLO: TTFT within its bound and (for more than one output token)
+    the mean gap (last - first) / (outputs - 1) within the TPOT bound."""
+    if slo_ttft != slo_ttft and slo_tpot != slo_tpot:
+        return {}
+    ok = np.ones(len(arrive), bool)
+    if slo_ttft == slo_ttft:
+        ok &= (t_first - arrive) <= slo_ttft
+    if slo_tpot == slo_tpot:
+        multi = out > 1
+        tpot = np.where(multi, (t_last - t_first) / np.maximum(out - 1, 1), 0.0)
+        ok &= tpot <= slo_tpot
+    n = len(arrive)
+    span = makespan if makespan > 0 else NAN
+    return {"goodput_ratio": float(ok.mean()) if n else NAN, "goodput_rps": float(ok.sum()) / span,
+            "goodput_tps": float(out[ok].sum()) / span}
