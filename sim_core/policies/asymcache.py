@@ -252,4 +252,6 @@ SPEC = PolicySpec(
     "AsymCache-style (our reading of arXiv 2606.02964) - evict the lowest "
     "exp(-age/tau) x recompute cost at depth, tau fitted online.",
     defaults=DEFAULTS, cost_aware=True, family="prefix_specific",
-    weight=10.0)
+    weight=10.0,
+    no_serving="it reads a second touch by one request as a repeat inside that request, which a preempted "
+               "request's second release is not")

@@ -222,6 +222,8 @@ SPEC = PolicySpec(
     defaults={"learning_rate": 0.45, "discount_base": 0.005, "lru_weight": 0.5, "history": 0.5,
               "restore_freq": False, "weight_clip": 0.0, "update_weight": True},
     family="learned",
+    no_serving="its eviction replays the current request's ghost hits, and the serving replay evicts for no "
+               "single request",
     # at the default floor its 24 GiB values sit 0.13-0.15 point above the doubled rate's
     # (128 against 256 sampled blocks, 4 weeks; docs/performance.md): docs/sampling.md ("The floor")
     sample_floor=256, weight=3.5, libcachesim="LeCaR")

@@ -447,4 +447,5 @@ SPEC = PolicySpec(
     "Workload-aware (ATC'25 KVCache in the Wild) - per-category exponential "
     "reuse probability fitted online, evict the lowest (ReuseProb, -offset).",
     defaults=DEFAULTS, family="prefix_specific",
-    weight=15.0)
+    weight=15.0,
+    no_serving="its clock is the current request's arrival, and the serving replay evicts for no single request")

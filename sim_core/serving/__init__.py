@@ -32,9 +32,6 @@ from .stepmodel import dynamo_model, profile_model, roofline_model
 
 log = logging.getLogger(__name__)
 
-# KVSWEEP_SERVE_CHECK=1: check the block pool's counters after every step (slow; tests)
-_CHECK = os.environ.get("KVSWEEP_SERVE_CHECK", "") == "1"
-
 __all__ = ["ENGINES", "ROUTERS", "ServeEngine", "ServeResult", "serve", "serve_metric_fields", "slo_seconds"]
 
 
@@ -93,7 +90,7 @@ def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router
     cache, reqs, queues = new_state(ext, n_rep, cap, eng.max_num_seqs, ext.request_lengths, prompt, out, arrive)
     cfg = np.array([eng.max_num_batched_tokens, eng.max_num_seqs, int(eng.chunked_prefill),
                     eng.long_prefill_token_threshold, int(eng.watermark * cap), bt, int(eng.admit_whole),
-                    int(_CHECK)], np.int64)
+                    int(_checking())], np.int64)
     makespan = run_serve(sts, cache, reqs, queues, order, cfg, np.int64(rcode), new_router_state(seed),
                          *sm.arrays())
     err = int(cache.c[0, C_ERR])
@@ -130,6 +127,11 @@ def engine_blocks(trace, prompt: np.ndarray, out: np.ndarray):
     blocks = np.where(theirs, trace.blocks[np.where(theirs, src, 0)] if trace.n_accesses else 0, fresh)
     return dataclasses.replace(trace, req_offsets=offs, blocks=blocks.astype(np.int32), source_ids=None,
                                meta=dict(trace.meta))
+
+
+def _checking() -> bool:
+    """KVSWEEP_SERVE_CHECK=1: check the block pool's counters after every step (slow; tests)."""
+    return os.environ.get("KVSWEEP_SERVE_CHECK", "") == "1"
 
 
 def _cannot_serve(spec) -> str:

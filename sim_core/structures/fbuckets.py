@@ -54,11 +54,13 @@ def remove(prev, nxt, bhead, btail, f, b):
 @njit
 def bump(prev, nxt, bhead, btail, freq, b):
     """Block b's count freq[b] goes up by one: it moves to the newest end of the next
-    count's list."""
+    count's list. Counts stop at the largest bucket (sized by the trace's accesses per
+    block, which only the serving replay's re-admissions can exceed)."""
     f = freq[b]
+    g = min(f + 1, bhead.shape[0] - 1)
     remove(prev, nxt, bhead, btail, f, b)
-    freq[b] = f + 1
-    append(prev, nxt, bhead, btail, f + 1, b)
+    freq[b] = g
+    append(prev, nxt, bhead, btail, g, b)
 
 
 @njit

@@ -29,6 +29,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import hook_njit
+from .pins import keeps_cursor
 from .rng import below, new_rng
 
 CLOCKS = ("access", "seconds")
@@ -108,8 +109,9 @@ def touch(st, b, j, r, d):
 
 @hook_njit
 def pool_sync(p, r):
-    """A new request (or block-mode access) un-parks the previous request's blocks."""
-    if p.pinfo[P_PARK_R] != r:
+    """A new request (or block-mode access) un-parks the previous request's blocks; so
+    does every call under the serving replay's shared pin, whose pins change between calls."""
+    if p.pinfo[P_PARK_R] != r or not keeps_cursor(r):
         p.pinfo[P_M] = p.pinfo[P_N]
         p.pinfo[P_PARK_R] = r
 
