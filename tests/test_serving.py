@@ -248,3 +248,19 @@ def test_engine_presets_are_typed():
     with pytest.raises(ValueError, match="engine.watermark"):
         ServeEngine("x", 1, 1, watermark=1.5)
     assert PARTS["h100_sxm"].hbm_bps > 1e12 and QWEN3_CODER_30B.kv_bytes_per_token == 98304
+
+
+def test_closed_sessions_release_a_turn_when_the_previous_finishes():
+    # session 7: turns at 0 s and 0.01 s; turn 0 takes one prefill and one decode step, so
+    # closed, turn 1 is sent 0.01 s after turn 0's last token (and hits turn 0's block)
+    t = Trace.from_requests([[1, 2], [1, 3], [9]], [0.0, 0.01, 0.0], session=[7, 7, -1], block_tokens=512,
+                            input_tokens=[1024, 1024, 512], output_tokens=[2, 1, 1])
+    op = serve(t, "lru", 100)
+    cl = serve(t, "lru", 100, sessions=True)
+    step1 = prefill_ms(1024 + 512) / 1e3  # turn 0 and the lone request prefill together
+    done0 = step1 + decode_ms(1025 / 51200) / 1e3
+    assert cl.makespan_s == pytest.approx(done0 + 0.01 + prefill_ms(512) / 1e3)
+    assert cl.ttft_mean_s == pytest.approx((2 * step1 + prefill_ms(512) / 1e3) / 3)
+    assert op.makespan_s < cl.makespan_s and cl.first_reuse_ratio == pytest.approx(512 / 2560)
+    with pytest.raises(ValueError, match="needs session ids"):
+        serve(trace([[1]], [16], [1], bt=16), "lru", 10, sessions=True)

@@ -28,6 +28,7 @@ from .result import ServeResult, goodput_fields, latency_fields, serve_metric_fi
 from .routers import ROUTERS, new_router_state, router_code
 from .state import (C_BADV, C_DEC_TOKENS, C_ERR, C_EVICT, C_PEAK_PINNED, C_PF_TOKENS, C_PREEMPT, C_QPEAK,
                     C_COMPUTED, C_REQS, C_STEPS, ERR_POLICY, ERR_STALL, ERR_STATE, F_BUSY, F_QAREA, new_state)
+from .sessions import turns
 from .stepmodel import dynamo_model, profile_model, roofline_model
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,8 @@ __all__ = ["ENGINES", "ROUTERS", "ServeEngine", "ServeResult", "serve", "serve_m
 
 def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router: str = "round_robin",
           engine="dynamo", arrival_speedup: float = 1.0, tiers=None, hardware=None, model=None, seed: int = 0,
-          params: Mapping | None = None, slo: Mapping | None = None, cost_model: str | None = None) -> ServeResult:
+          params: Mapping | None = None, slo: Mapping | None = None, cost_model: str | None = None,
+          sessions: bool = False) -> ServeResult:
     """Replay `trace` through `replicas` engines of `capacity_blocks` KV blocks each.
 
     `policy` (and its `params`) is any registered eviction policy that can run with
@@ -46,8 +48,10 @@ def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router
     max_num_batched_tokens, chunked_prefill, step_model, ...); `router` one of `ROUTERS`;
     `hardware` and `model` feed the roofline step model (and name the model whose FLOPs a
     cost-aware policy optimises, `cost_model` overriding); `slo` {"ttft": "2s", "tpot":
-    "50ms"} adds goodput. The engine's block size is the trace's (sim_core.reblock
-    coarsens a trace). `tiers` are not modelled by the serving replay yet."""
+    "50ms"} adds goodput. `sessions=True` closes each session's loop: turn k+1 is sent when
+    turn k finishes, plus the trace's gap between them (sim_core.serving.sessions). The
+    engine's block size is the trace's (sim_core.reblock coarsens a trace). `tiers` are
+    not modelled by the serving replay yet."""
     spec = get_policy(policy)
     why = _cannot_serve(spec)
     if why:
@@ -79,8 +83,13 @@ def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router
         raise ValueError(f"capacity_blocks={cap} is smaller than request {r}'s {int(need[r])} blocks "
                          f"({int(prompt[r])} prompt + {int(out[r])} output tokens of {bt}-token blocks): "
                          f"it could never run; {len(big)} request(s) need more than the cache")
+    if not isinstance(sessions, (bool, np.bool_)):
+        raise ValueError(f"sessions must be true or false, got {sessions!r}")
+    if sessions and not np.any(trace.session >= 0):
+        raise ValueError(f"sessions=True needs session ids, and trace {trace.name!r} has none "
+                         f"(trace.sessions=auto infers them: sim_core/sessions.py)")
     arrive = (trace.arrival_s - trace.arrival_s.min()) / speedup
-    order = np.argsort(arrive, kind="stable").astype(np.int64)
+    tu, order = turns(trace.session, arrive, bool(sessions))
     sm = _step_model(eng, cap * bt, hw, mdl)
 
     ext = engine_blocks(trace, prompt, out)
@@ -91,7 +100,7 @@ def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router
     cfg = np.array([eng.max_num_batched_tokens, eng.max_num_seqs, int(eng.chunked_prefill),
                     eng.long_prefill_token_threshold, int(eng.watermark * cap), bt, int(eng.admit_whole),
                     int(_checking())], np.int64)
-    makespan = run_serve(sts, cache, reqs, queues, order, cfg, np.int64(rcode), new_router_state(seed),
+    makespan = run_serve(sts, cache, reqs, queues, tu, order, cfg, np.int64(rcode), new_router_state(seed),
                          *sm.arrays())
     err = int(cache.c[0, C_ERR])
     if err == ERR_POLICY:

@@ -15,14 +15,16 @@ import numpy as np
 from ..jit import hook_njit
 from .routers import route
 from .sched import release, schedule
+from .sessions import pop, push
 from .state import (C_DEC_TOKENS, C_ERR, C_PEAK_PINNED, C_PF_TOKENS, C_PINNED, C_QPEAK, C_REQS, C_STEPS,
                     C_COMPUTED, C_RES, C_USED, ERR_POLICY, ERR_STALL, ERR_STATE, F_BUSY, F_QAREA)
 from .stepmodel import step_seconds
 
 
 @hook_njit
-def _end_step(st, cache, reqs, queues, q, t):
-    """Apply replica q's step at time t; the number of requests it finished."""
+def _end_step(st, cache, reqs, queues, tu, q, t):
+    """Apply replica q's step at time t; the number of requests it finished. A finished
+    turn of a closed-loop session releases the next (sim_core.serving.sessions)."""
     done = 0
     for i in range(queues.ns[q]):
         r = queues.sr[q, i]
@@ -37,6 +39,10 @@ def _end_step(st, cache, reqs, queues, q, t):
             if reqs.gen[r] >= reqs.out[r]:
                 release(st, cache, reqs, q, r)
                 done += 1
+                k = tu.nxt[r]
+                if k >= 0:
+                    reqs.arrive[k] = t + tu.gap[k]
+                    push(tu, reqs.arrive[k], k)
             else:
                 reqs.ntok[r] += 1
     queues.ns[q] = 0
@@ -102,8 +108,9 @@ def _consistent(cache, reqs, queues, q):
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False)
-def run_serve(sts, cache, reqs, queues, order, cfg, router, rs, sm_kind, sm_p, px, py, db, dc, dm):
-    """Replay every request (in `order` of arrival) through the replicas; the makespan.
+def run_serve(sts, cache, reqs, queues, tu, order, cfg, router, rs, sm_kind, sm_p, px, py, db, dc, dm):
+    """Replay every request through the replicas: those in `order` at their arrival, the
+    later turns of closed-loop sessions when released (`tu`); the makespan.
     cfg: int64[max_num_batched_tokens, max_num_seqs, chunked, long_prefill_threshold,
     watermark blocks, block_tokens, admit_whole, check]."""
     max_tokens = cfg[0]
@@ -115,7 +122,8 @@ def run_serve(sts, cache, reqs, queues, order, cfg, router, rs, sm_kind, sm_p, p
     whole = cfg[6] != 0
     check = cfg[7] != 0
     Q = queues.busy.shape[0]
-    N = order.shape[0]
+    N = reqs.arrive.shape[0]
+    NA = order.shape[0]
     inf = np.inf
     ai = 0
     done = 0
@@ -125,8 +133,10 @@ def run_serve(sts, cache, reqs, queues, order, cfg, router, rs, sm_kind, sm_p, p
         for q in range(Q):
             if queues.busy[q] and queues.until[q] < tn:
                 tn = queues.until[q]
-        if ai < N and reqs.arrive[order[ai]] < tn:
+        if ai < NA and reqs.arrive[order[ai]] < tn:
             tn = reqs.arrive[order[ai]]
+        if tu.hn[0] > 0 and tu.hk[0] < tn:
+            tn = tu.hk[0]
         if tn == inf:
             cache.c[0, C_ERR] = ERR_STALL
             return t
@@ -136,13 +146,17 @@ def run_serve(sts, cache, reqs, queues, order, cfg, router, rs, sm_kind, sm_p, p
         for q in range(Q):
             if queues.busy[q] and queues.until[q] <= t:
                 st = sts[q]
-                done += _end_step(st, cache, reqs, queues, q, t)
+                done += _end_step(st, cache, reqs, queues, tu, q, t)
                 queues.busy[q] = False
                 if check and not _consistent(cache, reqs, queues, q):
                     cache.c[0, C_ERR] = ERR_STATE
                     return t
-        while ai < N and reqs.arrive[order[ai]] <= t:
-            r = order[ai]
+        while (ai < NA and reqs.arrive[order[ai]] <= t) or (tu.hn[0] > 0 and tu.hk[0] <= t):
+            if ai < NA and reqs.arrive[order[ai]] <= t:
+                r = order[ai]
+                ai += 1
+            else:
+                r = pop(tu)
             q = route(router, rs, queues, Q)
             reqs.rep[r] = q
             M = queues.wq.shape[1]
@@ -151,7 +165,6 @@ def run_serve(sts, cache, reqs, queues, order, cfg, router, rs, sm_kind, sm_p, p
             cache.c[q, C_REQS] += 1
             if queues.wn[q] > cache.c[q, C_QPEAK]:
                 cache.c[q, C_QPEAK] = queues.wn[q]
-            ai += 1
         for q in range(Q):
             if queues.busy[q] or (queues.nrun[q] == 0 and queues.wn[q] == 0):
                 continue

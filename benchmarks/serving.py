@@ -1,0 +1,118 @@
+"""The serving replay against NVIDIA Dynamo's own replay, same trace and settings, one run.
+
+    python -m benchmarks.serving                      # the bundled Mooncake trace, both tools
+    python -m benchmarks.serving --reps 5 --out bench_results/serving
+
+For each configuration (replicas x KV blocks x router x arrival speed-up) it runs
+`sim_core.serve(engine="dynamo")` and, when it is installed, Dynamo 1.6.1's
+`dynamo.replay.run_trace_replay` with the same settings (engine block size = the trace's
+512 tokens, its defaults otherwise), interleaved `--reps` times, and prints reuse (both
+counts), TTFT mean/p50/p99, preemptions and the median wall time of each. Ours is timed
+with a warm JIT cache (one untimed call first). Dynamo installs here with
+`pip install --no-deps ai-dynamo==1.6.1 ai-dynamo-runtime==1.6.1 typing_extensions`;
+without it only our side is printed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+from sim_core import serve
+from sim_core.loaders import load_trace
+
+BUNDLED = Path(__file__).resolve().parents[1] / "sim_core" / "data" / "mooncake_conversation.jsonl"
+# (replicas, KV blocks per replica, router, arrival speed-up)
+CONFIGS = [(1, 1000, "round_robin", 1.0), (1, 4000, "round_robin", 1.0), (1, 16000, "round_robin", 1.0),
+           (8, 16000, "round_robin", 1.0), (8, 4000, "round_robin", 4.0)]
+
+
+def ours(trace, replicas: int, blocks: int, router: str, speedup: float) -> tuple[dict, float]:
+    t0 = time.perf_counter()
+    r = serve(trace, "lru", blocks, replicas=replicas, router=router, engine="dynamo", arrival_speedup=speedup)
+    wall = time.perf_counter() - t0
+    return {"reuse": r.reuse_ratio, "first_reuse": r.first_reuse_ratio, "ttft_mean_ms": r.ttft_mean_s * 1e3,
+            "ttft_p50_ms": r.ttft_p50_s * 1e3, "ttft_p99_ms": r.ttft_p99_s * 1e3,
+            "tpot_ms": r.tpot_mean_s * 1e3, "preemptions": r.preemptions}, wall
+
+
+def dynamo(path: Path, replicas: int, blocks: int, router: str, speedup: float) -> tuple[dict, float]:
+    from dynamo.replay import run_trace_replay
+
+    t0 = time.perf_counter()
+    rep = run_trace_replay([str(path)], extra_engine_args={"engine": {"block_size": 512, "num_gpu_blocks": blocks}},
+                           num_workers=replicas, router_mode=router, arrival_speedup_ratio=speedup,
+                           trace_block_size=512, trace_format="mooncake", capture_per_request=True)
+    wall = time.perf_counter() - t0
+    s = rep.summary
+    # its summary has no preemption count: each preemption is one re-admission of a request
+    pre = sum(int(r.get("readmission_count", 0) or 0) for r in rep.per_request or [])
+    return {"reuse": s["prefix_cache_reused_ratio"], "first_reuse": s["first_admission_prefix_cache_reused_ratio"],
+            "ttft_mean_ms": s["mean_ttft_ms"], "ttft_p50_ms": s["median_ttft_ms"], "ttft_p99_ms": s["p99_ttft_ms"],
+            "tpot_ms": s["mean_tpot_ms"], "preemptions": pre}, wall
+
+
+def have_dynamo() -> bool:
+    try:
+        import dynamo.replay  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def run(path: Path, reps: int, configs=CONFIGS) -> list[dict]:
+    trace = load_trace(path)
+    both = have_dynamo()
+    for n in sorted({c[0] for c in configs}):  # JIT: compiled (or loaded) per replica count before timing
+        ours(trace, n, max(c[1] for c in configs), "round_robin", 1.0)
+    rows = []
+    for cfg in configs:
+        walls: dict[str, list] = {"ours": [], "dynamo": []}
+        got: dict[str, dict] = {}
+        for _ in range(reps):  # interleaved, so drift in the machine's speed hits both
+            got["ours"], w = ours(trace, *cfg)
+            walls["ours"].append(w)
+            if both:
+                got["dynamo"], w = dynamo(path, *cfg)
+                walls["dynamo"].append(w)
+        for tool, m in got.items():
+            rows.append({"replicas": cfg[0], "blocks": cfg[1], "router": cfg[2], "speedup": cfg[3], "tool": tool,
+                         **m, "wall_s": statistics.median(walls[tool])})
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    head = ("| replicas | blocks | router | load | tool | reuse | first-admission reuse | TTFT mean (ms) | "
+            "p50 | p99 | preemptions | wall (s) |")
+    out = [head, "|" + "|".join(["---"] * 12) + "|"]
+    for r in rows:
+        out.append(f"| {r['replicas']} | {r['blocks']:,} | {r['router']} | {r['speedup']:g}x | {r['tool']} | "
+                   f"{r['reuse']:.4f} | {r['first_reuse']:.4f} | {r['ttft_mean_ms']:,.1f} | {r['ttft_p50_ms']:,.1f} | "
+                   f"{r['ttft_p99_ms']:,.1f} | {r['preemptions']} | {r['wall_s']:.2f} |")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trace", type=Path, default=BUNDLED, help="a Mooncake-format trace (512-token blocks)")
+    ap.add_argument("--reps", type=int, default=3, help="timed runs of each tool per configuration (median)")
+    ap.add_argument("--out", type=Path, default=None, help="write serving.json and serving.md here")
+    a = ap.parse_args(argv)
+    rows = run(a.trace, a.reps)
+    md = table(rows)
+    note = (f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the end; warm JIT; "
+            f"median of {a.reps} interleaved runs")
+    print(md)
+    print(note)
+    if a.out:
+        a.out.mkdir(parents=True, exist_ok=True)
+        (a.out / "serving.json").write_text(json.dumps(rows, indent=1))
+        (a.out / "serving.md").write_text(md + "\n\n" + note + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
