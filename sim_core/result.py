@@ -115,7 +115,7 @@ class Result:
         # value read back from a journal or store is a new NaN object, unequal to itself)
         if not isinstance(other, Result):
             return NotImplemented
-        return _same(self.to_dict(), other.to_dict())
+        return same_values(self.to_dict(), other.to_dict())
 
     __hash__ = object.__hash__
 
@@ -172,11 +172,12 @@ class Result:
         return int(sum(self.tier_hits.values()))
 
 
-def _same(a, b) -> bool:
+def same_values(a, b) -> bool:
+    """Equal records, where NaN (not measured) equals NaN."""
     if isinstance(a, Mapping) and isinstance(b, Mapping):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+        return a.keys() == b.keys() and all(same_values(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same_values(x, y) for x, y in zip(a, b))
     if isinstance(a, float) and isinstance(b, float) and a != a and b != b:
         return True
     return a == b

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Mapping
 
 import numpy as np
+
+from ..result import same_values
 
 NAN = float("nan")
 
@@ -70,23 +71,13 @@ class ServeResult:
     def __eq__(self, other) -> bool:
         if not isinstance(other, ServeResult):
             return NotImplemented
-        return _same(self.to_dict(), other.to_dict())
+        return same_values(self.to_dict(), other.to_dict())
 
     __hash__ = object.__hash__
 
 
 def serve_metric_fields() -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(ServeResult) if f.metadata.get("metric"))
-
-
-def _same(a, b) -> bool:
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if isinstance(a, float) and isinstance(b, float) and a != a and b != b:
-        return True
-    return a == b
 
 
 def _pct(x: np.ndarray, p: float) -> float:
