@@ -235,7 +235,9 @@ def test_goodput_counts_requests_within_the_slo():
     (dict(engine="sglang"), "unknown engine"),
     (dict(engine={"preset": "dynamo", "step_model": "guess"}), "step_model"),
     (dict(engine={"preset": "vllm"}), "needs a hardware part"),
-    (dict(tiers=[{"name": "dram", "capacity": 10}]), "tiers are not modelled"),
+    (dict(tiers=[{"name": "dram", "capacity": 10}]), "needs a load bandwidth"),
+    (dict(tiers=[{"name": "dram", "capacity": 10, "bandwidth_bps": 1e9}], replicas=2), "tiers with replicas > 1"),
+    (dict(tiers=[{"name": "dram", "capacity": 10, "write": "sometimes", "bandwidth_bps": 1e9}]), "write"),
 ])
 def test_bad_input_names_the_field(kw, match):
     t = trace([[1, 2, 3]], [1500], [10])
@@ -264,3 +266,21 @@ def test_closed_sessions_release_a_turn_when_the_previous_finishes():
     assert op.makespan_s < cl.makespan_s and cl.first_reuse_ratio == pytest.approx(512 / 2560)
     with pytest.raises(ValueError, match="needs session ids"):
         serve(trace([[1]], [16], [1], bt=16), "lru", 10, sessions=True)
+
+
+def test_a_block_found_below_hbm_is_loaded_and_the_step_waits_for_it():
+    # 4-token blocks, 3 in HBM above an exclusive pool that takes HBM's victims. The first
+    # request computes A, B and leaves (B released first, so older); the second's two
+    # blocks evict B into the pool. The third, [A, B, C], finds A in HBM, B in the pool
+    # (loaded: one block, 1 s at a bandwidth of one block per second), computes C.
+    block = QWEN3_CODER_30B.kv_bytes_per_block(4)
+    t = trace([[1, 2], [3, 4], [1, 2, 5]], [8, 8, 12], [1, 1, 1], [0.0, 1.0, 2.0], bt=4)
+    pool = [{"name": "dram", "capacity": 10, "write": "on_evict", "bandwidth_bps": block}]
+    r = serve(t, "lru", 3, tiers=pool)
+    assert r.tier_hits == {"dram": 1} and r.tier_loaded_bytes == {"dram": block}
+    assert r.first_reuse_ratio == pytest.approx(8 / 28)
+    assert r.ttft_p99_s == pytest.approx(1.0)  # the load overlaps the 4-token prefill
+    serial = serve(t, "lru", 3, tiers=pool, overlap=False)
+    assert serial.ttft_p99_s == pytest.approx(1.0 + prefill_ms(4) / 1e3)
+    flat = serve(t, "lru", 3)
+    assert flat.first_reuse_ratio == pytest.approx(4 / 28) and flat.tier_hits == {}

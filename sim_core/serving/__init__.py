@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import os
 import numbers
+import os
 import re
 from typing import Mapping
 
@@ -20,6 +20,7 @@ import numpy as np
 
 from ..cost import cost_per_depth
 from ..hardware import as_hardware
+from ..hierarchy import NO_TIER, T_BAD_VICTIM, T_COUNTING, T_FAILED, as_tier_specs, build_tier
 from ..models import QWEN3_CODER_30B, get_model
 from ..policies import PolicyContext, get_policy, resolve_params
 from .engines import ENGINES, ServeEngine, as_engine
@@ -27,7 +28,7 @@ from .loop import run_serve
 from .result import ServeResult, goodput_fields, latency_fields, serve_metric_fields
 from .routers import ROUTERS, new_router_state, router_code
 from .state import (C_BADV, C_DEC_TOKENS, C_ERR, C_EVICT, C_PEAK_PINNED, C_PF_TOKENS, C_PREEMPT, C_QPEAK,
-                    C_COMPUTED, C_REQS, C_STEPS, ERR_POLICY, ERR_STALL, ERR_STATE, F_BUSY, F_QAREA, new_state)
+                    C_COMPUTED, C_LOADED, C_REQS, C_STEPS, ERR_POLICY, ERR_STALL, ERR_STATE, F_BUSY, F_QAREA, Below, new_state)
 from .sessions import turns
 from .stepmodel import dynamo_model, profile_model, roofline_model
 
@@ -39,7 +40,7 @@ __all__ = ["ENGINES", "ROUTERS", "ServeEngine", "ServeResult", "serve", "serve_m
 def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router: str = "round_robin",
           engine="dynamo", arrival_speedup: float = 1.0, tiers=None, hardware=None, model=None, seed: int = 0,
           params: Mapping | None = None, slo: Mapping | None = None, cost_model: str | None = None,
-          sessions: bool = False) -> ServeResult:
+          sessions: bool = False, overlap: bool = True) -> ServeResult:
     """Replay `trace` through `replicas` engines of `capacity_blocks` KV blocks each.
 
     `policy` (and its `params`) is any registered eviction policy that can run with
@@ -50,8 +51,11 @@ def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router
     cost-aware policy optimises, `cost_model` overriding); `slo` {"ttft": "2s", "tpot":
     "50ms"} adds goodput. `sessions=True` closes each session's loop: turn k+1 is sent when
     turn k finishes, plus the trace's gap between them (sim_core.serving.sessions). The
-    engine's block size is the trace's (sim_core.reblock coarsens a trace). `tiers` are
-    not modelled by the serving replay yet."""
+    engine's block size is the trace's (sim_core.reblock coarsens a trace). `tiers` (as
+    simulate takes them, one engine only) hold blocks below HBM: a block found there is
+    loaded at the tier's bandwidth (the hardware's link, or the tier's bandwidth_bps), and
+    the step that needs it waits for the load, overlapped with its compute when
+    `overlap`."""
     spec = get_policy(policy)
     why = _cannot_serve(spec)
     if why:
@@ -62,9 +66,11 @@ def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router
     rcode = router_code(router)
     eng = as_engine(engine)
     speedup = _positive_real(arrival_speedup, "arrival_speedup")
-    if tiers:
-        raise ValueError("tiers are not modelled by the serving replay yet (simulate(tiers=...) replays them "
-                         "without a queue); give tiers=None")
+    specs = as_tier_specs(tiers)
+    if specs and n_rep > 1:
+        raise ValueError("tiers with replicas > 1 are not modelled yet: give one replica, or no tiers")
+    if not isinstance(overlap, (bool, np.bool_)):
+        raise ValueError(f"overlap must be true or false, got {overlap!r}")
     if trace.depth is not None or trace.tail_first:
         raise ValueError("serve takes a whole trace, not a sample or a replay view: spatial sampling does not "
                          "preserve queueing (docs/serving.md)")
@@ -97,10 +103,11 @@ def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router
     ctx = PolicyContext(trace=ext, capacity=cap, mode="request", cost_per_depth=cost, params=params, seed=seed)
     sts = tuple(spec.make_state(ctx) for _ in range(n_rep))
     cache, reqs, queues = new_state(ext, n_rep, cap, eng.max_num_seqs, ext.request_lengths, prompt, out, arrive)
+    lo = _below(specs, ext, cost, seed, hw, mdl, bt, bool(overlap))
     cfg = np.array([eng.max_num_batched_tokens, eng.max_num_seqs, int(eng.chunked_prefill),
                     eng.long_prefill_token_threshold, int(eng.watermark * cap), bt, int(eng.admit_whole),
                     int(_checking())], np.int64)
-    makespan = run_serve(sts, cache, reqs, queues, tu, order, cfg, np.int64(rcode), new_router_state(seed),
+    makespan = run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, np.int64(rcode), new_router_state(seed),
                          *sm.arrays())
     err = int(cache.c[0, C_ERR])
     if err == ERR_POLICY:
@@ -112,8 +119,39 @@ def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router
     if err == ERR_STALL or np.any(np.isnan(reqs.t_last)):
         raise RuntimeError(f"the serving replay stalled with {int(np.isnan(reqs.t_last).sum())} requests "
                            f"unfinished (capacity {cap}, engine {eng.name})")
-    return _result(trace, cap, n_rep, speedup, cache, reqs, prompt, out, assumed, float(makespan),
-                   slo_ttft, slo_tpot)
+    for s, tier in zip(specs, (lo.t1, lo.t2, lo.t3)):
+        if tier.c[T_FAILED]:
+            raise RuntimeError(f"tier {s.name!r}: policy {s.policy} returned an invalid victim "
+                               f"{tier.c[T_BAD_VICTIM]} at capacity {s.capacity}")
+    res = _result(trace, cap, n_rep, speedup, cache, reqs, prompt, out, assumed, float(makespan),
+                  slo_ttft, slo_tpot)
+    if specs:
+        loaded = cache.c[0, C_LOADED:C_LOADED + len(specs)]
+        res = dataclasses.replace(res, tier_hits={s.name: int(x) for s, x in zip(specs, loaded)},
+                                  tier_loaded_bytes={s.name: int(x) * int(lo.block_bytes) for s, x in zip(specs, loaded)})
+    return res
+
+
+def _below(specs, ext, cost, seed: int, hw, mdl, bt: int, overlap: bool) -> Below:
+    """The lower tiers of one engine (NO_TIER where absent) with their load bandwidths."""
+    if not specs:
+        return Below(NO_TIER, NO_TIER, NO_TIER, np.zeros(1, np.int32), np.zeros(1, np.int64), np.ones(3), 1.0, overlap)
+    bw = np.ones(3)
+    for i, s in enumerate(specs):
+        if s.bandwidth_bps:
+            bw[i] = float(s.bandwidth_bps)
+        elif hw is None:
+            raise ValueError(f"tier {s.name!r} needs a load bandwidth: give hardware (a part such as h100_sxm) "
+                             f"or the tier's bandwidth_bps")
+        else:
+            bw[i] = hw.link_bps(s.link)
+    built = [build_tier(s, ext, cost, seed) for s in specs]
+    for tier in built:
+        tier.c[T_COUNTING] = 1
+    t1, t2, t3 = (tuple(built) + (NO_TIER,) * 3)[:3]
+    U = ext.n_unique
+    return Below(t1, t2, t3, np.zeros(U, np.int32), np.zeros(U, np.int64), bw,
+                 float(mdl.kv_bytes_per_block(bt)), overlap)
 
 
 def engine_blocks(trace, prompt: np.ndarray, out: np.ndarray):

@@ -58,13 +58,14 @@ def _end_step(st, cache, reqs, queues, tu, q, t):
 
 
 @hook_njit
-def _step_time(reqs, queues, q, sm_kind, sm_p, px, py, db, dc, dm):
+def _step_time(reqs, queues, lo, q, sm_kind, sm_p, px, py, db, dc, dm):
     n_pf = 0
     pf_tokens = 0
     pf_flops = 0.0
     pf_ctx = 0.0
     n_dec = 0
     dec_ctx = 0.0
+    load = 0.0
     a = sm_p[0] if sm_kind == 1 else 0.0
     b = sm_p[1] if sm_kind == 1 else 0.0
     for i in range(queues.ns[q]):
@@ -72,6 +73,8 @@ def _step_time(reqs, queues, q, sm_kind, sm_p, px, py, db, dc, dm):
         n = queues.sn[q, i]
         c0 = reqs.comp[r]
         P = reqs.prompt[r]
+        load += reqs.load_s[r]  # lower-tier loads this request waits for
+        reqs.load_s[r] = 0.0
         if c0 < P:  # prompt tokens (recomputed generated tokens are not)
             pf_tokens += min(c0 + n, P) - c0
         if reqs.gen[r] > 0 and c0 + n == reqs.ntok[r]:
@@ -83,8 +86,10 @@ def _step_time(reqs, queues, q, sm_kind, sm_p, px, py, db, dc, dm):
             n_pf += 1
             pf_flops += n * a + b * (n * float(c0) + n * (n - 1) / 2.0)
             pf_ctx += c0 + n
-    return step_seconds(sm_kind, sm_p, px, py, db, dc, dm, n_pf, pf_tokens, pf_flops, pf_ctx, n_dec, dec_ctx), \
-        pf_tokens, n_dec
+    dt = step_seconds(sm_kind, sm_p, px, py, db, dc, dm, n_pf, pf_tokens, pf_flops, pf_ctx, n_dec, dec_ctx)
+    if load > 0.0:  # the step waits for its loads: overlapped with its compute (layer by layer) or after it
+        dt = max(dt, load) if lo.overlap else dt + load
+    return dt, pf_tokens, n_dec
 
 
 @hook_njit
@@ -108,7 +113,7 @@ def _consistent(cache, reqs, queues, q):
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False)
-def run_serve(sts, cache, reqs, queues, tu, order, cfg, router, rs, sm_kind, sm_p, px, py, db, dc, dm):
+def run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, router, rs, sm_kind, sm_p, px, py, db, dc, dm):
     """Replay every request through the replicas: those in `order` at their arrival, the
     later turns of closed-loop sessions when released (`tu`); the makespan.
     cfg: int64[max_num_batched_tokens, max_num_seqs, chunked, long_prefill_threshold,
@@ -169,8 +174,8 @@ def run_serve(sts, cache, reqs, queues, tu, order, cfg, router, rs, sm_kind, sm_
             if queues.busy[q] or (queues.nrun[q] == 0 and queues.wn[q] == 0):
                 continue
             st = sts[q]
-            k = schedule(st, cache, reqs, queues, q, t, max_tokens, max_seqs, chunked, whole, threshold, watermark,
-                         bt)
+            k = schedule(st, cache, lo, reqs, queues, q, t, max_tokens, max_seqs, chunked, whole, threshold,
+                         watermark, bt)
             if k < 0:
                 cache.c[0, C_ERR] = ERR_POLICY
                 return t
@@ -182,7 +187,7 @@ def run_serve(sts, cache, reqs, queues, tu, order, cfg, router, rs, sm_kind, sm_
                     cache.c[0, C_ERR] = ERR_STALL
                     return t
                 continue
-            dt, pf, nd = _step_time(reqs, queues, q, sm_kind, sm_p, px, py, db, dc, dm)
+            dt, pf, nd = _step_time(reqs, queues, lo, q, sm_kind, sm_p, px, py, db, dc, dm)
             queues.until[q] = t + dt
             queues.busy[q] = True
             cache.c[q, C_STEPS] += 1

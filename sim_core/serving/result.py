@@ -61,6 +61,10 @@ class ServeResult:
     slo_tpot_s: float = field(default=NAN, metadata={"doc": "the SLO's TPOT bound (NaN: none)"})
     output_tokens_assumed: int = field(default=0, metadata={
         "doc": "the trace has no output lengths: every request generates this many (0: the trace's own)"})
+    tier_hits: dict = field(default_factory=dict, metadata={
+        "metric": True, "per_tier": True, "doc": "blocks loaded from each lower tier instead of recomputed"})
+    tier_loaded_bytes: dict = field(default_factory=dict, metadata={
+        "metric": True, "per_tier": True, "doc": "bytes loaded from each lower tier"})
     per_replica: list = field(default_factory=list, metadata={
         "doc": "one record per engine: requests, prompt_tokens, first_reuse_ratio, reuse_ratio, ttft_mean_s, "
                "ttft_p50_s, ttft_p99_s, busy_s, prefilled_tokens, preemptions, evictions, queue_peak"})

@@ -24,10 +24,12 @@ admission (head of line).
 """
 from __future__ import annotations
 
+from ..hierarchy import (WRITE_ON_COMPUTE, WRITE_ON_EVICT, last_depth, last_j, pack_last, tier_has, tier_hit,
+                         tier_on, write_down1, write_down2, write_down3)
 from ..jit import hook_njit
 from ..policies.api import p_evict, p_evict_more, p_on_hit, p_on_insert
 from ..structures.pins import SHARED_PIN
-from .state import (C_BAD, C_BADV, C_CAP, C_EVICT, C_PINNED, C_PREEMPT, C_RES, C_USED)
+from .state import (C_BAD, C_BADV, C_CAP, C_EVICT, C_LOADED, C_PINNED, C_PREEMPT, C_RES, C_USED)
 
 ADMIT_NO = -1  # the head of the queue does not fit: stop admitting
 ADMIT_BUG = -2  # the policy returned an invalid victim
@@ -57,8 +59,9 @@ def available(cache, q):
 
 
 @hook_njit
-def _drop(cache, q, v):
-    """Evict victim v; False (recorded) when it is not an unpinned resident block."""
+def _drop(cache, lo, q, v):
+    """Evict victim v (written down to a tier that takes HBM's evictions); False
+    (recorded) when it is not an unpinned resident block."""
     if v < 0 or not cache.resident[q, v] or cache.refc[q, v] != 0:
         cache.c[q, C_BAD] = 1
         cache.c[q, C_BADV] = v
@@ -68,29 +71,32 @@ def _drop(cache, q, v):
     cache.c[q, C_RES] -= 1
     cache.c[q, C_USED] -= 1
     cache.c[q, C_EVICT] += 1
+    if tier_on(lo.t1):
+        at = lo.last[v]
+        write_down1(lo.t1, lo.t2, lo.t3, v, last_j(at), last_depth(at), lo.seen, lo.last, WRITE_ON_EVICT)
     return True
 
 
 @hook_njit
-def _make_room(st, cache, q, need, j):
+def _make_room(st, cache, lo, q, need, j):
     """Evict until `need` blocks are empty (the caller checked `available`)."""
     pin = cache.pin[q]
     c = cache.c
     while c[q, C_CAP] - c[q, C_USED] < need:
         v = p_evict(st, j, SHARED_PIN, pin)
-        if not _drop(cache, q, v):
+        if not _drop(cache, lo, q, v):
             return False
         k = p_evict_more(st, j, SHARED_PIN, pin, cache.extra)
         for i in range(k):
-            if not _drop(cache, q, cache.extra[i]):
+            if not _drop(cache, lo, q, cache.extra[i]):
                 return False
     return True
 
 
 @hook_njit
-def _allocate(st, cache, reqs, q, r, need):
+def _allocate(st, cache, lo, reqs, q, r, need):
     """Give r `need` more blocks (private until they are computed and entered)."""
-    if not _make_room(st, cache, q, need, reqs.offs[r]):
+    if not _make_room(st, cache, lo, q, need, reqs.offs[r]):
         return False
     cache.c[q, C_USED] += need
     reqs.priv[r] += need
@@ -104,10 +110,23 @@ def _allocate(st, cache, reqs, q, r, need):
 
 
 @hook_njit
-def register(cache, reqs, q, r, old, new, bt):
-    """Tokens old..new of r are scheduled: the blocks they fill enter the index (as in
-    vLLM and Dynamo, at scheduling: a request admitted later in the same step finds
-    them), unless another request entered the same block first (r's copy stays private)."""
+def _write_computed(lo, b, j, d):
+    """Tiers that write on compute take block b, just computed in HBM."""
+    if lo.t1.cfg[0] > 0 and lo.t1.cfg[1] == WRITE_ON_COMPUTE:
+        write_down1(lo.t1, lo.t2, lo.t3, b, j, d, lo.seen, lo.last, WRITE_ON_COMPUTE)
+    if tier_on(lo.t2) and lo.t2.cfg[1] == WRITE_ON_COMPUTE:
+        write_down2(lo.t2, lo.t3, b, j, d, lo.seen, lo.last, WRITE_ON_COMPUTE)
+    if tier_on(lo.t3) and lo.t3.cfg[1] == WRITE_ON_COMPUTE:
+        write_down3(lo.t3, b, j, d, lo.seen, lo.last, WRITE_ON_COMPUTE)
+
+
+@hook_njit
+def register(cache, lo, reqs, q, r, old, new, bt, computed):
+    """Tokens old..new of r are scheduled (or, not `computed`, loaded from a lower tier):
+    the blocks they fill enter the index (as in vLLM and Dynamo, at scheduling: a request
+    admitted later in the same step finds them), unless another request entered the same
+    block first (r's copy stays private). A computed block goes to the tiers that write
+    on compute."""
     s = reqs.offs[r]
     k1 = min(reqs.full[r], new // bt)
     for k in range(old // bt, k1):
@@ -120,6 +139,10 @@ def register(cache, reqs, q, r, old, new, bt):
                 _pin(cache, q, b)
                 reqs.own[j] = 1
                 reqs.priv[r] -= 1
+                if tier_on(lo.t1):
+                    lo.last[b] = pack_last(j, k)
+                    if computed:
+                        _write_computed(lo, b, j, k)
 
 
 @hook_njit
@@ -145,7 +168,7 @@ def release(st, cache, reqs, q, r):
 
 
 @hook_njit
-def _grow(st, cache, reqs, q, r, n, bt):
+def _grow(st, cache, lo, reqs, q, r, n, bt):
     """Blocks for r's next n tokens (entered in the index once full): 1 done, 0 too few
     blocks, -1 a policy bug."""
     c0 = reqs.comp[r]
@@ -153,9 +176,9 @@ def _grow(st, cache, reqs, q, r, n, bt):
     if need > 0:
         if need > available(cache, q):
             return 0
-        if not _allocate(st, cache, reqs, q, r, need):
+        if not _allocate(st, cache, lo, reqs, q, r, need):
             return -1
-    register(cache, reqs, q, r, c0, c0 + n, bt)
+    register(cache, lo, reqs, q, r, c0, c0 + n, bt, True)
     return 1
 
 
@@ -174,10 +197,47 @@ def _preempt(st, cache, reqs, queues, q, r):
 
 
 @hook_njit
-def _admit(st, cache, reqs, q, r, budget, chunked, whole, bt, reserve, now):
+def _level(lo, b):
+    """The first lower tier (1-3) that holds block b, 0 if none."""
+    if tier_has(lo.t1, b):
+        return 1
+    if tier_has(lo.t2, b):
+        return 2
+    if tier_has(lo.t3, b):
+        return 3
+    return 0
+
+
+@hook_njit
+def _load(cache, lo, reqs, q, r, h, l):
+    """Load r's blocks h..h+l-1 from the lower tiers (stopping at one a tier has dropped
+    meanwhile); the number loaded. Their transfer time delays r's next step."""
+    s = reqs.offs[r]
+    k = h
+    while k < h + l:
+        b = reqs.blocks[s + k]
+        lv = _level(lo, b)
+        if lv == 0:
+            break
+        if lv == 1:
+            tier_hit(lo.t1, b, s + k, k)
+        elif lv == 2:
+            tier_hit(lo.t2, b, s + k, k)
+        else:
+            tier_hit(lo.t3, b, s + k, k)
+        cache.c[q, C_LOADED + lv - 1] += 1
+        reqs.load_s[r] += lo.block_bytes / lo.bw[lv - 1]
+        k += 1
+    return k - h
+
+
+@hook_njit
+def _admit(st, cache, lo, reqs, q, r, budget, chunked, whole, bt, reserve, now):
     """Admit waiting request r with at most `budget` tokens: its first chunk's tokens, or
     ADMIT_NO / ADMIT_BUG. `whole`: admit only if the blocks of all its known tokens fit
-    (Dynamo's mocker), not only its first chunk's (vLLM)."""
+    (Dynamo's mocker), not only its first chunk's (vLLM). Its prefix found in HBM is
+    reused, the blocks after it that a lower tier holds are loaded (vLLM's connector
+    extends the GPU hit), the rest computed."""
     s = reqs.offs[r]
     F = reqs.full[r]
     h = 0
@@ -186,7 +246,17 @@ def _admit(st, cache, reqs, q, r, budget, chunked, whole, bt, reserve, now):
     cap = (reqs.ntok[r] - 1) // bt  # at least one token is computed: a full hit recomputes its last block
     if h > cap:
         h = cap
-    hit = h * bt
+    l = 0
+    if tier_on(lo.t1):
+        if reqs.hit_first[r] < 0:
+            for k in range(F):
+                b = reqs.blocks[s + k]
+                if lo.seen[b] < 2147483647:
+                    lo.seen[b] += 1
+        while h + l < min(F, cap) and not cache.resident[q, reqs.blocks[s + h + l]] \
+                and _level(lo, reqs.blocks[s + h + l]) > 0:
+            l += 1
+    hit = (h + l) * bt
     n = reqs.ntok[r] - hit
     if n > budget:
         if not chunked:
@@ -201,13 +271,20 @@ def _admit(st, cache, reqs, q, r, budget, chunked, whole, bt, reserve, now):
     if fit + touch + reserve > available(cache, q):
         return ADMIT_NO
     for k in range(h):
-        _pin(cache, q, reqs.blocks[s + k])
+        b = reqs.blocks[s + k]
+        _pin(cache, q, b)
         reqs.own[s + k] = 1
+        if tier_on(lo.t1):
+            lo.last[b] = pack_last(s + k, k)
     reqs.nalloc[r] = h
-    reqs.comp[r] = hit
-    if not _allocate(st, cache, reqs, q, r, need):
+    if not _allocate(st, cache, lo, reqs, q, r, need):
         return ADMIT_BUG
-    register(cache, reqs, q, r, hit, hit + n, bt)
+    if l > 0:  # allocating may have pushed some of them out of the tiers: load what is left
+        l = _load(cache, lo, reqs, q, r, h, l)
+        register(cache, lo, reqs, q, r, h * bt, (h + l) * bt, bt, False)
+        hit = (h + l) * bt
+    reqs.comp[r] = hit
+    register(cache, lo, reqs, q, r, hit, hit + n, bt, True)
     if reqs.hit_first[r] < 0:
         reqs.hit_first[r] = hit
         reqs.t_admit[r] = now
@@ -218,7 +295,7 @@ def _admit(st, cache, reqs, q, r, budget, chunked, whole, bt, reserve, now):
 
 
 @hook_njit
-def schedule(st, cache, reqs, queues, q, now, max_tokens, max_seqs, chunked, whole, threshold, watermark, bt):
+def schedule(st, cache, lo, reqs, queues, q, now, max_tokens, max_seqs, chunked, whole, threshold, watermark, bt):
     """Fill replica q's next step (queues.sr/sn/ns); -1 on a policy bug."""
     budget = max_tokens
     ns = 0
@@ -233,7 +310,7 @@ def schedule(st, cache, reqs, queues, q, now, max_tokens, max_seqs, chunked, who
             n = budget
         scheduled = True
         while True:
-            g = _grow(st, cache, reqs, q, r, n, bt)
+            g = _grow(st, cache, lo, reqs, q, r, n, bt)
             if g < 0:
                 return -1
             if g == 1:
@@ -258,7 +335,7 @@ def schedule(st, cache, reqs, queues, q, now, max_tokens, max_seqs, chunked, who
             r = queues.wq[q, queues.wh[q]]
             # the watermark holds back admissions only beside other work (vLLM)
             reserve = watermark if (ns > 0 or queues.nrun[q] > 0) else 0
-            n = _admit(st, cache, reqs, q, r, budget, chunked, whole, bt, reserve, now)
+            n = _admit(st, cache, lo, reqs, q, r, budget, chunked, whole, bt, reserve, now)
             if n == ADMIT_BUG:
                 return -1
             if n == ADMIT_NO:

@@ -12,8 +12,9 @@ import numpy as np
 
 # Cache.c counters (int64, per replica)
 (C_CAP, C_USED, C_RES, C_PINNED, C_EVICT, C_PEAK_PINNED, C_PREEMPT, C_BAD, C_BADV, C_STEPS, C_PF_TOKENS,
- C_DEC_TOKENS, C_REQS, C_QPEAK, C_ERR, C_COMPUTED) = range(16)
-N_C = 16
+ C_DEC_TOKENS, C_REQS, C_QPEAK, C_ERR, C_COMPUTED, C_LOADED) = range(17)
+C_LOADED_END = C_LOADED + 3  # blocks loaded from lower tier 1, 2, 3
+N_C = C_LOADED_END
 # Cache.f (float64, per replica)
 F_BUSY, F_QAREA = range(2)
 N_F = 2
@@ -52,7 +53,21 @@ class Reqs(NamedTuple):
     t_last: np.ndarray  # float64[N]: last token
     npre: np.ndarray  # int32[N]: preemptions
     lost: np.ndarray  # int64[N]: computed tokens dropped by preemptions
+    load_s: np.ndarray  # float64[N]: seconds of lower-tier loads its next step waits for
     rep: np.ndarray  # int32[N]: replica it was routed to
+
+
+class Below(NamedTuple):
+    """The lower tiers under replica 0's HBM (sim_core.hierarchy), NO_TIER where absent."""
+
+    t1: object
+    t2: object
+    t3: object
+    seen: np.ndarray  # int32[U]: requests that looked a block up (after_hits admission)
+    last: np.ndarray  # int64[U]: each block's last access and depth (hierarchy.pack_last)
+    bw: np.ndarray  # float64[3]: each tier's load bandwidth, bytes/s
+    block_bytes: float  # KV bytes of one block
+    overlap: bool  # loads overlap the step's compute (max) rather than add to it
 
 
 class Queues(NamedTuple):
@@ -80,7 +95,7 @@ def new_state(trace, n_rep: int, capacity: int, max_seqs: int, full, prompt, out
                 np.zeros(R, np.int64), prompt.copy(), np.zeros(R, np.int64), np.zeros(R, np.int64),
                 np.zeros(R, np.int64), np.zeros(max(A, 1), np.int8), np.full(R, -1, np.int64),
                 np.zeros(R, np.int64), np.zeros(R, np.int64), nan.copy(), nan.copy(), nan.copy(),
-                np.zeros(R, np.int32), np.zeros(R, np.int64), np.full(R, -1, np.int32))
+                np.zeros(R, np.int32), np.zeros(R, np.int64), np.zeros(R), np.full(R, -1, np.int32))
     S = int(max_seqs)
     queues = Queues(np.zeros((n_rep, R + 1), np.int32), np.zeros(n_rep, np.int64), np.zeros(n_rep, np.int64),
                     np.zeros((n_rep, S), np.int32), np.zeros(n_rep, np.int64),
