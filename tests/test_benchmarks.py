@@ -60,3 +60,13 @@ def test_bench_fidelity_seed_summary_by_hand():
     assert hr == {"mean": 0.52, "sd_points": 2.0, "min": 0.5, "max": 0.54,
                   "below_mean_points": -2.0, "above_mean_points": 2.0}
     assert sv["mean"] == 0.43 and sv["sd_points"] == 3.0 and sv["below_mean_points"] == -3.0
+
+
+def test_serving_bench_rows():
+    """`python -m benchmarks.serving`: our side on one configuration (Dynamo's when installed)."""
+    from benchmarks import serving
+
+    rows = serving.run(serving.BUNDLED, 1, configs=[(1, 16000, "round_robin", 1.0)])
+    ours = [r for r in rows if r["tool"] == "ours"]
+    assert len(ours) == 1 and ours[0]["reuse"] == pytest.approx(0.2703, abs=5e-5) and ours[0]["wall_s"] > 0
+    assert "| 1 | 16,000 | round_robin | 1x | ours |" in serving.table(rows)
