@@ -26,7 +26,7 @@ from sim_core.tracecfg import path_keys
 
 from . import schema
 
-GROUPS = ("trace", "policy", "capacity", "cost", "model", "cluster", "tracking")
+GROUPS = ("trace", "policy", "capacity", "cost", "model", "cluster", "tracking", "fleet")
 MULTI_GROUPS = ("policy", "cost")  # a list of options may be selected
 ALL = "all"
 

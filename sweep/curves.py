@@ -9,6 +9,7 @@ from typing import Sequence
 
 from sim_core import Result
 
+from .serving import is_serve, load_label, serve_row
 from .keys import CurveIdentity
 from .plan import Capacity
 
@@ -41,11 +42,14 @@ class Curve:
     times: dict = field(default_factory=dict)  # capacity index -> journal.JobTime of its job
     start_ms: int | None = None  # the run's start time
     pool: str = ""  # the lower tiers' sizes, e.g. "dram=1TiB" ("" = a flat cache)
+    load: float = 0.0  # fleet=...: the arrival_speedup it is served at (0 = a cache replay)
 
     @property
     def label(self) -> str:
-        """The policy, and the pool it runs above HBM in a tiered sweep: how tables,
-        CSVs and run names tell its curves apart."""
+        """The policy, and the pool it runs above HBM in a tiered sweep or the load it is
+        served at (fleet=...): how tables, CSVs and run names tell its curves apart."""
+        if self.load:
+            return f"{self.policy} @ {load_label(self.load)}"
         return f"{self.policy} @ {self.pool}" if self.pool else self.policy
 
     def __post_init__(self):
@@ -74,22 +78,32 @@ class SweepFacts:
     references: dict = field(default_factory=dict)
     windows: list = field(default_factory=list)  # sweep.report.windows.window_rows (sim.window)
     window_ranking: list = field(default_factory=list)  # sweep.report.windows.ranking of them
+    fleet: str = ""  # a serving sweep's engine, "fleet=dynamo: engine dynamo, ..." ("" = a cache replay)
+
+
+def result_row(res, cost_model: str) -> dict:
+    """A result's flat fields: a sim_core.Result under one cost model, or a serving
+    result (fleet=...: sweep.fleet.serve_row)."""
+    return serve_row(res) if is_serve(res) else res.row(cost_model)
 
 
 def row_dict(capacities: Sequence[Capacity], idx: int, res: Result, cost_model: str) -> dict:
     """A CSV/table row: the capacity's labels and the result under one cost model."""
     cap = capacities[idx]
-    return {"capacity_index": idx, "capacity_label": cap.label, "capacity_gib": cap.gib, **res.row(cost_model)}
+    return {"capacity_index": idx, "capacity_label": cap.label, "capacity_gib": cap.gib,
+            **result_row(res, cost_model)}
 
 
 def curves_by_model(capacities: Sequence[Capacity], curves: Sequence[Curve]) -> dict[str, dict[str, list[dict]]]:
     """cost model -> curve label -> rows (ascending capacity), for plots and tables; a
-    tiered sweep's rows carry their `pool` (curves.csv keeps it, the report groups by it)."""
+    tiered sweep's rows carry their `pool` (curves.csv keeps it, the report groups by it),
+    a serving sweep's their `load` (the arrival_speedup)."""
     out: dict[str, dict[str, list[dict]]] = {}
     for c in curves:
         if c.rows:
             out.setdefault(c.cost_model, {})[c.label] = [{**row_dict(capacities, i, c.rows[i], c.cost_model),
-                                                           **({"pool": c.pool} if c.pool else {})}
+                                                           **({"pool": c.pool} if c.pool else {}),
+                                                           **({"load": c.load} if c.load else {})}
                                                           for i in sorted(c.rows)]
     return out
 

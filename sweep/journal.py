@@ -3,7 +3,8 @@
 One JSON object per line:
   {"kind": "points", "time": ..., "uri": ..., "experiment": ..., "points": [
       {"key": <point key>, "run_id": <child run or null offline>, "step": <capacity index>,
-       "cost_model": ..., "result": <sim_core.Result as a dict>,
+       "cost_model": ..., "result": <sim_core.Result as a dict>, ["kind": "serve": the result is a
+       sim_core.ServeResult (fleet=...),]
        "job": {"start": <epoch s>, "secs": <wall s>, "cpu": <CPU s>}}, ...]}
   {"kind": "delivered", "time": ..., "uri": ..., "done": [[run_id, step], ...]}
 
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from sim_core import Result
+from sim_core import Result, ServeResult
 
 log = logging.getLogger("sweep")
 
@@ -52,8 +53,15 @@ class Point:
     run_id: str | None
     step: int
     cost_model: str
-    result: Result
+    result: Result  # or a sim_core.ServeResult (fleet=...)
     job: JobTime | None = None
+
+
+def _result(point: dict):
+    """A journaled point's result: a serving result (kind "serve") or a cache replay's."""
+    if point.get("kind") == "serve":
+        return ServeResult(**point["result"])
+    return Result.from_dict(point["result"])
 
 
 class Journal:
@@ -76,6 +84,7 @@ class Journal:
         self._append({"kind": "points", "time": time.time(), "uri": uri, "experiment": experiment,
                       "points": [{"key": p.key, "run_id": p.run_id, "step": p.step,
                                   "cost_model": p.cost_model, "result": p.result.to_dict(),
+                                  **({"kind": "serve"} if isinstance(p.result, ServeResult) else {}),
                                   **({"job": p.job.to_dict()} if p.job else {})} for p in points]})
 
     def mark_delivered(self, uri: str, done: list[tuple[str, int]]) -> None:
@@ -97,7 +106,7 @@ class Journal:
         for e in self.entries():
             if e.get("kind") == "points":
                 for p in e["points"]:
-                    out[p["key"]] = Result.from_dict(p["result"])
+                    out[p["key"]] = _result(p)
         return out
 
     def job_times(self) -> dict[str, JobTime]:
@@ -121,7 +130,7 @@ class Journal:
                 for p in e["points"]:
                     if p.get("run_id"):
                         pt = Point(p["key"], p["run_id"], int(p["step"]), p["cost_model"],
-                                   Result.from_dict(p["result"]), JobTime.from_dict(p.get("job")))
+                                   _result(p), JobTime.from_dict(p.get("job")))
                         pending[(e["uri"], pt.run_id, pt.step)] = (e["experiment"], pt)
             elif e.get("kind") == "delivered":
                 done.update((e["uri"], r, int(s)) for r, s in e["done"])

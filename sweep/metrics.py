@@ -6,6 +6,7 @@ from typing import Iterable, Sequence
 
 from sim_core import Result
 
+from .serving import is_serve, serve_row
 from .plan import Capacity
 
 MAX_PARAM = 6000  # MLflow's limit on a param value
@@ -62,11 +63,12 @@ def finite(x) -> bool:
 
 def point_metrics(res: Result, cost_model: str, cap: Capacity, step: int, now: int) -> list:
     """One capacity of a curve: `curve/capacity_gib`, `curve/<field>` for every field of
-    the result's row, at `step`, and its window series."""
+    the result's row, at `step`, and its window series; or a serving result's fields."""
     from mlflow.entities import Metric
 
     ms = [Metric(CURVE_PREFIX + "capacity_gib", cap.gib, now, step)]
-    for k, v in res.row(cost_model).items():
-        if isinstance(v, (int, float)) and v == v:  # NaN = unavailable on a sample: not logged
+    serving = is_serve(res)  # fleet=...: every ServeResult field, replica<q>.<key> per replica
+    for k, v in (serve_row(res) if serving else res.row(cost_model)).items():
+        if isinstance(v, (int, float)) and v == v:  # NaN = unavailable on a sample (or no SLO): not logged
             ms.append(Metric(CURVE_PREFIX + k, float(v), now, step))
-    return ms + window_metrics(res, cost_model, cap.label, now)
+    return ms if serving else ms + window_metrics(res, cost_model, cap.label, now)

@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Sequence
 
-from .plan import Job, counted
+from .plan import Job, counted, job_label
 
 log = logging.getLogger("sweep")
 
@@ -37,7 +37,7 @@ class Progress:
             rate = self.acc_done / max(time.perf_counter() - self.t0, 1e-9)
             eta = (self.acc_total - self.acc_done) / rate if rate else 0.0
             log.info("job %d/%d done: %s [%s] %s in %.1fs (%.1fs CPU) | %.3g accesses/s, ETA %.0fs",
-                     self.n_done, self.n_jobs, job.policy, ",".join(job.cost_models),
+                     self.n_done, self.n_jobs, job_label(job), ",".join(job.cost_models),
                      counted(len(job.capacities), "capacity", "capacities"), secs, cpu, rate, eta)
 
     def refresh(self) -> None:

@@ -21,7 +21,8 @@ from .curves import SweepFacts, curves_by_model
 from .delivery import Delivery
 from .keys import sweep_key
 from .report.sizing import tier_table
-from .report.tables import summary_table
+from .report.tables import serving_table, summary_table
+from .serving import SERVE
 from .report.windows import ranking, ranking_text, window_rows
 from .tracking import Tracker
 
@@ -64,13 +65,15 @@ def start_runs(st) -> None:
     pols = {p.name: p for p in st.spec.policies}
     for c in st.curves:
         p, ps = pols[c.policy], get_policy(c.policy)
-        st.tracker.open_curve(c, {"trace": st.trace.name, "mode": str(st.spec.mode), "hits": str(st.spec.hits),
-                                  "order": str(st.spec.order),
+        replay = st.fleet.params() if st.fleet else {"mode": str(st.spec.mode), "hits": str(st.spec.hits),
+                                                     "order": str(st.spec.order),
+                                                     **{f"sim.{k}": v for k, v in st.spec.engine.items()}}
+        st.tracker.open_curve(c, {"trace": st.trace.name, **replay,
                                   "model": st.spec.model.name, "block_tokens": st.trace.block_tokens,
                                   "cost_aware": p.cost_aware, "offline": p.offline,
-                                  **{f"sim.{k}": v for k, v in st.spec.engine.items()},
                                   **({"tier": st.spec.tier_name} if c.pool else {}),
-                                  **({"hardware": st.spec.hardware.get("part")} if st.spec.hardware else {}),
+                                  **({"hardware": st.spec.hardware.get("part")}
+                                     if st.spec.hardware and not st.fleet else {}),
                                   **{f"params.{k}": v for k, v in p.params.items()}},
                               {"trace_source": st.trace.source, "family": ps.family,
                                "cost_aware": str(p.cost_aware).lower(), "offline": str(p.offline).lower(),
@@ -93,6 +96,8 @@ def _parent_record(st) -> tuple[dict, dict, dict, dict]:
         tags.update({"git_commit": sha, "mlflow.source.git.commit": sha, "git_dirty": str(dirty).lower()})
     if st.cap_notes:
         tags["capacity_dedup"] = "; ".join(st.cap_notes)[:5000]
+    if st.fleet is not None:  # the report names the engine (sweep.report.sweeps reads it back)
+        tags["kvsweep.fleet"] = f"fleet={st.fleet.name}: {st.fleet.describe()}"
     tags[NOTE] = description(st)
     resolved = OmegaConf.to_container(st.cfg, resolve=True, enum_to_str=True)
     params = traces.flatten(resolved)
@@ -139,7 +144,8 @@ def finish(st, status: str, wait_s: float) -> str:
     st.tracker.close_parent(status, st.curves, SweepFacts(
         trace_source=st.trace.source, saturation_blocks=saturation_capacity(st.trace),
         sample_rate=st.spec.sample_rate, cost_models=st.spec.cost_models, references=st.references,
-        windows=rows, window_ranking=rank))
+        windows=rows, window_ranking=rank,
+        fleet=f"fleet={st.fleet.name}: {st.fleet.describe()}" if st.fleet else ""))
     return status
 
 
@@ -148,6 +154,8 @@ def description(st, table: str | None = None, work: str | None = None) -> str:
     look, since MLflow's own views need choices before they show curves; at the end, the
     table the sweep printed."""
     caps = f"{len(st.caps)} capacities ({st.caps[0].label}..{st.caps[-1].label})" if st.caps else "no capacities"
+    if st.fleet is not None:
+        return _serving_description(st, caps, table, work)
     pools = f" x {len(st.pools)} pool sizes (tier={st.spec.tier_name})" if st.spec.tiers else ""
     lines = [f"**Sweep of `{st.trace.name}`** ({st.trace.source} trace): {len(st.spec.policies)} policies x {caps}"
              f"{pools} x cost models {', '.join(st.spec.cost_models)}.", "",
@@ -164,8 +172,29 @@ def description(st, table: str | None = None, work: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def _serving_description(st, caps: str, table: str | None, work: str | None) -> str:
+    loads = ", ".join(f"{x:g}x" for x in st.fleet.loads)
+    lines = [f"**Serving sweep of `{st.trace.name}`** ({st.trace.source} trace) under load, fleet={st.fleet.name} "
+             f"({st.fleet.describe()}): {len(st.spec.policies)} policies x {caps} of KV cache per replica x loads "
+             f"{loads} (arrival_speedup).", "",
+             "- **report.html** (Artifacts, below): TTFT p50/p99 and goodput over the KV cache at each load, and "
+             "where each policy meets the SLO.",
+             "- **Curves**: one child run per policy and load (\"lru @ 2x load | serve\"; expand this run with +). "
+             "In Chart view, plot `curve/ttft_p99_s`, `curve/reuse_ratio` or `curve/goodput_rps` with x axis *Step*, "
+             "the KV cache per replica in MiB (log scale).",
+             "- **curves.csv**: every serving result, one row per policy, load and capacity."]
+    if table:
+        lines += ["", "As the sweep printed it at the end:", "", "```", table, *([work] if work else []), "```"]
+    return "\n".join(lines)
+
+
 def summary_text(st) -> str:
     points = int(st.cfg.sweep.get("summary_points") or 4)
+    if st.fleet is not None:
+        title = (f"serving under load: {st.trace.name} ({st.trace.n_requests:,} requests, {st.trace.block_tokens}-"
+                 f"token blocks), fleet={st.fleet.name}: {st.fleet.describe()}")
+        return serving_table(curves_by_model(st.caps, st.curves).get(SERVE, {}), st.caps, points,
+                             [p.name for p in st.spec.policies], title)
     text = summary_table(curves_by_model(st.caps, st.curves), st.caps, points,
                          [p.name for p in st.spec.policies], st.spec.cost_models, st.spec.sample_rate,
                          saturation_capacity(st.trace))
@@ -182,6 +211,10 @@ def work_line(st) -> str | None:
     w = st.work
     if not w:
         return None
+    if st.fleet is not None:
+        n = sum(len(j.capacities) for j in st.jobs)
+        return (f"work: {w['jobs']} jobs ran {n} serve() calls (policy x load x capacity) in {w['jobs_wall_s']:.0f}s "
+                f"wall, {w['actor_cpu_s']:.0f} CPU-s in the actors")
     return (f"work: {w['jobs']} jobs replayed {w['accesses_replayed']:.4g} block accesses in "
             f"{w['jobs_wall_s']:.0f}s wall, {w['actor_cpu_s']:.0f} CPU-s in the actors")
 

@@ -2,7 +2,8 @@
 shared trace.
 
 The trace's numpy arrays go into the object store once (ray.put); every actor maps
-them zero-copy (read-only) and replays jobs against them with sim_core.simulate.
+them zero-copy (read-only) and replays jobs against them with sim_core.simulate (or, in a
+serving sweep, fleet=..., sim_core.serve).
 Numba's on-disk JIT cache (sim_core/jit.py) lets every actor reuse compiled engines.
 Scheduling lives in sweep.pool; this module owns Ray's lifecycle.
 """
@@ -15,7 +16,7 @@ import socket
 import time
 from pathlib import Path
 
-from sim_core import simulate
+from sim_core import serve, simulate
 
 from . import signals
 from .plan import Job
@@ -34,15 +35,21 @@ class SimulatorShard:
         logging.getLogger("numba").setLevel(logging.WARNING)
         self.trace = from_payload(payload)
         self.sim_kwargs = dict(sim_kwargs)
+        self.serve_kwargs = self.sim_kwargs.pop("serve", None)  # fleet=...: serve()'s settings
 
     def info(self) -> dict:
         return {"pid": os.getpid(), "host": socket.gethostname()}
 
     def run(self, job: Job) -> tuple[int, list, float, float, float]:
         """(job id, one sim_core.Result per capacity, wall seconds, CPU seconds, start as
-        epoch seconds)."""
+        epoch seconds). A serving job (job.load, fleet=...) gives one sim_core.ServeResult
+        per capacity, from one serve() call each."""
         started = time.time()
         t0, c0 = time.perf_counter(), time.process_time()
+        if job.load:
+            recs = [serve(self.trace, job.policy, b, arrival_speedup=job.load, params=dict(job.params),
+                          **self.serve_kwargs) for b in job.capacities]
+            return job.id, recs, time.perf_counter() - t0, time.process_time() - c0, started
         recs = simulate(self.trace, job.policy, list(job.capacities), cost_models=list(job.cost_models),
                         params=dict(job.params), tiers=[dict(t) for t in job.tiers] or None, **self.sim_kwargs)
         return job.id, recs, time.perf_counter() - t0, time.process_time() - c0, started

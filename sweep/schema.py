@@ -24,6 +24,7 @@ from omegaconf.errors import OmegaConfBaseException
 from sim_core import Order
 from sim_core.accounting import PARTIAL_BLOCKS
 from sim_core.options import HITS, MODES
+from sim_core.serving import ENGINES, ROUTERS
 
 SCHEMA = "kvsweep_schema"
 ANALYSIS_SCHEMA = "kvsweep_analysis_schema"  # conf/analysis.yaml's (characterize, advise)
@@ -46,6 +47,10 @@ ModeChoice = _choice("ModeChoice", MODES)
 HitsChoice = _choice("HitsChoice", HITS)
 OrderChoice = _choice("OrderChoice", [o.value for o in Order])
 PartialBlocksChoice = _choice("PartialBlocksChoice", PARTIAL_BLOCKS)
+EngineChoice = _choice("EngineChoice", ENGINES)
+RouterChoice = _choice("RouterChoice", ROUTERS)
+# the step-time models a sweep takes (a measured profile needs its table: sim_core.serve directly)
+StepModelChoice = _choice("StepModelChoice", ("dynamo", "roofline"))
 
 
 @dataclass
@@ -79,6 +84,21 @@ class SweepSchema:
 
 
 @dataclass
+class FleetSchema:
+    """conf/fleet/*.yaml (sweep/fleet.py checks ranges and units): null everywhere is fleet=none."""
+
+    engine: Optional[EngineChoice] = None
+    arrival_speedup: Any = None  # a number or a list of them (an axis)
+    max_num_seqs: Optional[int] = None
+    max_num_batched_tokens: Optional[int] = None
+    step_model: Optional[StepModelChoice] = None
+    slo_ttft: Any = None  # a latency with its unit ("2s"): a bare number is refused, not read as a string
+    slo_tpot: Any = None
+    replicas: Optional[int] = None
+    router: Optional[RouterChoice] = None
+
+
+@dataclass
 class Schema:
     sim: SimSchema = field(default_factory=SimSchema)
     sweep: SweepSchema = field(default_factory=SweepSchema)
@@ -89,6 +109,7 @@ class Schema:
     cost: Any = None
     tier: Any = None
     hardware: Any = None
+    fleet: FleetSchema = field(default_factory=FleetSchema)
     model: Any = None
     cluster: Any = None
     tracking: Any = None
@@ -114,6 +135,7 @@ class AnalysisSchema:
     model: Any = None
     tier: Any = None
     hardware: Any = None
+    fleet: FleetSchema = field(default_factory=FleetSchema)
     tracking: Any = None
 
 
@@ -143,7 +165,8 @@ def compose_error(e: BaseException) -> str | None:
         got = m.group(1) if m.group(2) in ("bool", "int", "float") else repr(m.group(1))
         return f"{key} must be {want}, got {got}"
     m = re.match(r"Key '(.*)' not in '(\w+)'", msg)
-    schema = {c.__name__: c for c in (SimSchema, SweepSchema, AnalysisSimSchema)}.get(m.group(2)) if m else None
+    schema = {c.__name__: c for c in (SimSchema, SweepSchema, AnalysisSimSchema, FleetSchema)}.get(m.group(2)) \
+        if m else None
     if schema is not None:
         return f"unknown key {key}; valid: {', '.join(f.name for f in dataclasses.fields(schema))}"
     return f"{key}: {msg}"

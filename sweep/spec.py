@@ -41,6 +41,7 @@ class PolicyChoice:
     description: str = ""
     pool: str = ""  # the lower tiers' sizes this variant runs with ("" = none), e.g. "dram=1TiB"
     tiers: tuple = ()  # their simulate() tier dicts (capacities in blocks), top down
+    load: float = 0.0  # fleet=...: the arrival_speedup this variant is served at (0 = a cache replay)
 
 
 # simulate()'s defaults for the engine switches a sweep passes (conf/config.yaml `sim:`)

@@ -19,7 +19,7 @@ from sim_core import Hits, Mode, get_policy, saturation_capacity
 from sim_core.digest import source_digest, trace_digest
 from sim_core.sample import SampleSet, auto_rate, capacity_rates
 
-from . import derived, traces, weeks
+from . import derived, fleet, traces, weeks
 from .config import ConfigError
 from .curves import Curve
 from .journal import JobTime, Journal, Point
@@ -58,6 +58,7 @@ class Study:
     pools: list = field(default_factory=lambda: [("", ())])  # (label, tier dicts): sweep.plan.resolve_pools
     variants: list = field(default_factory=list)  # spec.PolicyChoice per (policy, pool)
     work: dict = field(default_factory=dict)  # progress.Progress.work() of the jobs run
+    fleet: Any = None  # sweep.fleet.Fleet: serve() under load instead of cache replays (fleet=...)
 
     @property
     def experiment(self) -> str:
@@ -72,6 +73,7 @@ def configure(cfg, overrides: list[str], trace_choice: str, policy_choice: str) 
     if note:
         log.info("%s", note)
     st.spec = resolve(cfg, policy_choice)
+    st.fleet, st.spec = fleet.setup(cfg, st.spec, overrides)  # fleet=...: serving under load
     traces.check_trace_config(cfg.trace, trace_choice)
     tc = cfg.tracking
     if OmegaConf.is_missing(tc, "uri"):
@@ -98,7 +100,7 @@ def load(st: Study) -> None:
         log.info("capacity dedup: %s", note)
     _resolve_sampling(st)
     _join_weeks(st)
-    st.variants = variants(st.spec, st.pools)
+    st.variants = fleet.variants(st.spec.policies, st.fleet) if st.fleet else variants(st.spec, st.pools)
     if st.spec.tiers:
         log.info("tier=%s: %s x %s (%s)", st.spec.tier_name, counted(len(st.pools), "pool size"),
                  counted(len(st.caps), "HBM capacity", "HBM capacities"), ", ".join(lab for lab, _ in st.pools))
@@ -106,6 +108,8 @@ def load(st: Study) -> None:
     log.info("trace %s (%s%s): %d requests, %d block accesses, %d unique %d-token blocks",
              t.name, t.source, f", {traces.weeks(st.cfg.trace)} weeks" if traces.weeks(st.cfg.trace) > 1 else "",
              t.n_requests, t.n_accesses, t.n_unique, t.block_tokens)
+    if st.fleet is not None:  # every request must fit a replica's KV cache; nothing saturates a queue
+        return fleet.check_capacities(t, st.caps, st.fleet)
     for w in oversized_warnings(st.caps, t.request_lengths):
         log.warning("%s", w)
     sat = saturation_capacity(t)
@@ -236,6 +240,8 @@ def _curves(st: Study, policies=None) -> list:
                                    for k, v in t.items())) for t in p.tiers)
         return sp.engine_key() + ((("tiers", tiers),) if tiers else ())
 
+    if st.fleet is not None:
+        return fleet.curves(st.fleet, st.variants, blocks, trace=tdig, simulator=sdig, seed=sp.seed, model=sp.model)
     return [Curve(p.name, m, CurveIdentity.make(trace=tdig, policy=p.name, params=p.params, mode=sp.mode,
                                                 hits=sp.hits, seed=sp.seed, cost_model=m, model=sp.model,
                                                 simulator=sdig, sample=sample(p), order=sp.order,
@@ -248,6 +254,8 @@ def _reference_curves(st: Study) -> tuple[dict, list]:
     with its default parameters and the sweep's settings, never run but filled from
     results already computed (journal, store)."""
     mine = [c for c in st.curves if c.policy == REFERENCE]
+    if st.fleet is not None:  # compute savings against LRU's: not a serving measure
+        return {}, []
     if mine:
         return {(c.cost_model, c.pool): c for c in mine}, []
     spec = get_policy(REFERENCE)
@@ -262,6 +270,8 @@ def _plan_kw(st: Study) -> dict:
               max_capacities_per_job=sw.get("max_capacities_per_job"),
               max_request_blocks=st.trace.max_request_blocks if st.spec.mode == Mode.REQUEST else 0,
               saturation_blocks=saturation_capacity(st.trace))
+    if st.fleet is not None:  # serve(): one call per capacity, none shared
+        kw.update(max_request_blocks=0, saturation_blocks=None)
     if st.spec.sample_rate is not None:
         st.replay_scale = kw["replay_scale"] = _sampled_scale(st)
     return kw
@@ -334,7 +344,7 @@ def resolve_known(st: Study) -> None:
 
 
 def todo(st: Study) -> dict:
-    """(policy, cost-model group, pool) -> capacity indices still to simulate."""
+    """(policy, cost-model group, pool, load) -> capacity indices still to simulate."""
     out: dict = {}
     pols = {p.name: p for p in st.spec.policies}
     read_off = {id(t) for t, _ in st.mirrors}  # filled from their sources' replays
@@ -342,7 +352,8 @@ def todo(st: Study) -> dict:
         if id(c) in read_off:
             continue
         group = (c.cost_model,) if pols[c.policy].cost_aware else tuple(st.spec.cost_models)
-        out.setdefault((c.policy, group, c.pool), set()).update(i for i in range(len(st.caps)) if i not in c.rows)
+        out.setdefault((c.policy, group, c.pool, c.load), set()).update(
+            i for i in range(len(st.caps)) if i not in c.rows)
     return {k: v for k, v in out.items() if v}
 
 
@@ -381,11 +392,14 @@ def run_jobs(st: Study, cluster) -> None:
                   **sp.engine, "hardware": sp.hardware}
     if sp.sample_rate is not None:
         sim_kwargs.update(sample_rate=sp.sample_rate, sample_seed=sp.sample_seed, sample_force=sp.sample_force)
+    if st.fleet is not None:  # sweep.runner: serve() per capacity for jobs with a load
+        sim_kwargs["serve"] = {**st.fleet.serve_kwargs(), "model": sp.model, "seed": sp.seed}
     pool = cluster.pool_for(traces.to_payload(_shipped(st)), sim_kwargs, len(st.jobs))
     log.info("%s x %s x %s -> %s on %d actor(s)", counted(len(sp.policies), "policy", "policies"),
-             counted(len(sp.cost_models), "cost model"), counted(len(st.caps), "capacity", "capacities"),
-             counted(len(st.jobs), "job"), len(pool.actors) or min(pool.n_actors, len(st.jobs)))
-    by_curve = {(c.policy, c.cost_model, c.pool): c for c in st.curves}
+             counted(len(st.fleet.loads), "load") if st.fleet else counted(len(sp.cost_models), "cost model"),
+             counted(len(st.caps), "capacity", "capacities"), counted(len(st.jobs), "job"),
+             len(pool.actors) or min(pool.n_actors, len(st.jobs)))
+    by_curve = {(c.policy, c.cost_model, c.pool, c.load): c for c in st.curves}
     progress = Progress(st.jobs)
     try:
         for out in pool.results(st.jobs, fail_fast=bool(st.cfg.sweep.get("fail_fast", False)),
@@ -396,12 +410,12 @@ def run_jobs(st: Study, cluster) -> None:
                 progress.done(job, 0.0, failed=True)
                 if st.delivery:
                     for m in job.cost_models:
-                        st.delivery.finish(by_curve[(job.policy, m, job.pool)], "FAILED", error=out.error)
+                        st.delivery.finish(by_curve[(job.policy, m, job.pool, job.load)], "FAILED", error=out.error)
                 continue
             points = []
             jt = JobTime(out.start, out.secs, out.cpu)
             for m in job.cost_models:
-                c = by_curve[(job.policy, m, job.pool)]
+                c = by_curve[(job.policy, m, job.pool, job.load)]
                 for idx, res in zip(job.cap_indices, out.results):
                     c.rows[idx] = res
                     c.times[idx] = jt
@@ -415,7 +429,7 @@ def run_jobs(st: Study, cluster) -> None:
             st.journal.add_points(st.uri, st.experiment, points)  # safe before MLflow hears of it
             if st.delivery:
                 for m in job.cost_models:
-                    c = by_curve[(job.policy, m, job.pool)]
+                    c = by_curve[(job.policy, m, job.pool, job.load)]
                     st.delivery.points(c, {i: c.rows[i] for i in job.cap_indices})
                 for target, idx in took.values():
                     st.delivery.points(target, {i: target.rows[i] for i in idx})

@@ -6,7 +6,9 @@ parent run   one per sweep (tag kvsweep.sweep_key): resolved config, trace summa
              end curves.csv (every curve), report.html and one PNG per cost model
              (sweep.report.html)
 child run    one per curve = (policy, cost model, capacity list), tag kvsweep.curve_key:
-             every sim_core.Result metric as `curve/<field>` with step = capacity in MiB,
+             every sim_core.Result metric as `curve/<field>` with step = capacity in MiB
+             (a serving sweep, fleet=...: one per (policy, load), cost model `serve`, every
+             sim_core.ServeResult field as `curve/<field>`),
              params with the capacity list in blocks and GiB, curve.csv; FINISHED once
              every capacity is in, with summary metrics (sweep.report.regimes) a runs table
              can sort by, and start/end times that span its jobs' replay time.
@@ -34,7 +36,9 @@ from .metrics import CURVE_PREFIX, MAX_TAG, capacity_steps, chunks, finite, para
 from .plan import Capacity
 from .report.html import log_report, write_report
 from .report.regimes import summary, vs_reference
+from .report.slo import serve_summary
 from .report.sweeps import SweepTable
+from .serving import SERVE, complete as serve_complete, from_row as serve_from_row
 from .store import quiet_mlflow, sqlite_path, store_lock
 
 
@@ -183,6 +187,10 @@ class Tracker:
         out = {}
         for step in hist.get("capacity_blocks", {}):
             row = {k: h.get(step, float("nan")) for k, h in hist.items()}
+            if cm == SERVE:  # a serving curve (fleet=...)
+                if serve_complete(row):
+                    out[int(row["capacity_blocks"])] = serve_from_row(row)
+                continue
             if any(row.get(k, float("nan")) != row.get(k, float("nan")) for k in required_fields()):
                 continue
             res = Result.from_row(row, cm)
@@ -246,10 +254,11 @@ class Tracker:
         run = self.client.create_run(
             self.experiment_id, run_name=f"{c.label} | {c.cost_model}",
             tags={"mlflow.parentRunId": self.parent_id, "policy": c.policy, "cost_model": c.cost_model,
-                  **({"pool": c.pool} if c.pool else {}),
+                  **({"pool": c.pool} if c.pool else {}), **({"load": f"{c.load:g}"} if c.load else {}),
                   T_KIND: "curve", T_CURVE: c.key, T_BASE: c.base_key, **{k: str(v) for k, v in tags.items()}})
         c.run_id, c.status, c.start_ms = run.info.run_id, "CREATED", run.info.start_time
         ps = {"policy": c.policy, "cost_model": c.cost_model, **({"pool": c.pool} if c.pool else {}),
+              **({"arrival_speedup": c.load} if c.load else {}),
               "n_capacities": len(caps),
               "capacities_blocks": [x.blocks for x in caps], "capacities_gib": [round(x.gib, 6) for x in caps],
               **params}
@@ -286,7 +295,7 @@ class Tracker:
         secs, cpu, n_jobs = c.replay_time()
         now = int(time.time() * 1000)
         if complete:
-            ms = {k: v for k, v in summary(rows).items() if finite(v)}
+            ms = {k: v for k, v in (serve_summary(rows) if c.load else summary(rows)).items() if finite(v)}
             if n_jobs:
                 ms.update(replay_seconds=secs, replay_cpu_seconds=cpu)
             self.client.log_batch(c.run_id, metrics=[Metric(k, float(v), now, 0) for k, v in ms.items()])
@@ -406,7 +415,8 @@ class Tracker:
                                run_name=self.parent_name or self.parent_id, trace_source=facts.trace_source,
                                n_capacities=len(self.capacities), curves=per_model, cost_models=order,
                                saturation_blocks=facts.saturation_blocks, sample_rate=facts.sample_rate,
-                               windows=list(facts.windows), window_ranking=list(facts.window_ranking))
+                               windows=list(facts.windows), window_ranking=list(facts.window_ranking),
+                               fleet=facts.fleet)
             out = Path(d) / "report"
             write_report(table, out)
             log_report(self.client, self.parent_id, out)

@@ -25,6 +25,7 @@ from .regimes import HEADLINES, REGIMES, Regime, at_size, in_regime, summary
 from .families import POOL_SEP, ordered, policy_info
 from .plots import drawn_once, plot_cost_model, size_label
 from .sections import cap_labels, tiers, tiers_html, window_caps, windows_html
+from .serving import is_serving, write_serving
 from .sweeps import SweepTable
 from .tierplot import plot_tiers
 from .windowplot import plot_windows
@@ -303,8 +304,11 @@ def figure_title(table: SweepTable, cost_model: str) -> str:
 
 def write_report(table: SweepTable, out_dir: str | Path) -> Path:
     """report.html and plots/curves_<cost model>.png in `out_dir` (plots/tiers.png and
-    plots/windows.png when the sweep has them); returns the html path."""
+    plots/windows.png when the sweep has them; a serving sweep's page and plots/serving.png
+    instead: sweep.report.serving); returns the html path."""
     out = Path(out_dir)
+    if is_serving(table):
+        return write_serving(table, out, _CSS)
     pngs = {}
     for m in table.cost_models:
         curves = table.curves.get(m, {})

@@ -41,6 +41,7 @@ class SweepTable:
     sample_rate: float | None = None  # None: exact replay
     windows: list[dict] = field(default_factory=list)  # windows.csv rows (sweep.report.windows.window_rows)
     window_ranking: list[dict] = field(default_factory=list)  # window_ranking.csv rows (windows.ranking)
+    fleet: str = ""  # a serving sweep (fleet=...): its engine, from the sweep run's kvsweep.fleet tag
 
     def complete(self, cost_model: str) -> dict[str, list[dict]]:
         """The curves of a cost model that have every capacity (partial ones are left
@@ -71,10 +72,13 @@ def read_rows_csv(path: str | Path) -> list[dict]:
 def read_curves_csv(path: str | Path) -> dict[str, dict[str, list[dict]]]:
     """cost model -> curve label -> rows (numbers as floats, capacity_index as int). A
     tiered curve ("lru @ dram=1TiB") keeps its `pool`, from the column or, in a file from
-    before it, from the label; a flat curve's rows have no `pool`."""
+    before it, from the label; a flat curve's rows have no `pool`, a serving curve's
+    ("lru @ 2x load") have their `load`."""
     out: dict[str, dict[str, list[dict]]] = {}
     for row in read_rows_csv(path):
-        pool = row.pop("pool", "") or (row["policy"].split(POOL_SEP, 1)[1] if POOL_SEP in row["policy"] else "")
+        served = row.get("load", math.nan) == row.get("load", math.nan)  # "lru @ 2x load": a load, not a pool
+        pool = row.pop("pool", "") or (row["policy"].split(POOL_SEP, 1)[1]
+                                       if POOL_SEP in row["policy"] and not served else "")
         if pool:
             row["pool"] = pool
         out.setdefault(row["cost_model"], {}).setdefault(row["policy"], []).append(row)
@@ -149,7 +153,7 @@ def load_sweep(client, run_id: str) -> SweepTable:
                       trace_source=tags.get("trace_source", "unknown"), n_capacities=n_caps, curves=curves,
                       cost_models=cost_models, saturation_blocks=int(sat) if sat is not None else None,
                       sample_rate=rate, windows=optional["windows.csv"],
-                      window_ranking=optional["window_ranking.csv"])
+                      window_ranking=optional["window_ranking.csv"], fleet=tags.get("kvsweep.fleet", ""))
 
 
 def _json_list(value: str | None) -> list[str]:

@@ -1,5 +1,5 @@
 """The table printed at the end of a sweep: policies ranked per cost model (pool sizing:
-sweep.report.sizing)."""
+sweep.report.sizing); for a serving sweep (fleet=...), latency and reuse per load."""
 from __future__ import annotations
 
 import math
@@ -10,6 +10,7 @@ from sim_core.policies import REGISTRY, get_policy
 
 from ..plan import Capacity
 from .regimes import IDENTICAL_TOL as SAME, REGIMES, Regime, identical_groups
+from .slo import Slo, by_load, capacity_sentence, limit_text, load_limit
 
 
 def pick_points(n: int, k: int) -> list[int]:
@@ -120,4 +121,65 @@ def summary_table(curves: Mapping[str, Mapping[str, Sequence[dict]]], capacities
             why = "; ".join(w for w in (identical_note(g[0], q, m) for q in g[1:]) if w)
             lines.append(f"identical curves (to {SAME:g} at every capacity): {' = '.join(g)}"
                          + (f" ({why})" if why else ""))
+    return "\n".join(lines)
+
+
+def _cell(row, key: str, spec: str, width: int) -> str:
+    v = float(row.get(key, math.nan)) if row is not None else math.nan
+    return f"{format(v, spec):>{width}}" if v == v else f"{'-':>{width}}"
+
+
+def serving_table(curves: Mapping[str, Sequence[dict]], capacities: Sequence[Capacity], points: int = 4,
+                  policy_order: Sequence[str] = (), title: str = "") -> str:
+    """A serving sweep (fleet=...): per load, one row per policy with its p99 TTFT, reuse
+    ratio and preemptions at a few capacities (the KV cache of each replica); under each,
+    where each policy meets the SLO; with several loads, up to which load each policy
+    meets it at each capacity shown. `curves`: curve label ("lru @ 2x load") -> rows."""
+    series = by_load(curves)
+    if not series:
+        return "no results"
+    idx = pick_points(len(capacities), points)
+    heads = [human_gib(capacities[i].gib, digits=3) for i in idx]
+    slo = Slo.of([r for rs in curves.values() for r in rs])
+    order = {p: i for i, p in enumerate(policy_order)}
+    names = sorted({p for per in series.values() for p in per}, key=lambda p: (order.get(p, len(order)), p))
+    pw = max([len("policy")] + [len(p) for p in names])
+    col = max([7] + [len(h) for h in heads])
+    group = len(idx) * (col + 2)
+    lines = [title or "serving under load",
+             "KV cache per replica (the capacity axis): " + ", ".join(f"{h} = {capacities[i].blocks:,} blocks"
+                                                                      for h, i in zip(heads, idx)),
+             "TTFT p99: 99th percentile of the time to first token, in seconds; reuse: prompt tokens found in the "
+             "KV cache / prompt tokens; preempted: requests preempted (blocks released, progress recomputed)"
+             + (f"; SLO: {slo.text()}" if slo.given else "; no SLO (fleet.slo_ttft=2s sets one)")]
+    sub = f"{'':<{pw}}" + "".join("  " + "".join(f"{h:>{col + 2}}" for h in heads) for _ in range(3))
+    head = f"{'policy':<{pw}}" + "".join(f"  {t:<{group}}" for t in ("TTFT p99 (s)", "reuse", "preempted"))
+    for load, per in series.items():
+        lines += ["", f"load {load:g}x: " + ("the trace's arrival times" if load == 1 else
+                                           f"arrival times divided by {load:g} ({load:g} times the request rate)"),
+                  head.rstrip(), sub, "-" * len(sub)]
+        for p in names:
+            at = {int(r["capacity_index"]): r for r in per.get(p, [])}
+            cells = ["".join(_cell(at.get(i), key, spec, col + 2) for i in idx)
+                     for key, spec in (("ttft_p99_s", ".4g"), ("reuse_ratio", ".4f"), ("preemptions", ".0f"))]
+            lines.append(f"{p:<{pw}}" + "".join("  " + c for c in cells))
+        if slo.given:
+            lines += [f"SLO {slo.text()}:"] + ["  " + capacity_sentence(p, per[p], slo, said=True)
+                                               for p in names if p in per]
+    met = any(slo.meets(r) for rs in curves.values() for r in rs)
+    if slo.given and not met:
+        lines += ["", "No policy meets the SLO at any capacity and load swept: the engine's queue, not the cache, "
+                      "may be the limit (see the TTFT at the largest capacity); fleet.replicas=N adds engines, "
+                      "fleet.arrival_speedup below 1 lowers the load."]
+    if met and len(series) > 1:
+        lines += ["", f"highest load at which a policy meets the SLO ({slo.text()}) at each KV cache per replica "
+                      f"(loads swept: {', '.join(f'{x:g}x' for x in series)}; none: not even at the lowest, "
+                      f"(all): at every load swept)",
+                  f"{'policy':<{pw}}" + "".join(f"  {h:>{col + 6}}" for h in heads)]
+        for p in names:
+            cells = []
+            for i in idx:
+                by = {x: r for x, per in series.items() for r in per.get(p, []) if int(r["capacity_index"]) == i}
+                cells.append(f"  {limit_text(*load_limit(by, slo)) if by else '-':>{col + 6}}")
+            lines.append(f"{p:<{pw}}" + "".join(cells))
     return "\n".join(lines)

@@ -1,0 +1,240 @@
+"""`fleet=dynamo|vllm`: serving under load in a sweep (sim_core.serve, docs/serving.md).
+
+With a fleet the sweep runs one `serve()` per (policy, capacity, arrival_speedup) instead
+of cache replays: the whole trace arrives at its timestamps (divided by the speed-up) and
+queues for `replicas` engines whose KV cache per replica is the swept capacity. Each
+point is a sim_core.serving.ServeResult. Cost models do not apply to serving, so its
+curves are recorded under one pseudo cost model, SERVE; a curve is one (policy,
+arrival_speedup) over the capacities, and its key holds every serving setting
+(`Fleet.key`), so it never meets a cache-replay result or another load's.
+
+This module reads the `fleet` group (`resolve`, shared with `python -m analysis advise`),
+applies what a fleet means to a sweep's spec (`for_sweep`, `check_capacities`), and
+sets up a serving sweep's curves (sweep.serving holds their rows).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import numbers
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+from omegaconf import OmegaConf
+
+from sim_core import get_policy
+from sim_core.serving import ROUTERS, _cannot_serve, _lengths, slo_seconds
+from sim_core.serving.engines import as_engine
+
+from .config import ConfigError, check_int
+from .curves import Curve
+from .keys import CurveIdentity
+from .serving import SERVE
+from .spec import ENGINE_DEFAULTS
+
+log = logging.getLogger("sweep")
+
+#: the keys of conf/fleet/*.yaml
+KEYS = ("engine", "arrival_speedup", "max_num_seqs", "max_num_batched_tokens", "step_model", "slo_ttft",
+        "slo_tpot", "replicas", "router")
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """The serving settings of a sweep (or of advise): everything serve() takes but the
+    policy, the capacity and the seed."""
+
+    engine: dict  # serve(engine=...): {"preset": name, override: value} (overrides given only)
+    step_model: str  # the step-time model in effect (the preset's unless overridden)
+    loads: tuple  # the arrival_speedup axis, ascending
+    replicas: int = 1
+    router: str = "round_robin"
+    slo: dict = dataclasses.field(default_factory=dict)  # {"ttft": "2s", "tpot": "100ms"}: the bounds given
+    slo_ttft_s: float = math.nan
+    slo_tpot_s: float = math.nan
+    hardware: dict | None = None  # the hardware mapping when the roofline times steps (else unused)
+
+    @property
+    def name(self) -> str:
+        return str(self.engine["preset"])
+
+    def key(self, load: float) -> tuple:
+        """This load's serving settings, for a curve's identity (CurveIdentity.engine)."""
+        d = {"engine": tuple(sorted(self.engine.items())), "step_model": self.step_model,
+             "arrival_speedup": float(load), "replicas": self.replicas, "router": self.router,
+             "slo_ttft_s": None if math.isnan(self.slo_ttft_s) else self.slo_ttft_s,
+             "slo_tpot_s": None if math.isnan(self.slo_tpot_s) else self.slo_tpot_s}
+        if self.hardware is not None:
+            d["hardware"] = tuple(sorted(self.hardware.items()))
+        return (("fleet", tuple(sorted(d.items()))),)
+
+    def serve_kwargs(self) -> dict:
+        """serve()'s keywords but the policy, capacity, load, model and seed."""
+        return {"engine": dict(self.engine), "replicas": self.replicas, "router": self.router,
+                "slo": dict(self.slo) or None, "hardware": self.hardware}
+
+    def describe(self) -> str:
+        """'engine dynamo (max_num_seqs=64), 1 replica': for titles."""
+        over = ", ".join(f"{k}={v}" for k, v in self.engine.items() if k != "preset")
+        hw = f", {self.hardware['part']}" if self.hardware else ""
+        reps = "1 replica" if self.replicas == 1 else f"{self.replicas} replicas behind a {self.router} router"
+        return f"engine {self.name}{f' ({over})' if over else ''}, {self.step_model} step times{hw}, {reps}"
+
+    def params(self) -> dict:
+        """MLflow params of a serving curve (the load is the curve's own)."""
+        return {"fleet.engine": self.name, "fleet.step_model": self.step_model, "fleet.replicas": self.replicas,
+                "fleet.router": self.router, **{f"fleet.{k}": v for k, v in self.engine.items() if k != "preset"},
+                "fleet.slo_ttft": self.slo.get("ttft"), "fleet.slo_tpot": self.slo.get("tpot"),
+                **({"hardware": self.hardware.get("part")} if self.hardware else {})}
+
+
+def _plain(node) -> Any:
+    return OmegaConf.to_container(node, resolve=True, enum_to_str=True) if OmegaConf.is_config(node) else node
+
+
+def _loads(raw) -> tuple:
+    values = raw if isinstance(raw, list) else [1 if raw is None else raw]
+    if not values:
+        raise ConfigError("fleet.arrival_speedup is an empty list: give one speed-up or several, e.g. [1,2,4]")
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0 < v < math.inf:
+            raise ConfigError(f"fleet.arrival_speedup must be a positive number (2 = twice the trace's request "
+                              f"rate) or a list of them, got {v!r}")
+        out.append(float(v))
+    return tuple(sorted(set(out)))
+
+
+def resolve(cfg, hardware: dict | None) -> Fleet | None:
+    """The `fleet` group, checked (ConfigError naming the key); None for fleet=none.
+    `hardware` is the hardware group's mapping (sweep.spec.resolve_engine), or None."""
+    f = _plain(cfg.get("fleet")) or {}
+    unknown = sorted(set(f) - set(KEYS))
+    if unknown:
+        raise ConfigError(f"fleet has no key(s) {unknown}; valid: {', '.join(KEYS)}")
+    if f.get("engine") is None:
+        given = [k for k in KEYS if f.get(k) is not None]
+        if given:
+            raise ConfigError(f"fleet.{given[0]} is set, but no serving engine is: pick fleet=dynamo or "
+                              f"fleet=vllm (fleet=none replays the cache without queueing)")
+        return None
+    engine = {"preset": str(f["engine"])}
+    for k in ("max_num_seqs", "max_num_batched_tokens"):
+        v = check_int(f.get(k), f"fleet.{k}", 1, allow_none=True, none_means="the preset's")
+        if v is not None:
+            engine[k] = v
+    if f.get("step_model") is not None:
+        engine["step_model"] = str(f["step_model"])
+    try:
+        eng = as_engine(engine)
+    except ValueError as e:
+        raise ConfigError(f"fleet: {str(e).replace('engine.', 'fleet.')}") from None
+    slo, secs = {}, {}
+    for k in ("ttft", "tpot"):
+        v = f.get(f"slo_{k}")
+        if v is not None:
+            try:
+                secs[k] = slo_seconds(v, f"fleet.slo_{k}")
+            except ValueError as e:
+                raise ConfigError(str(e)) from None
+            slo[k] = str(v)
+    replicas = check_int(1 if f.get("replicas") is None else f["replicas"], "fleet.replicas", 1)
+    router = str(f.get("router") or "round_robin")
+    if router not in ROUTERS:
+        raise ConfigError(f"unknown fleet.router {router!r}; valid: {', '.join(ROUTERS)}")
+    if eng.step_model == "roofline" and hardware is None:
+        raise ConfigError(f"fleet={eng.name}: the roofline step model times steps on a GPU: pick one with "
+                          f"hardware=h100_sxm (or h200, b200, gh200, l40s), or set fleet.step_model=dynamo")
+    return Fleet(engine=engine, step_model=eng.step_model, loads=_loads(f.get("arrival_speedup")),
+                 replicas=replicas, router=router, slo=slo, slo_ttft_s=secs.get("ttft", math.nan),
+                 slo_tpot_s=secs.get("tpot", math.nan), hardware=hardware if eng.step_model == "roofline" else None)
+
+
+def setup(cfg, sp, overrides: list[str]):
+    """(the Fleet or None, the sweep's spec under it): fleet.resolve, then for_sweep."""
+    fl = resolve(cfg, sp.hardware)
+    return (None, sp) if fl is None else (fl, for_sweep(sp, fl, cfg, overrides))
+
+
+def cannot_serve(policy: str) -> str:
+    """Why a policy cannot run in the serving replay ("" when it can): sim_core's reason."""
+    return _cannot_serve(get_policy(policy))
+
+
+def for_sweep(sp, fl: Fleet, cfg, overrides: list[str]):
+    """The sweep's spec under a fleet: exact replay, one pseudo cost model, the policies
+    that can serve. Settings that serving does not model are refused (ConfigError)."""
+    where = f"fleet={fl.name}"
+    if sp.sample_rate is not None:
+        raise ConfigError(f"sim.sample_rate={sp.sample_rate:g}: spatial sampling does not preserve queueing; "
+                          f"{where} replays the whole trace: set sim.sample_rate=null")
+    if sp.tiers:
+        raise ConfigError(f"tier={sp.tier_name} with {where}: a sweep does not serve lower tiers yet (sim_core.serve "
+                          f"takes tiers= for one replica: docs/serving.md); set tier=none")
+    weeks = int(cfg.trace.get("weeks") or 1)
+    if weeks > 1:
+        raise ConfigError(f"trace.weeks={weeks} with {where}: independent weeks back to back are not one arrival "
+                          f"process to queue; set trace.weeks=1")
+    if cfg.sim.get("engine") is not None:
+        raise ConfigError(f"sim.engine={cfg.sim.engine} sets how the cache replay counts hits; {where} replays "
+                          f"the engine itself (fleet.engine): drop sim.engine")
+    for k in ("hbm_admit", "warmup", "window"):
+        if sp.engine.get(k) != ENGINE_DEFAULTS[k]:
+            raise ConfigError(f"sim.{k}={sp.engine[k]} is not modelled by the serving replay ({where}): leave it "
+                              f"at its default ({ENGINE_DEFAULTS[k]})")
+    why = {p.name: w for p in sp.policies if (w := cannot_serve(p.name))}
+    if why and not sp.selected_all:
+        name = next(iter(why))
+        raise ConfigError(f"policy {name} cannot run in the serving replay ({where}): {why[name]}; leave it out "
+                          f"of policy=[...]")
+    if why:
+        log.warning("%s: policy=all leaves out %s (they cannot run in the serving replay: %s)", where,
+                    ", ".join(why), "; ".join(f"{p}: {w}" for p, w in why.items()))
+    policies = [p for p in sp.policies if p.name not in why]
+    if not policies:
+        raise ConfigError(f"no policy left to run with {where}")
+    if any(o.split("=", 1)[0].lstrip("+~") == "cost" for o in overrides):
+        log.info("%s: cost models do not apply to serving (each point is one serve() result); cost= is ignored",
+                 where)
+    return replace(sp, sample_rate=None, sample_auto=False, cost_models=[SERVE], policies=policies)
+
+
+def request_blocks(trace, fl: Fleet) -> np.ndarray:
+    """The KV blocks each request of `trace` holds at its end in the engine (prompt and
+    output tokens), as serve() counts them: a capacity below the largest can never run it."""
+    prompt, out, _ = _lengths(trace, as_engine(fl.engine))
+    return -(-(prompt + out - 1) // int(trace.block_tokens))
+
+
+def check_capacities(trace, caps, fl: Fleet) -> None:
+    """Every request must fit each replica's KV cache, or serve() could never run it."""
+    need = request_blocks(trace, fl)
+    big = int(need.max()) if len(need) else 0
+    small = [c for c in caps if c.blocks < big]
+    if small:
+        r = int(np.argmax(need))
+        raise ConfigError(
+            f"capacity {', '.join(f'{c.label} ({c.blocks} blocks)' for c in small)} cannot hold request {r} "
+            f"({big} blocks of {trace.block_tokens} tokens with its output) in one replica's KV cache, so it could "
+            f"never run (fleet={fl.name}): the smallest capacity that holds every request is {big} blocks; drop the "
+            f"smaller ones from capacity.sizes")
+
+
+def variants(policies, fl: Fleet) -> list:
+    """Every policy once per load (spec.PolicyChoice with its `load`)."""
+    return [replace(p, load=x, one_pass=False) for x in fl.loads for p in policies]
+
+
+def identity(fl: Fleet, p, *, trace: str, simulator: str, seed: int, model) -> CurveIdentity:
+    """A serving curve's identity: its own mode and cost model, and every serving setting
+    (Fleet.key), so it never shares a key with a cache replay or another load."""
+    return CurveIdentity.make(trace=trace, policy=p.name, params=p.params, mode=SERVE, hits="prefix", seed=seed,
+                              cost_model=SERVE, model=model, simulator=simulator, order="", engine=fl.key(p.load))
+
+
+def curves(fl: Fleet, variants, blocks: tuple, **ident) -> list[Curve]:
+    """One curve per (policy, load) of `variants` over the capacities `blocks`;
+    `ident`: identity()'s trace, simulator, seed and model."""
+    return [Curve(p.name, SERVE, identity(fl, p, **ident), blocks, load=p.load) for p in variants]
