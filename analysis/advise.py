@@ -41,7 +41,7 @@ from sweep.report.plots import plot_cost_model
 from sweep.report.tierplot import plot_tiers
 from sweep.spec import capacity_sizes
 
-from . import config, pools, record
+from . import config, pools, record, serving
 from .workload import has_sessions, session_index
 
 
@@ -61,7 +61,8 @@ sim.sample_rate=0.01 (policies and capacities where sampling is inaccurate stay 
 Writes report.md, report.json and figures/ (analysis.out) and logs them as an MLflow run
 in the trace's experiment (tracking.offline=true: files only)."""
 EXAMPLES = ["trace=freeinference", "trace=mooncake_conversation capacity=custom capacity.sizes=[24GiB,96GiB]",
-            "trace=file trace.path=/data/my.jsonl trace.scale=1 sim.sample_rate=0.01"]
+            "trace=file trace.path=/data/my.jsonl trace.scale=1 sim.sample_rate=0.01",
+            "trace=mooncake_conversation fleet=dynamo fleet.arrival_speedup=2 fleet.slo_ttft=2s  # KV cache under load"]
 
 POLICIES = ("lru", "s3fifo", "belady", "belady_compute", "partial_node", "lru_session")
 PAYS_POINTS = 10.0  # sec. 5.2: a +12.6-point gap "justifies the design effort"
@@ -345,7 +346,8 @@ def markdown(report: dict, figure_paths: dict[str, Path], out: Path) -> str:
                                                    for v, r in zip(vals, rates)) + " |")
         if m in figure_paths:
             lines += ["", f"![{m}]({figure_paths[m].relative_to(out)})"]
-    lines += pools.markdown(report.get("pool_sizing", []), report.get("tier", ""))
+    lines += pools.markdown(report.get("pool_sizing", []), report.get("tier", "")) + serving.markdown(
+        report.get("serving"))
     if "tiers" in figure_paths:
         lines += ["", f"![pool sizing]({figure_paths['tiers'].relative_to(out)})"]
     if report["notes"]:
@@ -402,14 +404,15 @@ def _prepare(inv):
         log.info("sim.sample_rate=auto: %s", "exact replay" if sim.sample_rate is None
                  else f"sampled replay at r={sim.sample_rate:g}")
     caps, notes = choose_capacities(inv, trace, model)
-    return uri, model, costs, trace, caps, notes, pools.axis(inv.cfg, model, trace.block_tokens)
+    return (uri, model, costs, trace, caps, notes, pools.axis(inv.cfg, model, trace.block_tokens),
+            serving.axis(inv.cfg, model, trace))
 
 
 def main(argv: list[str]) -> int:
     started = config.start("advise", argv, SUMMARY, EXAMPLES, _prepare)
     if isinstance(started, int):
         return started
-    inv, (uri, model, costs, trace, caps, notes, (tier_name, pool_axis, hardware)) = started
+    inv, (uri, model, costs, trace, caps, notes, (tier_name, pool_axis, hardware), fleet) = started
     sim = inv.cfg.sim
     for n in notes:
         log.info("%s", n)
@@ -429,6 +432,9 @@ def main(argv: list[str]) -> int:
         report["pool_sizing"] = pools.sizing(series, caps)
         rec = pools.recommendation(report["pool_sizing"])
         report["recommendations"] += [rec] if rec else []
+    if fleet:  # fleet=...: the smallest KV cache per replica meeting the SLO at the given load
+        report["serving"], rec = serving.advise(trace, *fleet, model=model, seed=int(sim.get("seed", 0)))
+        report["recommendations"].append(rec)
     print("\n".join(f"{i}. {r['topic'].replace('_', ' ')}: {r['verdict']}. {r['action']}\n   {r['because']}"
                     for i, r in enumerate(report["recommendations"], 1)) + "\n")
     if sessions == "none":

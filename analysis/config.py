@@ -91,7 +91,7 @@ def help_text(command: str, summary: str, examples: list[str]) -> str:
     """--help: what the command does, examples, the groups, and the default config."""
     conf_dir = find_conf_dir()
     groups = "\n".join(f"  {g:<9} {', '.join(group_options(g, conf_dir))}"
-                       for g in ("trace", "capacity", "cost", "model", "tracking"))
+                       for g in ("trace", "capacity", "cost", "model", "tier", "hardware", "fleet", "tracking"))
     try:
         default = OmegaConf.to_yaml(compose(command, []).cfg, resolve=False)
     except ConfigError as e:
