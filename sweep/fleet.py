@@ -25,7 +25,7 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from sim_core import get_policy
-from sim_core.serving import ROUTERS, _cannot_serve, _lengths, slo_seconds
+from sim_core.serving import ROUTERS, cannot_serve, served_lengths, slo_seconds
 from sim_core.serving.engines import as_engine
 
 from .config import ConfigError, check_int
@@ -160,7 +160,7 @@ def setup(cfg, sp, overrides: list[str]):
 
 def cannot_serve(policy: str) -> str:
     """Why a policy cannot run in the serving replay ("" when it can): sim_core's reason."""
-    return _cannot_serve(get_policy(policy))
+    return cannot_serve(get_policy(policy))
 
 
 def for_sweep(sp, fl: Fleet, cfg, overrides: list[str]):
@@ -204,7 +204,7 @@ def for_sweep(sp, fl: Fleet, cfg, overrides: list[str]):
 def request_blocks(trace, fl: Fleet) -> np.ndarray:
     """The KV blocks each request of `trace` holds at its end in the engine (prompt and
     output tokens), as serve() counts them: a capacity below the largest can never run it."""
-    prompt, out, _ = _lengths(trace, as_engine(fl.engine))
+    prompt, out, _ = served_lengths(trace, as_engine(fl.engine))
     return -(-(prompt + out - 1) // int(trace.block_tokens))
 
 

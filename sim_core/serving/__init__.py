@@ -57,7 +57,7 @@ def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router
     the step that needs it waits for the load, overlapped with its compute when
     `overlap`."""
     spec = get_policy(policy)
-    why = _cannot_serve(spec)
+    why = cannot_serve(spec)
     if why:
         raise ValueError(f"policy {spec.name!r} cannot run in the serving replay: {why}")
     params = resolve_params(spec, params)
@@ -81,7 +81,7 @@ def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router
     hw = as_hardware(hardware)
     bt = int(trace.block_tokens)
 
-    prompt, out, assumed = _lengths(trace, eng)
+    prompt, out, assumed = served_lengths(trace, eng)
     need = -(-(prompt + out - 1) // bt)
     big = np.flatnonzero(need > cap)
     if len(big):
@@ -181,7 +181,8 @@ def _checking() -> bool:
     return os.environ.get("KVSWEEP_SERVE_CHECK", "") == "1"
 
 
-def _cannot_serve(spec) -> str:
+def cannot_serve(spec) -> str:
+    """Why the serving replay cannot run this policy ("" when it can)."""
     if spec.bound_of:
         return "it is a bound over a flat cache, not a policy"
     if spec.solve is not None:
@@ -191,7 +192,8 @@ def _cannot_serve(spec) -> str:
     return spec.no_serving
 
 
-def _lengths(trace, eng: ServeEngine):
+def served_lengths(trace, eng: ServeEngine):
+    """(prompt tokens, output tokens >= 1, output tokens assumed or 0) of each request."""
     prompt = trace.input_tokens.astype(np.int64).copy()
     bt = int(trace.block_tokens)
     n = trace.request_lengths
