@@ -15,7 +15,8 @@ import time
 
 from sim_core import serve
 from sweep.config import ConfigError
-from sweep.fleet import cannot_serve, request_blocks, resolve
+from sim_core.serving import cannot_serve
+from sweep.fleet import request_blocks, resolve
 from sweep.plan import resolve_capacities
 from sweep.report.slo import Slo, cap_text, met_from, seconds
 from sweep.serving import serve_row

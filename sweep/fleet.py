@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 from omegaconf import OmegaConf
 
-from sim_core import get_policy
 from sim_core.serving import ROUTERS, cannot_serve, served_lengths, slo_seconds
 from sim_core.serving.engines import as_engine
 
@@ -156,11 +155,6 @@ def setup(cfg, sp, overrides: list[str]):
     """(the Fleet or None, the sweep's spec under it): fleet.resolve, then for_sweep."""
     fl = resolve(cfg, sp.hardware)
     return (None, sp) if fl is None else (fl, for_sweep(sp, fl, cfg, overrides))
-
-
-def cannot_serve(policy: str) -> str:
-    """Why a policy cannot run in the serving replay ("" when it can): sim_core's reason."""
-    return cannot_serve(get_policy(policy))
 
 
 def for_sweep(sp, fl: Fleet, cfg, overrides: list[str]):

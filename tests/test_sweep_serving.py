@@ -220,7 +220,8 @@ def test_independent_weeks_are_refused(compose):
 
 
 def test_policy_all_leaves_out_what_cannot_serve_and_auto_means_exact(compose):
-    from sweep.fleet import SERVE, cannot_serve, setup
+    from sim_core.serving import cannot_serve
+    from sweep.fleet import SERVE, setup
 
     cfg = compose("trace=mooncake_conversation", "fleet=dynamo")
     fl, sp = setup(cfg, resolve(cfg, "all"), [])

@@ -182,7 +182,9 @@ def _checking() -> bool:
 
 
 def cannot_serve(spec) -> str:
-    """Why the serving replay cannot run this policy ("" when it can)."""
+    """Why the serving replay cannot run this policy, a PolicySpec or its name ("" when it can)."""
+    if isinstance(spec, str):
+        spec = get_policy(spec)
     if spec.bound_of:
         return "it is a bound over a flat cache, not a policy"
     if spec.solve is not None:
