@@ -199,18 +199,13 @@ def test_policies_that_cannot_serve_say_why():
 
 
 # ---------------------------------------------------------------- replicas
-def test_round_robin_spreads_requests_and_one_replica_is_the_engine():
+def test_round_robin_spreads_requests():
     t = mooncake(400)
-    one = serve(t, "lru", 4000)
-    for router in ("round_robin", "random", "least_loaded"):
-        assert serve(t, "lru", 4000, router=router) == one
     two = serve(t, "lru", 4000, replicas=2)
     assert [p["requests"] for p in two.per_replica] == [200, 200]
     # request i (in arrival order) on replica i mod 2
     assert [p["prompt_tokens"] for p in two.per_replica] == [int(t.input_tokens[0::2].sum()),
                                                              int(t.input_tokens[1::2].sum())]
-    assert serve(t, "lru", 4000, replicas=3, router="random", seed=5) == \
-        serve(t, "lru", 4000, replicas=3, router="random", seed=5)
 
 
 # ---------------------------------------------------------------- goodput and bad input

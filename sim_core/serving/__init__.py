@@ -25,8 +25,9 @@ from ..models import QWEN3_CODER_30B, get_model
 from ..policies import PolicyContext, get_policy, resolve_params
 from .engines import ENGINES, ServeEngine, as_engine
 from .loop import run_serve
-from .result import ServeResult, goodput_fields, latency_fields, serve_metric_fields
-from .routers import ROUTERS, new_router_state, router_code
+from .result import ServeResult, goodput_fields, imbalance_fields, latency_fields, serve_metric_fields
+from .routers import ROUTERS, get_router, router_view
+from .routers.view import RS_REGRET
 from .state import (C_BADV, C_DEC_TOKENS, C_ERR, C_EVICT, C_PEAK_PINNED, C_PF_TOKENS, C_PREEMPT, C_QPEAK,
                     C_COMPUTED, C_LOADED, C_REQS, C_STEPS, ERR_POLICY, ERR_STALL, ERR_STATE, F_BUSY, F_QAREA, Below, new_state)
 from .sessions import turns
@@ -38,7 +39,8 @@ __all__ = ["ENGINES", "ROUTERS", "ServeEngine", "ServeResult", "serve", "serve_m
 
 
 def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router: str = "round_robin",
-          engine="dynamo", arrival_speedup: float = 1.0, tiers=None, hardware=None, model=None, seed: int = 0,
+          router_params: Mapping | None = None, engine="dynamo", arrival_speedup: float = 1.0, tiers=None,
+          hardware=None, model=None, seed: int = 0,
           params: Mapping | None = None, slo: Mapping | None = None, cost_model: str | None = None,
           sessions: bool = False, overlap: bool = True) -> ServeResult:
     """Replay `trace` through `replicas` engines of `capacity_blocks` KV blocks each.
@@ -46,7 +48,8 @@ def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router
     `policy` (and its `params`) is any registered eviction policy that can run with
     pinned blocks; `engine` a preset name of `ENGINES` or a mapping {"preset": name,
     key: override} (sim_core.serving.engines.ServeEngine: max_num_seqs,
-    max_num_batched_tokens, chunked_prefill, step_model, ...); `router` one of `ROUTERS`;
+    max_num_batched_tokens, chunked_prefill, step_model, ...); `router` one of `ROUTERS`
+    with its `router_params` (sim_core.serving.routers, docs/fleet.md);
     `hardware` and `model` feed the roofline step model (and name the model whose FLOPs a
     cost-aware policy optimises, `cost_model` overriding); `slo` {"ttft": "2s", "tpot":
     "50ms"} adds goodput. `sessions=True` closes each session's loop: turn k+1 is sent when
@@ -63,7 +66,7 @@ def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router
     params = resolve_params(spec, params)
     cap = _positive_int(capacity_blocks, "capacity_blocks")
     n_rep = _positive_int(replicas, "replicas")
-    rcode = router_code(router)
+    get_router(router).resolve(router_params)
     eng = as_engine(engine)
     speedup = _positive_real(arrival_speedup, "arrival_speedup")
     specs = as_tier_specs(tiers)
@@ -102,12 +105,14 @@ def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router
     cost = cost_per_depth(cost_model or mdl.name, max(ext.max_request_blocks, 1), bt, mdl)
     ctx = PolicyContext(trace=ext, capacity=cap, mode="request", cost_per_depth=cost, params=params, seed=seed)
     sts = tuple(spec.make_state(ctx) for _ in range(n_rep))
-    cache, reqs, queues = new_state(ext, n_rep, cap, eng.max_num_seqs, ext.request_lengths, prompt, out, arrive)
+    cache, reqs, queues = new_state(ext, n_rep, cap, eng.max_num_seqs, ext.request_lengths, prompt, out, arrive,
+                                    trace.session)
+    rcode, view = router_view(router, router_params, seed, n_rep, ext.n_unique, trace.n_requests)
     lo = _below(specs, ext, cost, seed, hw, mdl, bt, bool(overlap))
     cfg = np.array([eng.max_num_batched_tokens, eng.max_num_seqs, int(eng.chunked_prefill),
                     eng.long_prefill_token_threshold, int(eng.watermark * cap), bt, int(eng.admit_whole),
                     int(_checking())], np.int64)
-    makespan = run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, np.int64(rcode), new_router_state(seed),
+    makespan = run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, np.int64(rcode), view,
                          *sm.arrays())
     err = int(cache.c[0, C_ERR])
     if err == ERR_POLICY:
@@ -125,6 +130,8 @@ def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router
                                f"{tier.c[T_BAD_VICTIM]} at capacity {s.capacity}")
     res = _result(trace, cap, n_rep, speedup, cache, reqs, prompt, out, assumed, float(makespan),
                   slo_ttft, slo_tpot)
+    res = dataclasses.replace(res, router=get_router(router).name, regret_tokens=int(view.rs[RS_REGRET]),
+                              **imbalance_fields(cache.f[:, F_BUSY], cache.c[:, C_PF_TOKENS]))
     if specs:
         loaded = cache.c[0, C_LOADED:C_LOADED + len(specs)]
         res = dataclasses.replace(res, tier_hits={s.name: int(x) for s, x in zip(specs, loaded)},

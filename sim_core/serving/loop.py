@@ -13,7 +13,7 @@ import numba
 import numpy as np
 
 from ..jit import hook_njit
-from .routers import route
+from .routers import on_finish, on_first_token, route
 from .sched import release, schedule
 from .sessions import pop, push
 from .state import (C_DEC_TOKENS, C_ERR, C_PEAK_PINNED, C_PF_TOKENS, C_PINNED, C_QPEAK, C_REQS, C_STEPS,
@@ -22,7 +22,7 @@ from .stepmodel import step_seconds
 
 
 @hook_njit
-def _end_step(st, cache, reqs, queues, tu, q, t):
+def _end_step(st, cache, reqs, queues, tu, v, q, t, bt):
     """Apply replica q's step at time t; the number of requests it finished. A finished
     turn of a closed-loop session releases the next (sim_core.serving.sessions)."""
     done = 0
@@ -35,9 +35,11 @@ def _end_step(st, cache, reqs, queues, tu, q, t):
             reqs.gen[r] += 1
             if reqs.gen[r] == 1:
                 reqs.t_first[r] = t
+                on_first_token(v, r, q)
             reqs.t_last[r] = t
             if reqs.gen[r] >= reqs.out[r]:
                 release(st, cache, reqs, q, r)
+                on_finish(v, reqs, r, q, bt)
                 done += 1
                 k = tu.nxt[r]
                 if k >= 0:
@@ -113,7 +115,7 @@ def _consistent(cache, reqs, queues, q):
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False)
-def run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, router, rs, sm_kind, sm_p, px, py, db, dc, dm):
+def run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, router, v, sm_kind, sm_p, px, py, db, dc, dm):
     """Replay every request through the replicas: those in `order` at their arrival, the
     later turns of closed-loop sessions when released (`tu`); the makespan.
     cfg: int64[max_num_batched_tokens, max_num_seqs, chunked, long_prefill_threshold,
@@ -151,7 +153,7 @@ def run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, router, rs, sm_kind,
         for q in range(Q):
             if queues.busy[q] and queues.until[q] <= t:
                 st = sts[q]
-                done += _end_step(st, cache, reqs, queues, tu, q, t)
+                done += _end_step(st, cache, reqs, queues, tu, v, q, t, bt)
                 queues.busy[q] = False
                 if check and not _consistent(cache, reqs, queues, q):
                     cache.c[0, C_ERR] = ERR_STATE
@@ -162,7 +164,7 @@ def run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, router, rs, sm_kind,
                 ai += 1
             else:
                 r = pop(tu)
-            q = route(router, rs, queues, Q)
+            q = route(router, v, queues, cache, reqs, r, t, Q, bt)
             reqs.rep[r] = q
             M = queues.wq.shape[1]
             queues.wq[q, (queues.wh[q] + queues.wn[q]) % M] = r

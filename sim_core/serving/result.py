@@ -54,11 +54,21 @@ class ServeResult:
     queue_peak: int = _m("largest waiting queue of any replica")
     queue_mean: float = _m("waiting requests over all replicas, time-weighted mean over the makespan")
     pinned_peak: int = _m("most blocks pinned by running requests on one replica at a step start")
+    regret_tokens: int = _m("prompt tokens recomputed because the router sent a request to a replica holding "
+                            "less of its prefix than another held at that moment", default=0)
+    busy_imbalance: float = _m("busiest replica's busy time / the mean over replicas (1: balanced)", default=NAN)
+    prefill_imbalance: float = _m("most prefilled tokens on one replica / the mean over replicas", default=NAN)
+    jain_busy: float = _m("Jain's fairness index of busy time over replicas, (sum x)^2 / (R sum x^2): 1 balanced, "
+                          "1/R all on one", default=NAN)
+    ceiling_reuse_ratio: float = _m("the fleet ceiling: prompt tokens Belady would reuse over one pooled cache of "
+                                    "replicas x capacity blocks / prompt tokens (docs/fleet.md)", default=NAN)
+    infinite_reuse_ratio: float = _m("prompt tokens an infinite cache would reuse / prompt tokens", default=NAN)
     goodput_ratio: float = _m("requests meeting the SLO / requests (NaN without an SLO)", default=NAN)
     goodput_rps: float = _m("requests meeting the SLO / makespan", default=NAN)
     goodput_tps: float = _m("output tokens of requests meeting the SLO / makespan", default=NAN)
     slo_ttft_s: float = field(default=NAN, metadata={"doc": "the SLO's TTFT bound (NaN: none)"})
     slo_tpot_s: float = field(default=NAN, metadata={"doc": "the SLO's TPOT bound (NaN: none)"})
+    router: str = field(default="round_robin", metadata={"doc": "the router in front of the replicas"})
     output_tokens_assumed: int = field(default=0, metadata={
         "doc": "the trace has no output lengths: every request generates this many (0: the trace's own)"})
     tier_hits: dict = field(default_factory=dict, metadata={
@@ -82,6 +92,17 @@ class ServeResult:
 
 def serve_metric_fields() -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(ServeResult) if f.metadata.get("metric"))
+
+
+def imbalance_fields(busy: np.ndarray, prefilled: np.ndarray) -> dict:
+    """Load imbalance over replicas: max / mean of busy time and of prefilled tokens, and
+    Jain's index of busy time."""
+    busy = np.asarray(busy, float)
+    pf = np.asarray(prefilled, float)
+    sq = float((busy ** 2).sum())
+    return {"busy_imbalance": float(busy.max() / busy.mean()) if busy.mean() > 0 else NAN,
+            "prefill_imbalance": float(pf.max() / pf.mean()) if pf.mean() > 0 else NAN,
+            "jain_busy": float(busy.sum() ** 2 / (len(busy) * sq)) if sq > 0 else NAN}
 
 
 def _pct(x: np.ndarray, p: float) -> float:

@@ -55,6 +55,7 @@ class Reqs(NamedTuple):
     lost: np.ndarray  # int64[N]: computed tokens dropped by preemptions
     load_s: np.ndarray  # float64[N]: seconds of lower-tier loads its next step waits for
     rep: np.ndarray  # int32[N]: replica it was routed to
+    session: np.ndarray  # int64[N]: session id, -1 without
 
 
 class Below(NamedTuple):
@@ -83,7 +84,7 @@ class Queues(NamedTuple):
     until: np.ndarray  # float64[Q]: when it ends
 
 
-def new_state(trace, n_rep: int, capacity: int, max_seqs: int, full, prompt, out, arrive):
+def new_state(trace, n_rep: int, capacity: int, max_seqs: int, full, prompt, out, arrive, session):
     R, U, A = trace.n_requests, trace.n_unique, trace.n_accesses
     cache = Cache(np.zeros((n_rep, U), np.bool_), np.zeros((n_rep, U), np.int32),
                   np.full((n_rep, U), -1, np.int32), np.zeros((n_rep, U), np.bool_),
@@ -95,7 +96,8 @@ def new_state(trace, n_rep: int, capacity: int, max_seqs: int, full, prompt, out
                 np.zeros(R, np.int64), prompt.copy(), np.zeros(R, np.int64), np.zeros(R, np.int64),
                 np.zeros(R, np.int64), np.zeros(max(A, 1), np.int8), np.full(R, -1, np.int64),
                 np.zeros(R, np.int64), np.zeros(R, np.int64), nan.copy(), nan.copy(), nan.copy(),
-                np.zeros(R, np.int32), np.zeros(R, np.int64), np.zeros(R), np.full(R, -1, np.int32))
+                np.zeros(R, np.int32), np.zeros(R, np.int64), np.zeros(R), np.full(R, -1, np.int32),
+                np.asarray(session, np.int64))
     S = int(max_seqs)
     queues = Queues(np.zeros((n_rep, R + 1), np.int32), np.zeros(n_rep, np.int64), np.zeros(n_rep, np.int64),
                     np.zeros((n_rep, S), np.int32), np.zeros(n_rep, np.int64),

@@ -1,0 +1,70 @@
+"""kv_router: NVIDIA Dynamo's KV-aware router. Each replica's cost, in blocks:
+
+    prefill_load_scale x max(0, (active prefill tokens + prompt tokens) / block_tokens
+                                - overlap_weight x blocks of the prompt it holds)
+    + distinct blocks of its active requests, this one included + active_request_weight x active requests
+
+Active prefill tokens are the uncached prompt tokens of the requests routed to it that have
+not produced their first token; the overlap comes from its KV events (the exact view).
+Lowest cost wins, ties broken at random; temperature > 0 samples instead, with
+probability proportional to exp(-(cost - min) / ((max - min) x temperature)).
+Defaults are Dynamo's (1, 1, 0, 0): lib/kv-router/src/scheduling/{selector/default.rs,
+config.rs}."""
+import math
+
+from ...jit import hook_njit
+from .spec import Param, RouterSpec
+from .view import rand_below
+
+SPEC = RouterSpec(
+    "kv_router", "Dynamo's cost: prefill blocks after the replica's cached prefix, plus its active blocks",
+    "ai-dynamo/dynamo: lib/kv-router/src/scheduling/selector/default.rs",
+    {"overlap_weight": Param(1.0, 0.0, 1e6, "credit per cached prefix block (overlap_score_credit)"),
+     "prefill_load_scale": Param(1.0, 0.0, 1e6, "weight of the prefill term"),
+     "active_request_weight": Param(0.0, 0.0, 1e6, "blocks charged per active request"),
+     "temperature": Param(0.0, 0.0, 1e6, "0: lowest cost; > 0: softmax sampling over normalised costs")},
+    tracks_blocks=True)
+
+
+@hook_njit
+def _cost(v, reqs, r, q, bt):
+    s = reqs.offs[r]
+    new = (reqs.prompt[r] + bt - 1) // bt - reqs.full[r]
+    for k in range(reqs.full[r]):
+        if v.bref[q, reqs.blocks[s + k]] == 0:
+            new += 1
+    prefill = max(0.0, (v.pf[q] + reqs.prompt[r]) / bt - v.p[0] * v.ov[q])
+    return v.p[1] * prefill + (v.blk[q] + new) + v.p[2] * v.infl[q]
+
+
+@hook_njit
+def pick(v, queues, cache, reqs, r, t, n_rep, bt):
+    cost = v.sc
+    lo = math.inf
+    hi = -math.inf
+    for q in range(n_rep):
+        cost[q] = _cost(v, reqs, r, q, bt)
+        lo = min(lo, cost[q])
+        hi = max(hi, cost[q])
+    if v.p[3] > 0.0:
+        if hi == lo:
+            return rand_below(v, n_rep)
+        tot = 0.0
+        for q in range(n_rep):
+            cost[q] = math.exp(-(cost[q] - lo) / ((hi - lo) * v.p[3]))
+            tot += cost[q]
+        u = rand_below(v, 1 << 30) / float(1 << 30) * tot
+        acc = 0.0
+        for q in range(n_rep):
+            acc += cost[q]
+            if u < acc:
+                return q
+        return n_rep - 1
+    best = 0
+    ties = 0
+    for q in range(n_rep):
+        if cost[q] == lo:
+            ties += 1
+            if rand_below(v, ties) == 0:  # reservoir: each tied replica equally likely
+                best = q
+    return best

@@ -1,0 +1,49 @@
+"""weighted: llm-d's inference scheduler: the replica with the highest weighted sum of
+scores, ties at random (llm-d-inference-scheduler, pkg/epp/.../scorer/*; weights of its
+precise-prefix profile, deploy/config: prefix 2, KV 1, queue 1):
+  prefix  blocks of the prompt the replica holds / the prompt's blocks (exact: KV events,
+          the precise scorer; approximate: this router's history, the estimating one)
+  queue   (most waiting - its waiting) / (most - fewest), 1 when all are equal
+  kv      1 - its share of KV blocks in use"""
+from ...jit import hook_njit
+from ..state import C_CAP, C_USED
+from .spec import Param, RouterSpec
+from .view import rand_below
+
+SPEC = RouterSpec(
+    "weighted", "llm-d's scorer sum: prefix match, queue and KV-utilisation scores with weights",
+    "llm-d/llm-d-inference-scheduler: pkg/epp/framework/plugins/scheduling/scorer/",
+    {"prefix_weight": Param(2.0, 0.0, 1e6, "weight of the prefix score"),
+     "kv_weight": Param(1.0, 0.0, 1e6, "weight of the KV-utilisation score"),
+     "queue_weight": Param(1.0, 0.0, 1e6, "weight of the queue score"),
+     "prefix_view": Param("exact", doc="exact (KV events) or approximate (routing history)",
+                          choices=("exact", "approximate")),
+     "ttl": Param(float("inf"), 0.0, float("inf"), "seconds an approximate entry counts")},
+    approximate=True)
+
+
+@hook_njit
+def pick(v, queues, cache, reqs, r, t, n_rep, bt):
+    qlo = queues.wn[0]
+    qhi = queues.wn[0]
+    for q in range(1, n_rep):
+        qlo = min(qlo, queues.wn[q])
+        qhi = max(qhi, queues.wn[q])
+    blocks = max((reqs.prompt[r] + bt - 1) // bt, 1)
+    best = 0
+    top = -1.0
+    ties = 0
+    for q in range(n_rep):
+        held = v.ov[q] if v.p[3] == 0.0 else v.ap[q]
+        queue = 1.0 if qhi == qlo else (qhi - queues.wn[q]) / (qhi - qlo)
+        kv = 1.0 - cache.c[q, C_USED] / max(cache.c[q, C_CAP], 1)
+        s = v.p[0] * held / blocks + v.p[1] * kv + v.p[2] * queue
+        if s > top:
+            top = s
+            best = q
+            ties = 1
+        elif s == top:
+            ties += 1
+            if rand_below(v, ties) == 0:
+                best = q
+    return best
