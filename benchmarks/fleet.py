@@ -1,0 +1,134 @@
+"""A fleet behind a router against NVIDIA Dynamo's own replay, same trace and settings, one run.
+
+    python -m benchmarks.fleet                        # the bundled Mooncake trace, both tools
+    python -m benchmarks.fleet --reps 3 --out bench_results/fleet
+
+Part 1, for replicas {2, 4, 8} x KV blocks {4,000, 16,000} x router {round_robin,
+kv_router} x arrival speed-up {1, 4}: `sim_core.serve(engine="dynamo")` and Dynamo 1.6.1's
+`dynamo.replay.run_trace_replay` with the same settings (engine block = the trace's 512
+tokens; Dynamo's defaults otherwise, its KV router's included), interleaved `--reps`
+times: reuse, TTFT mean/p99, prefill imbalance (most prefilled tokens on one replica /
+the mean), router regret and the median wall time of each. Part 2, ours only: every
+router at 8 x 16,000 blocks at real time, with the fleet ceiling and the gap to it.
+Ours is timed with a warm JIT cache (one untimed call per replica count first). Dynamo
+installs here with `pip install --no-deps ai-dynamo==1.6.1 ai-dynamo-runtime==1.6.1
+typing_extensions`; without it only our side is printed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from sim_core import ROUTERS, serve
+from sim_core.loaders import load_trace
+
+from .serving import BUNDLED, have_dynamo
+
+os.environ.setdefault("DYN_LOG", "error")  # Dynamo logs every routing decision at INFO
+PART1 = [(r, c, rt, s) for r in (2, 4, 8) for c in (4000, 16000) for rt in ("round_robin", "kv_router")
+         for s in (1.0, 4.0)]
+
+
+def ours(trace, replicas: int, blocks: int, router: str, speedup: float) -> tuple[dict, float]:
+    t0 = time.perf_counter()
+    r = serve(trace, "lru", blocks, replicas=replicas, router=router, engine="dynamo", arrival_speedup=speedup)
+    wall = time.perf_counter() - t0
+    return {"reuse": r.reuse_ratio, "ttft_mean_ms": r.ttft_mean_s * 1e3, "ttft_p99_ms": r.ttft_p99_s * 1e3,
+            "prefill_imbalance": r.prefill_imbalance, "jain_busy": r.jain_busy, "busy_imbalance": r.busy_imbalance,
+            "regret_tokens": r.regret_tokens, "preemptions": r.preemptions,
+            "ceiling": r.ceiling_reuse_ratio, "infinite": r.infinite_reuse_ratio}, wall
+
+
+def dynamo(path: Path, replicas: int, blocks: int, router: str, speedup: float) -> tuple[dict, float]:
+    from dynamo.replay import run_trace_replay
+
+    t0 = time.perf_counter()
+    rep = run_trace_replay([str(path)], extra_engine_args={"engine": {"block_size": 512, "num_gpu_blocks": blocks}},
+                           num_workers=replicas, router_mode=router, arrival_speedup_ratio=speedup,
+                           trace_block_size=512, trace_format="mooncake", capture_per_request=True)
+    wall = time.perf_counter() - t0
+    s = rep.summary
+    prefilled: dict[int, int] = defaultdict(int)
+    regret = 0
+    for q in rep.per_request:
+        prefilled[q["decode_worker_idx"]] += q["input_length"] - (q["reused_input_tokens"] or 0)
+        regret += sum(h.get("overlap_regret_blocks") or 0 for h in q.get("routing_history") or []) * 512
+    per = [prefilled.get(k, 0) for k in range(replicas)]
+    return {"reuse": s["prefix_cache_reused_ratio"], "ttft_mean_ms": s["mean_ttft_ms"],
+            "ttft_p99_ms": s["p99_ttft_ms"], "prefill_imbalance": max(per) / (sum(per) / replicas),
+            "regret_tokens": regret, "preemptions": sum(int(q.get("readmission_count") or 0) for q in rep.per_request)}, wall
+
+
+def run(path: Path, reps: int) -> tuple[list[dict], list[dict]]:
+    trace = load_trace(path)
+    both = have_dynamo()
+    for n in sorted({c[0] for c in PART1}):  # JIT: compiled (or loaded) per replica count before timing
+        ours(trace, n, 16000, "kv_router", 1.0)
+    rows = []
+    for cfg in PART1:
+        walls: dict[str, list] = {"ours": [], "dynamo": []}
+        got: dict[str, dict] = {}
+        for _ in range(reps):  # interleaved, so drift in the machine's speed hits both
+            got["ours"], w = ours(trace, *cfg)
+            walls["ours"].append(w)
+            if both:
+                got["dynamo"], w = dynamo(path, *cfg)
+                walls["dynamo"].append(w)
+        for tool, m in got.items():
+            rows.append({"replicas": cfg[0], "blocks": cfg[1], "router": cfg[2], "speedup": cfg[3], "tool": tool,
+                         **m, "wall_s": statistics.median(walls[tool])})
+    every = []
+    for router in ROUTERS:
+        m, w = ours(trace, 8, 16000, router, 1.0)
+        every.append({"router": router, **m, "wall_s": w})
+    return rows, every
+
+
+def _f(x, fmt):
+    return "" if x is None or x != x else format(x, fmt)
+
+
+def tables(rows: list[dict], every: list[dict]) -> str:
+    out = ["| replicas | blocks | router | load | tool | reuse | TTFT mean (ms) | TTFT p99 (ms) | prefill imbalance | "
+           "regret (M tokens) | preemptions | wall (s) |", "|" + "|".join(["---"] * 12) + "|"]
+    for r in rows:
+        out.append(f"| {r['replicas']} | {r['blocks']:,} | {r['router']} | {r['speedup']:g}x | {r['tool']} | "
+                   f"{r['reuse']:.4f} | {r['ttft_mean_ms']:,.1f} | {r['ttft_p99_ms']:,.1f} | "
+                   f"{_f(r['prefill_imbalance'], '.3f')} | {r['regret_tokens'] / 1e6:.2f} | {r['preemptions']} | "
+                   f"{r['wall_s']:.2f} |")
+    out += ["", "| router (8 x 16,000, real time) | reuse | TTFT mean (ms) | TTFT p99 (ms) | busy imbalance | "
+            "Jain (busy) | regret (M tokens) | fleet ceiling | gap to ceiling | infinite cache |",
+            "|" + "|".join(["---"] * 10) + "|"]
+    for r in every:
+        out.append(f"| {r['router']} | {r['reuse']:.4f} | {r['ttft_mean_ms']:,.1f} | {r['ttft_p99_ms']:,.1f} | "
+                   f"{_f(r['busy_imbalance'], '.3f')} | {_f(r['jain_busy'], '.3f')} | {r['regret_tokens'] / 1e6:.2f} | "
+                   f"{_f(r['ceiling'], '.4f')} | {_f(r['ceiling'] - r['reuse'], '.4f')} | {_f(r['infinite'], '.4f')} |")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trace", type=Path, default=BUNDLED, help="a Mooncake-format trace (512-token blocks)")
+    ap.add_argument("--reps", type=int, default=3, help="timed runs of each tool per configuration (median)")
+    ap.add_argument("--out", type=Path, default=None, help="write fleet.json and fleet.md here")
+    a = ap.parse_args(argv)
+    rows, every = run(a.trace, a.reps)
+    md = tables(rows, every)
+    note = (f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the end; warm JIT; "
+            f"median of {a.reps} interleaved runs")
+    print(md)
+    print(note)
+    if a.out:
+        a.out.mkdir(parents=True, exist_ok=True)
+        (a.out / "fleet.json").write_text(json.dumps({"part1": rows, "every_router": every}, indent=1))
+        (a.out / "fleet.md").write_text(md + "\n\n" + note + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
