@@ -150,3 +150,18 @@ def test_bad_router_input_names_the_field(router, params, match):
 def test_every_router_cites_its_source():
     for spec in REGISTRY.values():
         assert spec.source and spec.doc and "/" in spec.source
+
+
+def test_kv_events_that_arrive_late_hide_the_prefixes():
+    # A's blocks are in replica X's index from t ~ 0; at t = 30 a router whose events lag
+    # by 1 ms sees them as one without lag does, one lagging 1,000 s sees an empty fleet
+    now = serve(AFFINITY, "lru", 100, replicas=2, router="kv_router")
+    assert serve(AFFINITY, "lru", 100, replicas=2, router="kv_router",
+                 router_params={"event_lag": 0.001}) == now
+    rows = [json.loads(x) for x in SHARED_MOONCAKE.open() if x.strip()][:400]
+    t = Trace.from_requests([r["hash_ids"] for r in rows], [r["timestamp"] / 1000 for r in rows],
+                            block_tokens=512, input_tokens=[r["input_length"] for r in rows],
+                            output_tokens=[r["output_length"] for r in rows])
+    fresh = serve(t, "lru", 2000, replicas=4, router="kv_router")
+    stale = serve(t, "lru", 2000, replicas=4, router="kv_router", router_params={"event_lag": 1000.0})
+    assert stale.regret_tokens > fresh.regret_tokens and stale.first_reuse_ratio < fresh.first_reuse_ratio

@@ -26,7 +26,7 @@ from ..policies import PolicyContext, get_policy, resolve_params
 from .engines import ENGINES, ServeEngine, as_engine
 from .loop import run_serve
 from .result import ServeResult, goodput_fields, imbalance_fields, latency_fields, serve_metric_fields
-from .routers import ROUTERS, get_router, router_view
+from .routers import ROUTERS, get_router, lagged, router_view
 from .routers.view import RS_REGRET
 from .state import (C_BADV, C_DEC_TOKENS, C_ERR, C_EVICT, C_PEAK_PINNED, C_PF_TOKENS, C_PREEMPT, C_QPEAK,
                     C_COMPUTED, C_LOADED, C_REQS, C_STEPS, ERR_POLICY, ERR_STALL, ERR_STATE, F_BUSY, F_QAREA, Below, new_state)
@@ -106,7 +106,7 @@ def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router
     ctx = PolicyContext(trace=ext, capacity=cap, mode="request", cost_per_depth=cost, params=params, seed=seed)
     sts = tuple(spec.make_state(ctx) for _ in range(n_rep))
     cache, reqs, queues = new_state(ext, n_rep, cap, eng.max_num_seqs, ext.request_lengths, prompt, out, arrive,
-                                    trace.session)
+                                    trace.session, track_times=lagged(router, router_params))
     rcode, view = router_view(router, router_params, seed, n_rep, ext.n_unique, trace.n_requests)
     lo = _below(specs, ext, cost, seed, hw, mdl, bt, bool(overlap))
     cfg = np.array([eng.max_num_batched_tokens, eng.max_num_seqs, int(eng.chunked_prefill),

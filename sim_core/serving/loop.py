@@ -17,7 +17,7 @@ from .routers import on_finish, on_first_token, route
 from .sched import release, schedule
 from .sessions import pop, push
 from .state import (C_DEC_TOKENS, C_ERR, C_PEAK_PINNED, C_PF_TOKENS, C_PINNED, C_QPEAK, C_REQS, C_STEPS,
-                    C_COMPUTED, C_RES, C_USED, ERR_POLICY, ERR_STALL, ERR_STATE, F_BUSY, F_QAREA)
+                    C_COMPUTED, C_RES, C_USED, ERR_POLICY, ERR_STALL, ERR_STATE, F_BUSY, F_NOW, F_QAREA)
 from .stepmodel import step_seconds
 
 
@@ -176,6 +176,7 @@ def run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, router, v, sm_kind, 
             if queues.busy[q] or (queues.nrun[q] == 0 and queues.wn[q] == 0):
                 continue
             st = sts[q]
+            cache.f[q, F_NOW] = t
             k = schedule(st, cache, lo, reqs, queues, q, t, max_tokens, max_seqs, chunked, whole, threshold,
                          watermark, bt)
             if k < 0:

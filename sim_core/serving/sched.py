@@ -29,7 +29,7 @@ from ..hierarchy import (WRITE_ON_COMPUTE, WRITE_ON_EVICT, last_depth, last_j, p
 from ..jit import hook_njit
 from ..policies.api import p_evict, p_evict_more, p_on_hit, p_on_insert
 from ..structures.pins import SHARED_PIN
-from .state import (C_BAD, C_BADV, C_CAP, C_EVICT, C_LOADED, C_PINNED, C_PREEMPT, C_RES, C_USED)
+from .state import C_BAD, C_BADV, C_CAP, C_EVICT, C_LOADED, C_PINNED, C_PREEMPT, C_RES, C_USED, F_NOW
 
 ADMIT_NO = -1  # the head of the queue does not fit: stop admitting
 ADMIT_BUG = -2  # the policy returned an invalid victim
@@ -68,6 +68,8 @@ def _drop(cache, lo, q, v):
         return False
     cache.resident[q, v] = False
     cache.inpol[q, v] = False
+    if cache.t_out.shape[1] > 1:
+        cache.t_out[q, v] = cache.f[q, F_NOW]
     cache.c[q, C_RES] -= 1
     cache.c[q, C_USED] -= 1
     cache.c[q, C_EVICT] += 1
@@ -135,6 +137,8 @@ def register(cache, lo, reqs, q, r, old, new, bt, computed):
             b = reqs.blocks[j]
             if not cache.resident[q, b]:
                 cache.resident[q, b] = True
+                if cache.t_in.shape[1] > 1:
+                    cache.t_in[q, b] = cache.f[q, F_NOW]
                 cache.c[q, C_RES] += 1
                 _pin(cache, q, b)
                 reqs.own[j] = 1

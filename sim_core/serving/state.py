@@ -16,8 +16,8 @@ import numpy as np
 C_LOADED_END = C_LOADED + 3  # blocks loaded from lower tier 1, 2, 3
 N_C = C_LOADED_END
 # Cache.f (float64, per replica)
-F_BUSY, F_QAREA = range(2)
-N_F = 2
+F_BUSY, F_QAREA, F_NOW = range(3)  # F_NOW: the time of the step being scheduled
+N_F = 3
 # C_ERR values: why the replay stopped early
 ERR_NONE, ERR_STALL, ERR_POLICY, ERR_STATE = 0, 1, 2, 3
 
@@ -30,6 +30,8 @@ class Cache(NamedTuple):
     c: np.ndarray  # int64[Q, N_C]
     f: np.ndarray  # float64[Q, N_F]
     extra: np.ndarray  # int32[max capacity]: evict_more's scratch
+    t_in: np.ndarray  # float64[Q, U] (or [Q, 1] untracked): when b last entered q's index
+    t_out: np.ndarray  # float64[Q, U] (or [Q, 1]): when b last left it (a router's lagged view reads both)
 
 
 class Reqs(NamedTuple):
@@ -84,12 +86,14 @@ class Queues(NamedTuple):
     until: np.ndarray  # float64[Q]: when it ends
 
 
-def new_state(trace, n_rep: int, capacity: int, max_seqs: int, full, prompt, out, arrive, session):
+def new_state(trace, n_rep: int, capacity: int, max_seqs: int, full, prompt, out, arrive, session,
+              track_times: bool = False):
     R, U, A = trace.n_requests, trace.n_unique, trace.n_accesses
     cache = Cache(np.zeros((n_rep, U), np.bool_), np.zeros((n_rep, U), np.int32),
                   np.full((n_rep, U), -1, np.int32), np.zeros((n_rep, U), np.bool_),
                   np.zeros((n_rep, N_C), np.int64), np.zeros((n_rep, N_F), np.float64),
-                  np.zeros(max(int(capacity), 1), np.int32))
+                  np.zeros(max(int(capacity), 1), np.int32), np.full((n_rep, U if track_times else 1), np.nan),
+                  np.full((n_rep, U if track_times else 1), np.nan))
     cache.c[:, C_CAP] = capacity
     nan = np.full(R, np.nan)
     reqs = Reqs(trace.req_offsets, trace.blocks, full, prompt, out, arrive,

@@ -36,8 +36,13 @@ def router_view(name: str, params, seed: int, n_rep: int, n_unique: int, n_req: 
     got = spec.resolve(params)
     approx = spec.approximate and got.get("prefix_view", "approximate") == "approximate"
     v = new_view(spec.pack(got), seed, n_rep, n_unique, n_req, spec.tracks_blocks, approx,
-                 float(got.get("ttl", math.inf)))
+                 float(got.get("ttl", math.inf)), float(got.get("event_lag", 0.0)))
     return ROUTERS.index(spec.name), v
+
+
+def lagged(name: str, params) -> bool:
+    """The router reads the exact view with a lag: the replicas must time their index."""
+    return float(get_router(name).resolve(params).get("event_lag", 0.0)) > 0
 
 
 @hook_njit
@@ -68,5 +73,5 @@ def route(kind, v, queues, cache, reqs, r, t, n_rep, bt):
     return q
 
 
-__all__ = ["REGISTRY", "ROUTERS", "Param", "RouterSpec", "View", "get_router", "on_finish", "on_first_token",
+__all__ = ["REGISTRY", "ROUTERS", "Param", "RouterSpec", "View", "get_router", "lagged", "on_finish", "on_first_token",
            "route", "router_view"]

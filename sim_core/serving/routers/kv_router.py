@@ -22,7 +22,8 @@ SPEC = RouterSpec(
     {"overlap_weight": Param(1.0, 0.0, 1e6, "credit per cached prefix block (overlap_score_credit)"),
      "prefill_load_scale": Param(1.0, 0.0, 1e6, "weight of the prefill term"),
      "active_request_weight": Param(0.0, 0.0, 1e6, "blocks charged per active request"),
-     "temperature": Param(0.0, 0.0, 1e6, "0: lowest cost; > 0: softmax sampling over normalised costs")},
+     "temperature": Param(0.0, 0.0, 1e6, "0: lowest cost; > 0: softmax sampling over normalised costs"),
+     "event_lag": Param(0.0, 0.0, 1e6, "seconds a KV event takes to reach the router")},
     tracks_blocks=True)
 
 

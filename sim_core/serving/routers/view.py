@@ -4,9 +4,11 @@ A router decides from its own counters, kept as requests are routed, reach their
 token and finish (always fresh, as a router's own counters are), and from a view of
 each replica's cache:
 
-exact        the blocks the replica's index holds now (cache.resident): what KV events
-             tell Dynamo's router and llm-d's precise scorer; a step's blocks enter the
-             index when the step ends, as Dynamo's replay applies events at pass end
+exact        the blocks the replica's index holds (cache.resident): what KV events tell
+             Dynamo's router and llm-d's precise scorer; blocks enter the index when they
+             are scheduled, as in vLLM. With an event lag d > 0 the router sees the index
+             as it was at t - d, from the time each block last entered and left it (a
+             block evicted and entered again within d counts as absent)
 approximate  the blocks this router has sent to the replica (`seen`, with the time it
              last did), as SGLang's cache-aware tree and llm-d's estimating scorer build
              from their own routing history; an entry older than a TTL no longer counts
@@ -38,9 +40,11 @@ class View(NamedTuple):
     ring_h: np.ndarray  # uint64[V]: consistent-hash ring points, sorted
     ring_q: np.ndarray  # int32[V]: their replicas
     r_pf: np.ndarray  # int64[N]: what each request added to pf
-    ov: np.ndarray  # int64[Q]: scratch: the request's prefix blocks on each replica (exact)
+    ov: np.ndarray  # int64[Q]: scratch: the request's prefix blocks on each replica (exact view, lagged)
+    tr: np.ndarray  # int64[Q]: scratch: the same now (what regret counts)
     ap: np.ndarray  # int64[Q]: scratch: the same on the approximate view
     ttl: np.ndarray  # float64[1]: seconds an approximate entry counts
+    lag: np.ndarray  # float64[1]: seconds KV events take to reach the router (exact view)
     sc: np.ndarray  # float64[Q]: scratch: a score per replica
 
 
@@ -56,7 +60,7 @@ mix = hook_njit(_mix)
 
 
 def new_view(params: np.ndarray, seed: int, n_rep: int, n_unique: int, n_req: int, tracks_blocks: bool,
-             approximate: bool, ttl: float) -> View:
+             approximate: bool, ttl: float, lag: float) -> View:
     """A router's view before the first arrival. The block arrays are full size only for
     the routers that read them."""
     rs = np.array([0, (int(seed) * 0x9E3779B9 + 0x2545F491) % 2**62, 0], np.int64)
@@ -70,7 +74,7 @@ def new_view(params: np.ndarray, seed: int, n_rep: int, n_unique: int, n_req: in
     return View(params.astype(np.float64), rs, np.zeros(n_rep, np.int64), np.zeros(n_rep, np.int64),
                 np.zeros(n_rep, np.int64), np.zeros((n_rep, U), np.int32), np.full((n_rep, S), np.nan),
                 pts[o], owner[o], np.zeros(n_req, np.int64), np.zeros(n_rep, np.int64), np.zeros(n_rep, np.int64),
-                np.array([ttl]), np.zeros(n_rep))
+                np.zeros(n_rep, np.int64), np.array([ttl]), np.array([lag]), np.zeros(n_rep))
 
 
 @hook_njit
@@ -119,17 +123,32 @@ def bounded(v, q, n_rep, load_factor):
 
 
 @hook_njit
+def _held_at(cache, q, b, tau):
+    """Replica q's index held b at time tau (from b's last entry and exit)."""
+    if cache.resident[q, b]:
+        return cache.t_in[q, b] <= tau
+    return cache.t_in[q, b] <= tau < cache.t_out[q, b]
+
+
+@hook_njit
 def measure(v, cache, reqs, r, t, n_rep):
-    """Fill v.ov (exact) and v.ap (approximate, entries newer than t - ttl) with the number
+    """Fill v.tr (exact), v.ov (exact as the router sees it, after the event lag) and v.ap (approximate, entries newer than t - ttl) with the number
     of the request's leading full prompt blocks each replica holds."""
     s = reqs.offs[r]
     n = reqs.full[r]
     approx = v.seen.shape[1] > 1
     ttl = v.ttl[0]
+    lag = v.lag[0]
+    tau = t - lag
     for q in range(n_rep):
         k = 0
         while k < n and cache.resident[q, reqs.blocks[s + k]]:
             k += 1
+        v.tr[q] = k
+        if lag > 0.0:
+            k = 0
+            while k < n and _held_at(cache, q, reqs.blocks[s + k], tau):
+                k += 1
         v.ov[q] = k
         k = 0
         if approx:
@@ -145,10 +164,10 @@ def on_route(v, reqs, r, q, t, n_rep, bt):
     v.rs[RS_ROUTED] += 1
     best = 0
     for k in range(n_rep):
-        if v.ov[k] > best:
-            best = v.ov[k]
+        if v.tr[k] > best:
+            best = v.tr[k]
     cap = (reqs.ntok[r] - 1) // bt  # a full hit recomputes its last block
-    v.rs[RS_REGRET] += (min(best, cap) - min(v.ov[q], cap)) * bt
+    v.rs[RS_REGRET] += (min(best, cap) - min(v.tr[q], cap)) * bt
     v.infl[q] += 1
     add = max(reqs.prompt[r] - v.ov[q] * bt, 0)
     v.r_pf[r] = add

@@ -18,7 +18,8 @@ SPEC = RouterSpec(
      "queue_weight": Param(1.0, 0.0, 1e6, "weight of the queue score"),
      "prefix_view": Param("exact", doc="exact (KV events) or approximate (routing history)",
                           choices=("exact", "approximate")),
-     "ttl": Param(float("inf"), 0.0, float("inf"), "seconds an approximate entry counts")},
+     "ttl": Param(float("inf"), 0.0, float("inf"), "seconds an approximate entry counts"),
+     "event_lag": Param(0.0, 0.0, 1e6, "seconds a KV event takes to reach the router (exact view)")},
     approximate=True)
 
 
