@@ -130,6 +130,22 @@ def test_one_replica_is_the_engine_alone_for_every_router():
         if router in ("random", "power_of_two"):
             assert serve(t, "lru", 2000, replicas=3, router=router, seed=2).per_replica != a.per_replica
         assert 1 / 3 <= a.jain_busy <= 1 and a.busy_imbalance >= 1
+        # no router reuses more than the fleet ceiling (docs/fleet.md), itself within the infinite cache's
+        assert a.first_reuse_ratio <= a.ceiling_reuse_ratio <= a.infinite_reuse_ratio
+
+
+
+def test_the_fleet_ceiling_is_belady_over_the_pooled_cache():
+    # a b a b of four blocks each, one replica of 6 blocks: Belady keeps 6 of the 8 blocks
+    # a and b will need again; an infinite cache keeps all 8
+    t = fleet_trace([[1, 2, 3, 4], [5, 6, 7, 8]] * 2, [0.0, 10.0, 20.0, 30.0])
+    res = serve(t, "lru", 6)
+    assert res.ceiling_reuse_ratio == 6 * BT / res.prompt_tokens
+    assert res.infinite_reuse_ratio == 8 * BT / res.prompt_tokens
+    assert res.first_reuse_ratio <= res.ceiling_reuse_ratio
+    # two replicas of 6 pool 12 blocks: the ceiling is the infinite cache's
+    two = serve(t, "lru", 6, replicas=2)
+    assert two.ceiling_reuse_ratio == two.infinite_reuse_ratio == 8 * BT / two.prompt_tokens
 
 
 @pytest.mark.parametrize("router, params, match", [

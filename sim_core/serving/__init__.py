@@ -23,6 +23,7 @@ from ..hardware import as_hardware
 from ..hierarchy import NO_TIER, T_BAD_VICTIM, T_COUNTING, T_FAILED, as_tier_specs, build_tier
 from ..models import QWEN3_CODER_30B, get_model
 from ..policies import PolicyContext, get_policy, resolve_params
+from .ceiling import fleet_ceiling
 from .engines import ENGINES, ServeEngine, as_engine
 from .loop import run_serve
 from .result import ServeResult, goodput_fields, imbalance_fields, latency_fields, serve_metric_fields
@@ -130,7 +131,12 @@ def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router
                                f"{tier.c[T_BAD_VICTIM]} at capacity {s.capacity}")
     res = _result(trace, cap, n_rep, speedup, cache, reqs, prompt, out, assumed, float(makespan),
                   slo_ttft, slo_tpot)
+    # the fleet ceiling over the order requests reached the engines (arrival order, or with
+    # sessions=True the order turns were released): docs/fleet.md
+    best, inf = fleet_ceiling(ext, np.minimum(trace.request_lengths, prompt // bt), n_rep * cap, order=view.ro)
+    P = float(prompt.sum())
     res = dataclasses.replace(res, router=get_router(router).name, regret_tokens=int(view.rs[RS_REGRET]),
+                              ceiling_reuse_ratio=best * bt / P, infinite_reuse_ratio=inf * bt / P,
                               **imbalance_fields(cache.f[:, F_BUSY], cache.c[:, C_PF_TOKENS]))
     if specs:
         loaded = cache.c[0, C_LOADED:C_LOADED + len(specs)]

@@ -40,6 +40,7 @@ class View(NamedTuple):
     ring_h: np.ndarray  # uint64[V]: consistent-hash ring points, sorted
     ring_q: np.ndarray  # int32[V]: their replicas
     r_pf: np.ndarray  # int64[N]: what each request added to pf
+    ro: np.ndarray  # int64[N]: the requests in the order they were routed (the fleet ceiling's order)
     ov: np.ndarray  # int64[Q]: scratch: the request's prefix blocks on each replica (exact view, lagged)
     tr: np.ndarray  # int64[Q]: scratch: the same now (what regret counts)
     ap: np.ndarray  # int64[Q]: scratch: the same on the approximate view
@@ -73,7 +74,7 @@ def new_view(params: np.ndarray, seed: int, n_rep: int, n_unique: int, n_req: in
     S = n_unique if approximate else 1
     return View(params.astype(np.float64), rs, np.zeros(n_rep, np.int64), np.zeros(n_rep, np.int64),
                 np.zeros(n_rep, np.int64), np.zeros((n_rep, U), np.int32), np.full((n_rep, S), np.nan),
-                pts[o], owner[o], np.zeros(n_req, np.int64), np.zeros(n_rep, np.int64), np.zeros(n_rep, np.int64),
+                pts[o], owner[o], np.zeros(n_req, np.int64), np.full(n_req, -1, np.int64), np.zeros(n_rep, np.int64), np.zeros(n_rep, np.int64),
                 np.zeros(n_rep, np.int64), np.array([ttl]), np.array([lag]), np.zeros(n_rep))
 
 
@@ -161,6 +162,7 @@ def measure(v, cache, reqs, r, t, n_rep):
 def on_route(v, reqs, r, q, t, n_rep, bt):
     """The router's counters after sending request r to replica q; the regret: prompt
     tokens r will recompute that the replica holding most of its prefix would have had."""
+    v.ro[v.rs[RS_ROUTED]] = r
     v.rs[RS_ROUTED] += 1
     best = 0
     for k in range(n_rep):
