@@ -43,13 +43,15 @@ class Curve:
     start_ms: int | None = None  # the run's start time
     pool: str = ""  # the lower tiers' sizes, e.g. "dram=1TiB" ("" = a flat cache)
     load: float = 0.0  # fleet=...: the arrival_speedup it is served at (0 = a cache replay)
+    route: str = ""  # fleet=...: its replicas and router, "kv_router x8" (sweep.fleet.Route.label)
 
     @property
     def label(self) -> str:
-        """The policy, and the pool it runs above HBM in a tiered sweep or the load it is
-        served at (fleet=...): how tables, CSVs and run names tell its curves apart."""
+        """The policy, and the pool it runs above HBM in a tiered sweep or the load and
+        route it is served at (fleet=..., "lru @ 2x load, kv_router x8"): how tables, CSVs
+        and run names tell its curves apart."""
         if self.load:
-            return f"{self.policy} @ {load_label(self.load)}"
+            return f"{self.policy} @ {load_label(self.load)}" + (f", {self.route}" if self.route else "")
         return f"{self.policy} @ {self.pool}" if self.pool else self.policy
 
     def __post_init__(self):
@@ -97,7 +99,7 @@ def row_dict(capacities: Sequence[Capacity], idx: int, res: Result, cost_model: 
 def curves_by_model(capacities: Sequence[Capacity], curves: Sequence[Curve]) -> dict[str, dict[str, list[dict]]]:
     """cost model -> curve label -> rows (ascending capacity), for plots and tables; a
     tiered sweep's rows carry their `pool` (curves.csv keeps it, the report groups by it),
-    a serving sweep's their `load` (the arrival_speedup)."""
+    a serving sweep's their `load` (the arrival_speedup; router and replicas are result fields)."""
     out: dict[str, dict[str, list[dict]]] = {}
     for c in curves:
         if c.rows:

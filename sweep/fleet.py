@@ -1,12 +1,14 @@
 """`fleet=dynamo|vllm`: serving under load in a sweep (sim_core.serve, docs/serving.md).
 
-With a fleet the sweep runs one `serve()` per (policy, capacity, arrival_speedup) instead
-of cache replays: the whole trace arrives at its timestamps (divided by the speed-up) and
-queues for `replicas` engines whose KV cache per replica is the swept capacity. Each
-point is a sim_core.serving.ServeResult. Cost models do not apply to serving, so its
-curves are recorded under one pseudo cost model, SERVE; a curve is one (policy,
-arrival_speedup) over the capacities, and its key holds every serving setting
-(`Fleet.key`), so it never meets a cache-replay result or another load's.
+With a fleet the sweep runs one `serve()` per (policy, capacity, arrival_speedup, route)
+instead of cache replays: the whole trace arrives at its timestamps (divided by the
+speed-up) and queues for `replicas` engines behind a router (a `Route`), whose KV cache
+per replica is the swept capacity. fleet.replicas and fleet.router may be lists: every
+combination is a route. Each point is a sim_core.serving.ServeResult. Cost models do not
+apply to serving, so its curves are recorded under one pseudo cost model, SERVE; a curve
+is one (policy, arrival_speedup, route) over the capacities, and its key holds every
+serving setting (`Fleet.key`: the router's parameters too), so it never meets a
+cache-replay result or another load's or route's.
 
 This module reads the `fleet` group (`resolve`, shared with `python -m analysis advise`),
 applies what a fleet means to a sweep's spec (`for_sweep`, `check_capacities`), and
@@ -26,18 +28,45 @@ from omegaconf import OmegaConf
 
 from sim_core.serving import ROUTERS, cannot_serve, served_lengths, slo_seconds
 from sim_core.serving.engines import as_engine
+from sim_core.serving.routers import get_router
 
 from .config import ConfigError, check_int
 from .curves import Curve
 from .keys import CurveIdentity
-from .serving import SERVE
+from .serving import BASELINE, SERVE
 from .spec import ENGINE_DEFAULTS
 
 log = logging.getLogger("sweep")
 
 #: the keys of conf/fleet/*.yaml
 KEYS = ("engine", "arrival_speedup", "max_num_seqs", "max_num_batched_tokens", "step_model", "slo_ttft",
-        "slo_tpot", "replicas", "router")
+        "slo_tpot", "replicas", "router", "router_params")
+
+
+@dataclass(frozen=True)
+class Route:
+    """One shape of the fleet: `replicas` engines behind `router`, with the router's
+    parameters (defaults filled in, as sorted (name, value) pairs)."""
+
+    replicas: int = 1
+    router: str = BASELINE
+    params: tuple = ()
+
+    @property
+    def label(self) -> str:
+        """'kv_router x8': how curve labels, run names and tables name it."""
+        return f"{self.router} x{self.replicas}"
+
+    def kwargs(self) -> dict:
+        """serve()'s replicas, router and router_params (left out when the router has none)."""
+        return {"replicas": self.replicas, "router": self.router,
+                **({"router_params": dict(self.params)} if self.params else {})}
+
+    def given(self) -> str:
+        """'overlap_weight=2': the parameters that differ from the router's defaults."""
+        defaults = {k: p.default for k, p in get_router(self.router).params.items()}
+        return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.params
+                         if v != defaults.get(k))
 
 
 @dataclass(frozen=True)
@@ -48,8 +77,7 @@ class Fleet:
     engine: dict  # serve(engine=...): {"preset": name, override: value} (overrides given only)
     step_model: str  # the step-time model in effect (the preset's unless overridden)
     loads: tuple  # the arrival_speedup axis, ascending
-    replicas: int = 1
-    router: str = "round_robin"
+    routes: tuple = (Route(),)  # every (router, replicas) swept: routers as given, replicas ascending
     slo: dict = dataclasses.field(default_factory=dict)  # {"ttft": "2s", "tpot": "100ms"}: the bounds given
     slo_ttft_s: float = math.nan
     slo_tpot_s: float = math.nan
@@ -59,34 +87,71 @@ class Fleet:
     def name(self) -> str:
         return str(self.engine["preset"])
 
-    def key(self, load: float) -> tuple:
-        """This load's serving settings, for a curve's identity (CurveIdentity.engine)."""
+    @property
+    def routed(self) -> bool:
+        """More than one route swept: the table, the report and advise compare them."""
+        return len(self.routes) > 1
+
+    def route(self, label: str = "") -> Route:
+        """The route of a label (Route.label; "" = the first)."""
+        return self.routes[0] if not label else next(r for r in self.routes if r.label == label)
+
+    def key(self, load: float, route: Route | None = None) -> tuple:
+        """The serving settings of one load and route (default: the first), for a curve's
+        identity (CurveIdentity.engine). The router's parameters enter only when it has any,
+        so a parameterless router keeps the key it had before they existed."""
+        r = route or self.routes[0]
         d = {"engine": tuple(sorted(self.engine.items())), "step_model": self.step_model,
-             "arrival_speedup": float(load), "replicas": self.replicas, "router": self.router,
+             "arrival_speedup": float(load), "replicas": r.replicas, "router": r.router,
              "slo_ttft_s": None if math.isnan(self.slo_ttft_s) else self.slo_ttft_s,
              "slo_tpot_s": None if math.isnan(self.slo_tpot_s) else self.slo_tpot_s}
+        if r.params:
+            d["router_params"] = r.params
         if self.hardware is not None:
             d["hardware"] = tuple(sorted(self.hardware.items()))
         return (("fleet", tuple(sorted(d.items()))),)
 
-    def serve_kwargs(self) -> dict:
-        """serve()'s keywords but the policy, capacity, load, model and seed."""
-        return {"engine": dict(self.engine), "replicas": self.replicas, "router": self.router,
-                "slo": dict(self.slo) or None, "hardware": self.hardware}
+    def serve_kwargs(self, route: Route | None = None) -> dict:
+        """serve()'s keywords but the policy, capacity, load, model and seed, for one route
+        (default: the first)."""
+        return {"engine": dict(self.engine), **(route or self.routes[0]).kwargs(), "slo": dict(self.slo) or None,
+                "hardware": self.hardware}
+
+    def runner_kwargs(self) -> dict:
+        """What the sweep's actors take (sweep.runner): serve()'s common keywords, and each
+        route's (replicas, router, router_params) by its label, which a job names."""
+        common = {k: v for k, v in self.serve_kwargs().items() if k not in ("replicas", "router", "router_params")}
+        return {**common, "routes": {r.label: r.kwargs() for r in self.routes}}
 
     def describe(self) -> str:
-        """'engine dynamo (max_num_seqs=64), 1 replica': for titles."""
+        """'engine dynamo (max_num_seqs=64), dynamo step times, 1 replica': for titles."""
         over = ", ".join(f"{k}={v}" for k, v in self.engine.items() if k != "preset")
         hw = f", {self.hardware['part']}" if self.hardware else ""
-        reps = "1 replica" if self.replicas == 1 else f"{self.replicas} replicas behind a {self.router} router"
-        return f"engine {self.name}{f' ({over})' if over else ''}, {self.step_model} step times{hw}, {reps}"
+        routers = list(dict.fromkeys(r.router for r in self.routes))
+        given = {r.router: r.given() for r in self.routes}
+        named = ", ".join(r + (f" ({given[r]})" if given[r] else "") for r in routers)
+        reps = sorted({r.replicas for r in self.routes})
+        if not self.routed:
+            r = self.routes[0]
+            fleet = "1 replica" if r.replicas == 1 else f"{r.replicas} replicas behind a {named} router"
+        else:
+            fleet = (f"{'/'.join(map(str, reps))} replicas behind {'a ' if len(routers) == 1 else ''}"
+                     f"{named} router{'s' if len(routers) > 1 else ''}")
+        return f"engine {self.name}{f' ({over})' if over else ''}, {self.step_model} step times{hw}, {fleet}"
 
-    def params(self) -> dict:
-        """MLflow params of a serving curve (the load is the curve's own)."""
-        return {"fleet.engine": self.name, "fleet.step_model": self.step_model, "fleet.replicas": self.replicas,
-                "fleet.router": self.router, **{f"fleet.{k}": v for k, v in self.engine.items() if k != "preset"},
+    def params(self, route: str = "") -> dict:
+        """MLflow params of a serving curve on a route (its label; the load is the curve's own)."""
+        r = self.route(route)
+        return {"fleet.engine": self.name, "fleet.step_model": self.step_model, "fleet.replicas": r.replicas,
+                "fleet.router": r.router, **{f"fleet.router_params.{k}": v for k, v in r.params},
+                **{f"fleet.{k}": v for k, v in self.engine.items() if k != "preset"},
                 "fleet.slo_ttft": self.slo.get("ttft"), "fleet.slo_tpot": self.slo.get("tpot"),
                 **({"hardware": self.hardware.get("part")} if self.hardware else {})}
+
+    def tags(self, route: str) -> dict:
+        """A serving curve's tags beyond its load: its router and replicas."""
+        r = self.route(route)
+        return {"router": r.router, "replicas": str(r.replicas)}
 
 
 def _plain(node) -> Any:
@@ -104,6 +169,50 @@ def _loads(raw) -> tuple:
                               f"rate) or a list of them, got {v!r}")
         out.append(float(v))
     return tuple(sorted(set(out)))
+
+
+def _axis(raw, key: str) -> list:
+    """A scalar or a list (an axis), as a list; an empty list is refused."""
+    values = raw if isinstance(raw, list) else [raw]
+    if not values:
+        raise ConfigError(f"{key} is an empty list: give one value or several, e.g. [1,2]")
+    return values
+
+
+def routes(f: dict) -> tuple:
+    """fleet.replicas x fleet.router (each a scalar or a list), with fleet.router_params
+    (router name -> its parameters), checked: every Route, routers as given, replicas
+    ascending. ConfigError names the field."""
+    reps = sorted({check_int(v, "fleet.replicas", 1) for v in _axis(1 if f.get("replicas") is None
+                                                                      else f["replicas"], "fleet.replicas")})
+    names = []
+    for v in _axis(f.get("router") or BASELINE, "fleet.router"):
+        if not isinstance(v, str) or v.lower() not in ROUTERS:
+            raise ConfigError(f"unknown fleet.router {v!r}; valid: {', '.join(ROUTERS)}")
+        names += [v.lower()] if v.lower() not in names else []
+    given = f.get("router_params") or {}
+    if not isinstance(given, dict):
+        raise ConfigError(f"fleet.router_params must map a router to its parameters, e.g. "
+                          f"'fleet.router_params={{kv_router:{{overlap_weight:2}}}}', got {given!r}")
+    for name, ps in given.items():
+        if name not in ROUTERS:
+            raise ConfigError(f"fleet.router_params names an unknown router {name!r}; valid: {', '.join(ROUTERS)}")
+        if name not in names:
+            raise ConfigError(f"fleet.router_params.{name} is given, but {name} is not swept (fleet.router="
+                              f"{','.join(names)}): add it to fleet.router or drop its parameters")
+        if ps is not None and not isinstance(ps, dict):
+            raise ConfigError(f"fleet.router_params.{name} must map parameter names to values, got {ps!r}")
+    resolved = {}
+    for name in names:
+        spec = get_router(name)
+        try:
+            got = spec.resolve(given.get(name))
+        except ValueError as e:
+            raise ConfigError(f"fleet.router_params.{name}: {e}") from None
+        # 2 and 2.0 are one setting (one key): numbers as their declared type
+        resolved[name] = tuple(sorted((k, v if spec.params[k].choices else int(v) if spec.params[k].integer
+                                       else float(v)) for k, v in got.items()))
+    return tuple(Route(r, name, resolved[name]) for name in names for r in reps)
 
 
 def resolve(cfg, hardware: dict | None) -> Fleet | None:
@@ -139,15 +248,12 @@ def resolve(cfg, hardware: dict | None) -> Fleet | None:
             except ValueError as e:
                 raise ConfigError(str(e)) from None
             slo[k] = str(v)
-    replicas = check_int(1 if f.get("replicas") is None else f["replicas"], "fleet.replicas", 1)
-    router = str(f.get("router") or "round_robin")
-    if router not in ROUTERS:
-        raise ConfigError(f"unknown fleet.router {router!r}; valid: {', '.join(ROUTERS)}")
+    rts = routes(f)
     if eng.step_model == "roofline" and hardware is None:
         raise ConfigError(f"fleet={eng.name}: the roofline step model times steps on a GPU: pick one with "
                           f"hardware=h100_sxm (or h200, b200, gh200, l40s), or set fleet.step_model=dynamo")
     return Fleet(engine=engine, step_model=eng.step_model, loads=_loads(f.get("arrival_speedup")),
-                 replicas=replicas, router=router, slo=slo, slo_ttft_s=secs.get("ttft", math.nan),
+                 routes=rts, slo=slo, slo_ttft_s=secs.get("ttft", math.nan),
                  slo_tpot_s=secs.get("tpot", math.nan), hardware=hardware if eng.step_model == "roofline" else None)
 
 
@@ -217,18 +323,20 @@ def check_capacities(trace, caps, fl: Fleet) -> None:
 
 
 def variants(policies, fl: Fleet) -> list:
-    """Every policy once per load (spec.PolicyChoice with its `load`)."""
-    return [replace(p, load=x, one_pass=False) for x in fl.loads for p in policies]
+    """Every policy once per load and route (spec.PolicyChoice with its `load` and
+    `route`, the Route's label)."""
+    return [replace(p, load=x, route=r.label, one_pass=False) for x in fl.loads for r in fl.routes for p in policies]
 
 
 def identity(fl: Fleet, p, *, trace: str, simulator: str, seed: int, model) -> CurveIdentity:
     """A serving curve's identity: its own mode and cost model, and every serving setting
-    (Fleet.key), so it never shares a key with a cache replay or another load."""
+    (Fleet.key), so it never shares a key with a cache replay, another load or route."""
     return CurveIdentity.make(trace=trace, policy=p.name, params=p.params, mode=SERVE, hits="prefix", seed=seed,
-                              cost_model=SERVE, model=model, simulator=simulator, order="", engine=fl.key(p.load))
+                              cost_model=SERVE, model=model, simulator=simulator, order="",
+                              engine=fl.key(p.load, fl.route(p.route)))
 
 
 def curves(fl: Fleet, variants, blocks: tuple, **ident) -> list[Curve]:
-    """One curve per (policy, load) of `variants` over the capacities `blocks`;
+    """One curve per (policy, load, route) of `variants` over the capacities `blocks`;
     `ident`: identity()'s trace, simulator, seed and model."""
-    return [Curve(p.name, SERVE, identity(fl, p, **ident), blocks, load=p.load) for p in variants]
+    return [Curve(p.name, SERVE, identity(fl, p, **ident), blocks, load=p.load, route=p.route) for p in variants]

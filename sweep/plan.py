@@ -53,6 +53,7 @@ class Job:
     pool: str = ""  # the lower tiers' sizes ("" = a flat cache)
     tiers: tuple = ()  # simulate()'s tier dicts, top down
     load: float = 0.0  # fleet=...: serve() at this arrival_speedup, one call per capacity (0 = simulate())
+    route: str = ""  # fleet=...: the replicas and router it is served by (sweep.fleet.Route.label)
 
     @property
     def group(self) -> tuple[str, tuple[str, ...]]:
@@ -147,7 +148,7 @@ def make_plan(policies: Sequence, cost_models: Sequence[str], capacities: Sequen
     cost_aware, one_pass); `accesses` is the trace's block-access count. Capacities are
     batched into replays by sim_core.replay_units (the simulator's own rules): one-pass
     curves from `max_request_blocks` up (0 in block mode), and every capacity at or above
-    `saturation_blocks` in one replay. `todo[(policy, cost-model group, pool, load)]` limits a curve
+    `saturation_blocks` in one replay. `todo[(policy, cost-model group, pool, load, route)]` limits a curve
     to those capacity indices (resume); a group with nothing to do gets no job.
     `replay_scale(policy, blocks)` is the cost of replaying at that capacity relative to
     the whole trace (sampled replay: the rate, 1 where a capacity or policy runs exactly)."""
@@ -157,7 +158,7 @@ def make_plan(policies: Sequence, cost_models: Sequence[str], capacities: Sequen
     groups = []
     for p in policies:
         for g in ([(m,) for m in cost_models] if p.cost_aware else [tuple(cost_models)]):
-            idx = range(len(capacities)) if todo is None else sorted(todo.get((p.name, g, p.pool, p.load), ()))
+            idx = range(len(capacities)) if todo is None else sorted(todo.get((p.name, g, p.pool, p.load, p.route), ()))
             if idx:
                 units = replay_units([capacities[i].blocks for i in idx],
                                      saturation=saturation_blocks or 1 << 62,
@@ -185,17 +186,17 @@ def make_plan(policies: Sequence, cost_models: Sequence[str], capacities: Sequen
         for s, shard in enumerate(_split(units, k)):
             idx = tuple(sorted(index[b] for u in shard for b in u.capacities))
             raw.append((p, g, s, k, idx, cost(p, shard), sum(scale(p, u) for u in shard)))
-    raw.sort(key=lambda r: (-r[5], r[0].name, r[0].pool, r[0].load, r[1], r[2]))
+    raw.sort(key=lambda r: (-r[5], r[0].name, r[0].pool, r[0].load, r[0].route, r[1], r[2]))
     return [Job(id=i, policy=p.name, params=tuple(sorted(p.params.items())), cost_models=g,
                 cap_indices=idx, capacities=tuple(capacities[j].blocks for j in idx),
                 est_cost=est, shard=s, n_shards=k, accesses=round(accesses * n_replays),
-                pool=p.pool, tiers=tuple(p.tiers), load=p.load)
+                pool=p.pool, tiers=tuple(p.tiers), load=p.load, route=p.route)
             for i, (p, g, s, k, idx, est, n_replays) in enumerate(raw)]
 
 
 def job_label(j: Job) -> str:
-    """The job's curve for messages: the policy, and the load it is served at (fleet=...)."""
-    return j.policy + (f" @ {j.load:g}x load" if j.load else "")
+    """The job's curve for messages: the policy, and the load and route it is served at (fleet=...)."""
+    return j.policy + (f" @ {j.load:g}x load" if j.load else "") + (f", {j.route}" if j.route else "")
 
 
 def format_plan(jobs: Sequence[Job], capacities: Sequence[Capacity]) -> str:

@@ -65,7 +65,7 @@ def start_runs(st) -> None:
     pols = {p.name: p for p in st.spec.policies}
     for c in st.curves:
         p, ps = pols[c.policy], get_policy(c.policy)
-        replay = st.fleet.params() if st.fleet else {"mode": str(st.spec.mode), "hits": str(st.spec.hits),
+        replay = st.fleet.params(c.route) if st.fleet else {"mode": str(st.spec.mode), "hits": str(st.spec.hits),
                                                      "order": str(st.spec.order),
                                                      **{f"sim.{k}": v for k, v in st.spec.engine.items()}}
         st.tracker.open_curve(c, {"trace": st.trace.name, **replay,
@@ -77,7 +77,8 @@ def start_runs(st) -> None:
                                   **{f"params.{k}": v for k, v in p.params.items()}},
                               {"trace_source": st.trace.source, "family": ps.family,
                                "cost_aware": str(p.cost_aware).lower(), "offline": str(p.offline).lower(),
-                               "sampled": f"r={c.identity.sample[0]:g}" if c.identity.sample else "false"})
+                               "sampled": f"r={c.identity.sample[0]:g}" if c.identity.sample else "false",
+                               **(st.fleet.tags(c.route) if st.fleet else {})})
     st.delivery = Delivery(st.tracker, st.journal, st.uri)
     for c in st.curves:  # known results the run lacks (journal, another capacity list)
         missing = {i: r for i, r in c.rows.items() if i not in c.stored}
@@ -176,13 +177,15 @@ def _serving_description(st, caps: str, table: str | None, work: str | None) -> 
     loads = ", ".join(f"{x:g}x" for x in st.fleet.loads)
     lines = [f"**Serving sweep of `{st.trace.name}`** ({st.trace.source} trace) under load, fleet={st.fleet.name} "
              f"({st.fleet.describe()}): {len(st.spec.policies)} policies x {caps} of KV cache per replica x loads "
-             f"{loads} (arrival_speedup).", "",
-             "- **report.html** (Artifacts, below): TTFT p50/p99 and goodput over the KV cache at each load, and "
-             "where each policy meets the SLO.",
-             "- **Curves**: one child run per policy and load (\"lru @ 2x load | serve\"; expand this run with +). "
+             f"{loads} (arrival_speedup) x routes {', '.join(r.label for r in st.fleet.routes)} (router x replicas).",
+             "", "- **report.html** (Artifacts, below): TTFT p50/p99 and goodput over the KV cache at each load, and "
+             "where each policy meets the SLO" + ("; with several routes, the best router per replicas and load"
+                                                  if st.fleet.routed else "") + ".",
+             "- **Curves**: one child run per policy, load and route (\"lru @ 2x load, kv_router x8 | serve\"; tags "
+             "router, replicas, load; expand this run with +). "
              "In Chart view, plot `curve/ttft_p99_s`, `curve/reuse_ratio` or `curve/goodput_rps` with x axis *Step*, "
              "the KV cache per replica in MiB (log scale).",
-             "- **curves.csv**: every serving result, one row per policy, load and capacity."]
+             "- **curves.csv**: every serving result, one row per policy, load, route and capacity."]
     if table:
         lines += ["", "As the sweep printed it at the end:", "", "```", table, *([work] if work else []), "```"]
     return "\n".join(lines)
@@ -213,7 +216,8 @@ def work_line(st) -> str | None:
         return None
     if st.fleet is not None:
         n = sum(len(j.capacities) for j in st.jobs)
-        return (f"work: {w['jobs']} jobs ran {n} serve() calls (policy x load x capacity) in {w['jobs_wall_s']:.0f}s "
+        return (f"work: {w['jobs']} jobs ran {n} serve() calls (policy x load x route x capacity) in "
+                f"{w['jobs_wall_s']:.0f}s "
                 f"wall, {w['actor_cpu_s']:.0f} CPU-s in the actors")
     return (f"work: {w['jobs']} jobs replayed {w['accesses_replayed']:.4g} block accesses in "
             f"{w['jobs_wall_s']:.0f}s wall, {w['actor_cpu_s']:.0f} CPU-s in the actors")

@@ -24,7 +24,7 @@ from omegaconf.errors import OmegaConfBaseException
 from sim_core import Order
 from sim_core.accounting import PARTIAL_BLOCKS
 from sim_core.options import HITS, MODES
-from sim_core.serving import ENGINES, ROUTERS
+from sim_core.serving import ENGINES
 
 SCHEMA = "kvsweep_schema"
 ANALYSIS_SCHEMA = "kvsweep_analysis_schema"  # conf/analysis.yaml's (characterize, advise)
@@ -48,7 +48,6 @@ HitsChoice = _choice("HitsChoice", HITS)
 OrderChoice = _choice("OrderChoice", [o.value for o in Order])
 PartialBlocksChoice = _choice("PartialBlocksChoice", PARTIAL_BLOCKS)
 EngineChoice = _choice("EngineChoice", ENGINES)
-RouterChoice = _choice("RouterChoice", ROUTERS)
 # the step-time models a sweep takes (a measured profile needs its table: sim_core.serve directly)
 StepModelChoice = _choice("StepModelChoice", ("dynamo", "roofline"))
 
@@ -94,8 +93,9 @@ class FleetSchema:
     step_model: Optional[StepModelChoice] = None
     slo_ttft: Any = None  # a latency with its unit ("2s"): a bare number is refused, not read as a string
     slo_tpot: Any = None
-    replicas: Optional[int] = None
-    router: Optional[RouterChoice] = None
+    replicas: Any = None  # an integer or a list of them (an axis)
+    router: Any = None  # a router of sim_core.ROUTERS or a list of them (an axis)
+    router_params: Any = None  # router name -> its parameters
 
 
 @dataclass

@@ -11,6 +11,8 @@ from sim_core.serving.result import serve_metric_fields
 
 #: the pseudo cost model of a serving curve (one result per point; compute savings do not apply)
 SERVE = "serve"
+#: the router the others are measured against (fleet.router=[...]: the report, the table, advise)
+BASELINE = "round_robin"
 #: per-replica records flatten as replica<q>.<key>
 REPLICA = "replica"
 _REPLICA_INTS = {"requests", "prompt_tokens", "prefilled_tokens", "decode_tokens", "preemptions", "evictions",
@@ -50,16 +52,20 @@ def required_fields() -> tuple[str, ...]:
         k for k in serve_metric_fields() if not k.startswith("goodput_") and k not in _PER_TIER)
 
 
-def from_row(row: Mapping) -> ServeResult:
-    """The inverse of `serve_row` (a point read back from MLflow metrics, as floats)."""
+def from_row(row: Mapping, router: str | None = None) -> ServeResult:
+    """The inverse of `serve_row` (a point read back from MLflow metrics, as floats);
+    `router`, a text field that metrics cannot hold, from the curve run's tag (None: the
+    field's default, as for a run from before routers were swept)."""
     d, reps = {k: {} for k in _PER_TIER}, {}
+    if router:
+        d["router"] = router
     for k, v in row.items():
         head, _, sub = str(k).partition(".")
         if sub and head in _PER_TIER:
             d[head][sub] = int(v) if v == v and float(v).is_integer() else v
         elif sub and head.startswith(REPLICA) and head[len(REPLICA):].isdigit():
             reps.setdefault(int(head[len(REPLICA):]), {})[sub] = int(v) if sub in _REPLICA_INTS and v == v else v
-        elif k in _FIELDS and k != "per_replica":
+        elif k in _FIELDS and k != "per_replica" and isinstance(v, (int, float)):
             d[k] = int(v) if _FIELDS[k].type == "int" and v == v else v
     d["per_replica"] = [reps[q] for q in sorted(reps)]
     return ServeResult(**d)

@@ -42,6 +42,7 @@ class PolicyChoice:
     pool: str = ""  # the lower tiers' sizes this variant runs with ("" = none), e.g. "dram=1TiB"
     tiers: tuple = ()  # their simulate() tier dicts (capacities in blocks), top down
     load: float = 0.0  # fleet=...: the arrival_speedup this variant is served at (0 = a cache replay)
+    route: str = ""  # fleet=...: its replicas and router (sweep.fleet.Route.label, "kv_router x8")
 
 
 # simulate()'s defaults for the engine switches a sweep passes (conf/config.yaml `sim:`)

@@ -344,7 +344,7 @@ def resolve_known(st: Study) -> None:
 
 
 def todo(st: Study) -> dict:
-    """(policy, cost-model group, pool, load) -> capacity indices still to simulate."""
+    """(policy, cost-model group, pool, load, route) -> capacity indices still to simulate."""
     out: dict = {}
     pols = {p.name: p for p in st.spec.policies}
     read_off = {id(t) for t, _ in st.mirrors}  # filled from their sources' replays
@@ -352,7 +352,7 @@ def todo(st: Study) -> dict:
         if id(c) in read_off:
             continue
         group = (c.cost_model,) if pols[c.policy].cost_aware else tuple(st.spec.cost_models)
-        out.setdefault((c.policy, group, c.pool, c.load), set()).update(
+        out.setdefault((c.policy, group, c.pool, c.load, c.route), set()).update(
             i for i in range(len(st.caps)) if i not in c.rows)
     return {k: v for k, v in out.items() if v}
 
@@ -393,13 +393,13 @@ def run_jobs(st: Study, cluster) -> None:
     if sp.sample_rate is not None:
         sim_kwargs.update(sample_rate=sp.sample_rate, sample_seed=sp.sample_seed, sample_force=sp.sample_force)
     if st.fleet is not None:  # sweep.runner: serve() per capacity for jobs with a load
-        sim_kwargs["serve"] = {**st.fleet.serve_kwargs(), "model": sp.model, "seed": sp.seed}
+        sim_kwargs["serve"] = {**st.fleet.runner_kwargs(), "model": sp.model, "seed": sp.seed}
     pool = cluster.pool_for(traces.to_payload(_shipped(st)), sim_kwargs, len(st.jobs))
     log.info("%s x %s x %s -> %s on %d actor(s)", counted(len(sp.policies), "policy", "policies"),
              counted(len(st.fleet.loads), "load") if st.fleet else counted(len(sp.cost_models), "cost model"),
              counted(len(st.caps), "capacity", "capacities"), counted(len(st.jobs), "job"),
              len(pool.actors) or min(pool.n_actors, len(st.jobs)))
-    by_curve = {(c.policy, c.cost_model, c.pool, c.load): c for c in st.curves}
+    by_curve = {(c.policy, c.cost_model, c.pool, c.load, c.route): c for c in st.curves}
     progress = Progress(st.jobs)
     try:
         for out in pool.results(st.jobs, fail_fast=bool(st.cfg.sweep.get("fail_fast", False)),
@@ -410,12 +410,12 @@ def run_jobs(st: Study, cluster) -> None:
                 progress.done(job, 0.0, failed=True)
                 if st.delivery:
                     for m in job.cost_models:
-                        st.delivery.finish(by_curve[(job.policy, m, job.pool, job.load)], "FAILED", error=out.error)
+                        st.delivery.finish(by_curve[(job.policy, m, job.pool, job.load, job.route)], "FAILED", error=out.error)
                 continue
             points = []
             jt = JobTime(out.start, out.secs, out.cpu)
             for m in job.cost_models:
-                c = by_curve[(job.policy, m, job.pool, job.load)]
+                c = by_curve[(job.policy, m, job.pool, job.load, job.route)]
                 for idx, res in zip(job.cap_indices, out.results):
                     c.rows[idx] = res
                     c.times[idx] = jt
@@ -429,7 +429,7 @@ def run_jobs(st: Study, cluster) -> None:
             st.journal.add_points(st.uri, st.experiment, points)  # safe before MLflow hears of it
             if st.delivery:
                 for m in job.cost_models:
-                    c = by_curve[(job.policy, m, job.pool, job.load)]
+                    c = by_curve[(job.policy, m, job.pool, job.load, job.route)]
                     st.delivery.points(c, {i: c.rows[i] for i in job.cap_indices})
                 for target, idx in took.values():
                     st.delivery.points(target, {i: target.rows[i] for i in idx})

@@ -50,6 +50,7 @@ def sync(journal_path: str, uri: str | None = None) -> tuple[int, int]:
             c.policy, c.cost_model = run.data.tags.get("policy"), run.data.tags.get("cost_model")
             c.pool = run.data.tags.get("pool", "")
             c.load = float(run.data.tags.get("load") or 0.0)  # a serving curve's arrival_speedup
+            c.route = run.data.tags.get("route", "")  # and its replicas and router
             c.run_id, c.status, c.done = run_id, "RESUMED", False
             c.start_ms, c.times = run.info.start_time, {p.step: p.job for p in pts if p.job is not None}
             index = {b: i for i, b in enumerate(blocks)}

@@ -7,8 +7,9 @@ parent run   one per sweep (tag kvsweep.sweep_key): resolved config, trace summa
              (sweep.report.html)
 child run    one per curve = (policy, cost model, capacity list), tag kvsweep.curve_key:
              every sim_core.Result metric as `curve/<field>` with step = capacity in MiB
-             (a serving sweep, fleet=...: one per (policy, load), cost model `serve`, every
-             sim_core.ServeResult field as `curve/<field>`),
+             (a serving sweep, fleet=...: one per (policy, load, route), cost model `serve`,
+             every sim_core.ServeResult field as `curve/<field>`; tags load, route, router,
+             replicas),
              params with the capacity list in blocks and GiB, curve.csv; FINISHED once
              every capacity is in, with summary metrics (sweep.report.regimes) a runs table
              can sort by, and start/end times that span its jobs' replay time.
@@ -189,7 +190,7 @@ class Tracker:
             row = {k: h.get(step, float("nan")) for k, h in hist.items()}
             if cm == SERVE:  # a serving curve (fleet=...)
                 if serve_complete(row):
-                    out[int(row["capacity_blocks"])] = serve_from_row(row)
+                    out[int(row["capacity_blocks"])] = serve_from_row(row, run.data.tags.get("router"))
                 continue
             if any(row.get(k, float("nan")) != row.get(k, float("nan")) for k in required_fields()):
                 continue
@@ -255,6 +256,7 @@ class Tracker:
             self.experiment_id, run_name=f"{c.label} | {c.cost_model}",
             tags={"mlflow.parentRunId": self.parent_id, "policy": c.policy, "cost_model": c.cost_model,
                   **({"pool": c.pool} if c.pool else {}), **({"load": f"{c.load:g}"} if c.load else {}),
+                  **({"route": c.route} if c.route else {}),
                   T_KIND: "curve", T_CURVE: c.key, T_BASE: c.base_key, **{k: str(v) for k, v in tags.items()}})
         c.run_id, c.status, c.start_ms = run.info.run_id, "CREATED", run.info.start_time
         ps = {"policy": c.policy, "cost_model": c.cost_model, **({"pool": c.pool} if c.pool else {}),

@@ -86,13 +86,15 @@ def test_every_serving_point_in_mlflow_equals_serve(served, direct):
     p = served["proc"]
     assert p.returncode == 0, p.stderr[-4000:]
     runs = _children(served["db"])
-    assert {r.info.run_name for r in runs} == {f"{q} @ {x}x load | serve" for q in POLICIES for x in LOADS}
+    assert {r.info.run_name for r in runs} == {f"{q} @ {x}x load, round_robin x1 | serve" for q in POLICIES
+                                               for x in LOADS}
     c = MlflowClient(f"sqlite:///{served['db']}")
     for r in runs:
         assert r.info.status == "FINISHED"
         q, x = r.data.tags["policy"], int(r.data.tags["load"])
         assert r.data.params["fleet.engine"] == "dynamo" and r.data.params["fleet.slo_ttft"] == SLO
         assert r.data.params["fleet.replicas"] == "1" and r.data.params["fleet.router"] == "round_robin"
+        assert r.data.tags["replicas"] == "1" and r.data.tags["router"] == "round_robin"
         for key in serve_metric_fields():
             if isinstance(getattr(direct[(q, x, SIZES[0])], key), dict):
                 assert getattr(direct[(q, x, SIZES[0])], key) == {}  # per lower tier: none without tiers
@@ -221,14 +223,14 @@ def test_independent_weeks_are_refused(compose):
 
 def test_policy_all_leaves_out_what_cannot_serve_and_auto_means_exact(compose):
     from sim_core.serving import cannot_serve
-    from sweep.fleet import SERVE, setup
+    from sweep.fleet import SERVE, Route, setup
 
     cfg = compose("trace=mooncake_conversation", "fleet=dynamo")
     fl, sp = setup(cfg, resolve(cfg, "all"), [])
     names = {p.name for p in sp.policies}
     assert names and not any(cannot_serve(n) for n in names) and {"lecar", "workload_aware"}.isdisjoint(names)
     assert sp.sample_rate is None and not sp.sample_auto and sp.cost_models == [SERVE]
-    assert fl.loads == (1.0,) and fl.replicas == 1 and fl.router == "round_robin"
+    assert fl.loads == (1.0,) and fl.routes == (Route(1, "round_robin"),) and not fl.routed
 
 
 def test_every_serving_setting_is_in_the_key(compose):

@@ -1,5 +1,6 @@
 """The report of a serving sweep (fleet=...): TTFT p50/p99 and goodput over the KV cache per
-replica, one column per load, and the SLO sentences (sweep.report.slo).
+replica, one column per load, and the SLO sentences (sweep.report.slo); with several
+routers or replica counts swept, the routing section (sweep.report.routing).
 
 The page replaces the cost-model sections of a cache-replay report (compute savings do
 not apply to serving): report.html and plots/serving.png, from the same rows whether the
@@ -15,7 +16,8 @@ from pathlib import Path
 from ..serving import SERVE
 from .families import styles
 from .plots import save_figure, size_label
-from .slo import Slo, by_load, capacity_sentence, load_sentence, seconds
+from .routing import plot_routing, routed, routing_html
+from .slo import Slo, by_load, capacity_sentence, load_sentence, routes, seconds
 from .sweeps import SweepTable
 
 
@@ -73,7 +75,7 @@ def plot_serving(series: dict, slo: Slo, path: str | Path, title: str) -> Path:
     return save_figure(fig, names, st, {}, path, 110, title=title, handles=handles, labels=labels)
 
 
-def serving_html(table: SweepTable, png: Path | None, css: str) -> str:
+def serving_html(table: SweepTable, png: Path | None, css: str, routing_png: Path | None = None) -> str:
     e = html.escape
     curves = table.curves.get(SERVE, {})
     series = by_load(curves)
@@ -82,9 +84,12 @@ def serving_html(table: SweepTable, png: Path | None, css: str) -> str:
     rows = max(curves.values(), key=len, default=[])
     span = f"{size_label(rows[0]['capacity_gib'])} to {size_label(rows[-1]['capacity_gib'])}" if rows else "none"
     meta = [f"Sweep run <code>{e(table.run_name)}</code> (<code>{e(table.run_id)}</code>), trace source "
-            f"{e(table.trace_source)}; serving under load, {e(table.fleet or 'fleet')}; {len(names)} policies, "
+            f"{e(table.trace_source)}; serving under load, {e(table.fleet or 'fleet')}; "
+            f"{len({n.split(' @ ', 1)[0] for n in names})} policies, "
             f"{table.n_capacities} capacities of KV cache per replica from {e(span)}, loads "
-            f"{e(', '.join(f'{x:g}x' for x in series))} (arrival times divided by the load).",
+            f"{e(', '.join(f'{x:g}x' for x in series))} (arrival times divided by the load)"
+            + (f", routes {e(', '.join(f'{r} x{n}' for r, n in routes(curves)))} (router x replicas)."
+               if routed(curves) else "."),
             f"Regenerate: <code>python -m analysis report {e(table.run_id)}</code>."]
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{e(table.experiment)}: serving report"
              f"</title><style>{css}</style></head><body>",
@@ -108,7 +113,10 @@ def serving_html(table: SweepTable, png: Path | None, css: str) -> str:
             parts.append("<h3>Up to which load</h3><ul>" + "".join(
                 f'<li class="load" data-policy="{e(p)}">{e(load_sentence(p, _by_capacity(series, p), slo))}</li>'
                 for p in names) + "</ul>")
-    parts += ["</section>", "</body></html>"]
+    parts.append("</section>")
+    if routed(curves):
+        parts.append(routing_html(curves, routing_png))
+    parts.append("</body></html>")
     return "\n".join(parts)
 
 
@@ -118,12 +126,16 @@ def _by_capacity(series: dict, policy: str) -> dict:
 
 
 def write_serving(table: SweepTable, out: Path, css: str) -> Path:
-    """report.html and plots/serving.png of a serving sweep in `out`; returns the html path."""
+    """report.html and plots/serving.png (and plots/routing.png with several routes) of a
+    serving sweep in `out`; returns the html path."""
     curves = table.curves.get(SERVE, {})
-    png = None
+    png = rpng = None
     if any(curves.values()):
         png = plot_serving(by_load(curves), Slo.of([r for rs in curves.values() for r in rs]),
                            out / "plots" / "serving.png", f"{table.experiment}: serving under load")
+        if routed(curves):
+            rpng = plot_routing(curves, out / "plots" / "routing.png", f"{table.experiment}: reuse and p99 TTFT "
+                                                                       f"per router")
     path = out / "report.html"
-    path.write_text(serving_html(table, png, css), encoding="utf-8")
+    path.write_text(serving_html(table, png, css, rpng), encoding="utf-8")
     return path

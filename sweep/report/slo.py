@@ -158,14 +158,33 @@ def serve_summary(rows: Sequence[Row]) -> dict[str, float]:
     return {"slo_met_from_gib": _num(r, "capacity_gib"), "slo_met_from_blocks": _num(r, "capacity_blocks")}
 
 
+def route_of(row: Row) -> tuple[str, int]:
+    """(router, replicas) of a serving row (router "" in a file from before it was a field)."""
+    return str(row.get("router") or ""), int(_num(row, "replicas"))
+
+
+def routes(curves: Mapping[str, Sequence[Row]]) -> list[tuple[str, int]]:
+    """Every (router, replicas) of a serving sweep's rows: routers in the order first seen
+    (the sweep's), replicas ascending."""
+    seen = list(dict.fromkeys(route_of(r) for rows in curves.values() for r in rows))
+    first = {k: i for i, k in enumerate(dict.fromkeys(k for k, _ in seen))}
+    return sorted(seen, key=lambda kr: (first[kr[0]], kr[1]))
+
+
 def by_load(curves: Mapping[str, Sequence[Row]]) -> dict[float, dict[str, list[Row]]]:
-    """load -> policy -> rows (ascending capacity), from a serving sweep's curves (curve
-    label "lru @ 2x load" -> rows carrying their `load`)."""
+    """load -> name -> rows (ascending capacity), from a serving sweep's curves (curve
+    label "lru @ 2x load, kv_router x8" -> rows carrying their `load`, `router` and
+    `replicas`). The name is the policy; with several routes swept, the policy and its
+    route: "lru @ kv_router x8" (in route order, then as the curves come)."""
     out: dict[float, dict[str, list[Row]]] = {}
-    for label, rows in curves.items():
+    order = routes(curves)
+    routed = len(order) > 1
+    for label, rows in sorted(curves.items(), key=lambda kv: min((order.index(route_of(r)) for r in kv[1]),
+                                                                 default=0)):
         for r in rows:
             policy = label.split(" @ ", 1)[0]
-            out.setdefault(float(r["load"]), {}).setdefault(policy, []).append(r)
+            name = f"{policy} @ {route_of(r)[0]} x{route_of(r)[1]}" if routed else policy
+            out.setdefault(float(r["load"]), {}).setdefault(name, []).append(r)
     for per in out.values():
         for rows in per.values():
             rows.sort(key=lambda r: _num(r, "capacity_blocks"))

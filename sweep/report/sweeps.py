@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .families import POOL_SEP
 
-_TEXT_COLUMNS = ("policy", "cost_model", "capacity_label", "pool")
+_TEXT_COLUMNS = ("policy", "cost_model", "capacity_label", "pool", "router")
 #: Integer columns of the CSVs (a float would print as "3.0" where the sweep printed "3").
 _INT_COLUMNS = ("capacity_index", "window", "accesses", "windows")
 _RUN_ID = re.compile(r"^[0-9a-f]{32}$")

@@ -10,7 +10,8 @@ from sim_core.policies import REGISTRY, get_policy
 
 from ..plan import Capacity
 from .regimes import IDENTICAL_TOL as SAME, REGIMES, Regime, identical_groups
-from .slo import Slo, by_load, capacity_sentence, limit_text, load_limit
+from .routing import console_lines
+from .slo import Slo, by_load, capacity_sentence, limit_text, load_limit, route_of, routes
 
 
 def pick_points(n: int, k: int) -> list[int]:
@@ -134,7 +135,10 @@ def serving_table(curves: Mapping[str, Sequence[dict]], capacities: Sequence[Cap
     """A serving sweep (fleet=...): per load, one row per policy with its p99 TTFT, reuse
     ratio and preemptions at a few capacities (the KV cache of each replica); under each,
     where each policy meets the SLO; with several loads, up to which load each policy
-    meets it at each capacity shown. `curves`: curve label ("lru @ 2x load") -> rows."""
+    meets it at each capacity shown. With several routes (fleet.router=[...],
+    fleet.replicas=[...]) a row is a (router, replicas, policy), in columns of their own,
+    and the best router per replicas and load follows (sweep.report.routing). `curves`:
+    curve label ("lru @ 2x load, kv_router x8") -> rows."""
     series = by_load(curves)
     if not series:
         return "no results"
@@ -142,8 +146,27 @@ def serving_table(curves: Mapping[str, Sequence[dict]], capacities: Sequence[Cap
     heads = [human_gib(capacities[i].gib, digits=3) for i in idx]
     slo = Slo.of([r for rs in curves.values() for r in rs])
     order = {p: i for i, p in enumerate(policy_order)}
-    names = sorted({p for per in series.values() for p in per}, key=lambda p: (order.get(p, len(order)), p))
-    pw = max([len("policy")] + [len(p) for p in names])
+    rts = routes(curves)
+    routed = len(rts) > 1
+    first = {n: rs[0] for per in series.values() for n, rs in per.items() if rs}
+
+    def where(name: str) -> tuple:  # (route, policy) in the sweep's order
+        policy = name.split(" @ ", 1)[0]
+        return rts.index(route_of(first[name])) if routed else 0, order.get(policy, len(order)), policy
+
+    names = sorted(first, key=where)
+    pw = max([len("policy")] + [len(n.split(" @ ", 1)[0]) for n in names])
+    rw = max([len("router")] + [len(r) for r, _ in rts])
+
+    def lead(name: str | None) -> str:  # the row's first columns: policy, or router, replicas and policy
+        if name is None:
+            return f"{'router':<{rw}}  {'replicas':>8}  {'policy':<{pw}}" if routed else f"{'policy':<{pw}}"
+        if not routed:
+            return f"{name:<{pw}}"
+        router, reps = route_of(first[name])
+        return f"{router:<{rw}}  {reps:>8}  {name.split(' @ ', 1)[0]:<{pw}}"
+
+    lw = len(lead(None))
     col = max([7] + [len(h) for h in heads])
     group = len(idx) * (col + 2)
     lines = [title or "serving under load",
@@ -152,8 +175,8 @@ def serving_table(curves: Mapping[str, Sequence[dict]], capacities: Sequence[Cap
              "TTFT p99: 99th percentile of the time to first token, in seconds; reuse: prompt tokens found in the "
              "KV cache / prompt tokens; preempted: requests preempted (blocks released, progress recomputed)"
              + (f"; SLO: {slo.text()}" if slo.given else "; no SLO (fleet.slo_ttft=2s sets one)")]
-    sub = f"{'':<{pw}}" + "".join("  " + "".join(f"{h:>{col + 2}}" for h in heads) for _ in range(3))
-    head = f"{'policy':<{pw}}" + "".join(f"  {t:<{group}}" for t in ("TTFT p99 (s)", "reuse", "preempted"))
+    sub = f"{'':<{lw}}" + "".join("  " + "".join(f"{h:>{col + 2}}" for h in heads) for _ in range(3))
+    head = lead(None) + "".join(f"  {t:<{group}}" for t in ("TTFT p99 (s)", "reuse", "preempted"))
     for load, per in series.items():
         lines += ["", f"load {load:g}x: " + ("the trace's arrival times" if load == 1 else
                                            f"arrival times divided by {load:g} ({load:g} times the request rate)"),
@@ -162,7 +185,7 @@ def serving_table(curves: Mapping[str, Sequence[dict]], capacities: Sequence[Cap
             at = {int(r["capacity_index"]): r for r in per.get(p, [])}
             cells = ["".join(_cell(at.get(i), key, spec, col + 2) for i in idx)
                      for key, spec in (("ttft_p99_s", ".4g"), ("reuse_ratio", ".4f"), ("preemptions", ".0f"))]
-            lines.append(f"{p:<{pw}}" + "".join("  " + c for c in cells))
+            lines.append(lead(p) + "".join("  " + c for c in cells))
         if slo.given:
             lines += [f"SLO {slo.text()}:"] + ["  " + capacity_sentence(p, per[p], slo, said=True)
                                                for p in names if p in per]
@@ -175,11 +198,13 @@ def serving_table(curves: Mapping[str, Sequence[dict]], capacities: Sequence[Cap
         lines += ["", f"highest load at which a policy meets the SLO ({slo.text()}) at each KV cache per replica "
                       f"(loads swept: {', '.join(f'{x:g}x' for x in series)}; none: not even at the lowest, "
                       f"(all): at every load swept)",
-                  f"{'policy':<{pw}}" + "".join(f"  {h:>{col + 6}}" for h in heads)]
+                  lead(None) + "".join(f"  {h:>{col + 6}}" for h in heads)]
         for p in names:
             cells = []
             for i in idx:
                 by = {x: r for x, per in series.items() for r in per.get(p, []) if int(r["capacity_index"]) == i}
                 cells.append(f"  {limit_text(*load_limit(by, slo)) if by else '-':>{col + 6}}")
-            lines.append(f"{p:<{pw}}" + "".join(cells))
+            lines.append(lead(p) + "".join(cells))
+    if routed:
+        lines += console_lines(curves)
     return "\n".join(lines)

@@ -1,0 +1,269 @@
+"""Routing: a serving sweep over several routers or replica counts (fleet.router=[...],
+fleet.replicas=[...]) read off its rows, for the console table, the report and `advise`.
+
+A regime is one (replicas, load). In a regime every router is scored over the (policy,
+capacity) points all of them have: the geometric mean of their p99 TTFT (TTFT spans orders
+of magnitude over the capacities, so an arithmetic mean would be the smallest capacity's)
+and the mean reuse ratio. The best router has the lowest TTFT score (ties: the higher
+reuse, then round_robin, then the sweep's order); its margin over round_robin is the ratio
+of the TTFT scores (in per cent) and the difference of the reuse means (in points). Per
+router, the load balance over replicas is the mean busy_imbalance (busiest replica's busy
+time over the mean: 1 is balanced), jain_busy (Jain's index of busy time: 1 balanced, 1/R
+all on one) and prefill_imbalance, and the gap to the fleet ceiling the mean of
+ceiling_reuse_ratio - reuse_ratio (Belady over one pooled cache of replicas x capacity
+blocks), in points.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from ..serving import BASELINE
+from .slo import Row, _num, route_of, routes, seconds
+
+
+@dataclass(frozen=True)
+class Score:
+    """One router's numbers in a regime, over the points every router of it has."""
+
+    ttft_p99_s: float  # geometric mean of p99 TTFT
+    reuse: float  # mean reuse_ratio
+    ceiling_gap: float  # mean ceiling_reuse_ratio - reuse_ratio, points
+    busy_imbalance: float
+    jain_busy: float
+    prefill_imbalance: float
+    points: int
+
+
+@dataclass(frozen=True)
+class Regime:
+    replicas: int
+    load: float
+    best: str
+    scores: dict  # router -> Score, in the sweep's router order
+
+    @property
+    def base(self) -> Score | None:
+        return self.scores.get(BASELINE)
+
+    def ttft_margin(self) -> float:
+        """The best router's TTFT score against round_robin's, in per cent (NaN without it)."""
+        b = self.base
+        return math.nan if b is None else 100.0 * (self.scores[self.best].ttft_p99_s / b.ttft_p99_s - 1.0)
+
+    def reuse_margin(self) -> float:
+        """The best router's mean reuse minus round_robin's, in points (NaN without it)."""
+        b = self.base
+        return math.nan if b is None else 100.0 * (self.scores[self.best].reuse - b.reuse)
+
+
+def routed(curves: Mapping[str, Sequence[Row]]) -> bool:
+    """More than one (router, replicas) in the rows: the routing section applies."""
+    return len(routes(curves)) > 1
+
+
+def points(curves: Mapping[str, Sequence[Row]]) -> dict[tuple, dict[tuple, Row]]:
+    """(replicas, load) -> router -> {(policy, capacity_index): row}, from curve label
+    ("lru @ 2x load, kv_router x8") -> rows."""
+    out: dict = {}
+    for label, rows in curves.items():
+        policy = label.split(" @ ", 1)[0]
+        for r in rows:
+            router, reps = route_of(r)
+            out.setdefault((reps, float(r["load"])), {}).setdefault(router, {})[(policy, int(r["capacity_index"]))] = r
+    return out
+
+
+def _mean(xs: Sequence[float]) -> float:
+    xs = [x for x in xs if x == x]
+    return sum(xs) / len(xs) if xs else math.nan
+
+
+def _geomean(xs: Sequence[float]) -> float:
+    xs = [x for x in xs if x == x]
+    if not xs or any(x <= 0 for x in xs):
+        return math.nan
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def balance(row: Row) -> tuple[float, float, float]:
+    """(busy_imbalance, jain_busy, prefill_imbalance) of a row: its own fields, or, for a
+    row without them, from its replicas' busy seconds and prefilled tokens."""
+    got = tuple(_num(row, k) for k in ("busy_imbalance", "jain_busy", "prefill_imbalance"))
+    if all(x == x for x in got):
+        return got
+    n = int(_num(row, "replicas"))
+    busy = [_num(row, f"replica{q}.busy_s") for q in range(n)]
+    pf = [_num(row, f"replica{q}.prefilled_tokens") for q in range(n)]
+    if any(x != x for x in busy + pf) or not sum(busy) > 0:
+        return got
+    return (max(busy) / (sum(busy) / n), sum(busy) ** 2 / (n * sum(b * b for b in busy)),
+            max(pf) / (sum(pf) / n) if sum(pf) > 0 else math.nan)
+
+
+def score(rows: Sequence[Row]) -> Score:
+    bal = [balance(r) for r in rows]
+    return Score(ttft_p99_s=_geomean([_num(r, "ttft_p99_s") for r in rows]),
+                 reuse=_mean([_num(r, "reuse_ratio") for r in rows]),
+                 ceiling_gap=100.0 * _mean([_num(r, "ceiling_reuse_ratio") - _num(r, "reuse_ratio") for r in rows]),
+                 busy_imbalance=_mean([b[0] for b in bal]), jain_busy=_mean([b[1] for b in bal]),
+                 prefill_imbalance=_mean([b[2] for b in bal]), points=len(rows))
+
+
+def regimes(curves: Mapping[str, Sequence[Row]]) -> list[Regime]:
+    """One Regime per (replicas, load), fewest replicas and lowest load first."""
+    order = list(dict.fromkeys(r for r, _ in routes(curves)))
+    out = []
+    for (reps, load), per in sorted(points(curves).items()):
+        shared = set.intersection(*(set(d) for d in per.values()))
+        scores = {r: score([per[r][k] for k in sorted(shared)]) for r in order if r in per}
+        best = min(scores, key=lambda r: (_key(scores[r].ttft_p99_s), -_key(scores[r].reuse, -math.inf),
+                                          r != BASELINE, order.index(r)))
+        out.append(Regime(reps, load, best, scores))
+    return out
+
+
+def _key(x: float, nan: float = math.inf) -> float:
+    return x if x == x else nan
+
+
+def _pct(x: float) -> str:
+    return "-" if x != x else f"{x:+.1f}%"
+
+
+def _pts(x: float) -> str:
+    return "-" if x != x else f"{x:+.2f}"
+
+
+def _num_text(x: float, spec: str = ".4f") -> str:
+    return "-" if x != x else format(x, spec)
+
+
+def sentence(g: Regime) -> str:
+    """'2 replicas at 4x load: least_loaded, p99 TTFT 1.2s (geometric mean over 6 points),
+    -38.0% against round_robin, reuse 0.1234 (+1.05 points); 3.10 points below the fleet
+    ceiling'."""
+    head = f"{g.replicas} replica{'s' if g.replicas > 1 else ''} at {g.load:g}x load"
+    if g.replicas == 1:
+        return f"{head}: every router sends every request to the one replica (p99 TTFT " \
+               f"{seconds(g.scores[g.best].ttft_p99_s)}, reuse {_num_text(g.scores[g.best].reuse)})"
+    s = g.scores[g.best]
+    out = (f"{head}: {g.best}, p99 TTFT {seconds(s.ttft_p99_s)} (geometric mean over {s.points} points), "
+           f"reuse {_num_text(s.reuse)}")
+    if g.base is None:
+        out += f"; {BASELINE} was not swept, so no margin over it"
+    elif g.best == BASELINE:
+        rest = [r for r in g.scores if r != BASELINE]
+        if rest:
+            nxt = min(rest, key=lambda r: _key(g.scores[r].ttft_p99_s))
+            out += (f"; {BASELINE} is the best router here (next: {nxt}, p99 TTFT "
+                    f"{_pct(100.0 * (g.scores[nxt].ttft_p99_s / s.ttft_p99_s - 1.0))})")
+    else:
+        out += (f"; against {BASELINE}: p99 TTFT {_pct(g.ttft_margin())}, reuse {_pts(g.reuse_margin())} points")
+    if s.ceiling_gap == s.ceiling_gap:
+        out += f"; {s.ceiling_gap:.2f} points below the fleet ceiling"
+    return out
+
+
+def console_lines(curves: Mapping[str, Sequence[Row]]) -> list[str]:
+    """The console's routing summary: the best router per regime, and the balance."""
+    gs = regimes(curves)
+    lines = ["", f"best router per replicas and load (lowest geometric-mean p99 TTFT over the policies and capacities; "
+                 f"margins against {BASELINE})"] + ["  " + sentence(g) for g in gs]
+    many = [g for g in gs if g.replicas > 1]
+    if many:
+        lines += ["", "balance over replicas (means over policies and capacities): router, replicas, load: busy "
+                      "max/mean, Jain's index of busy time, gap to the fleet ceiling in points"]
+        lines += [f"  {r} x{g.replicas} at {g.load:g}x: {_num_text(s.busy_imbalance, '.3f')}, "
+                  f"{_num_text(s.jain_busy, '.3f')}, {_num_text(s.ceiling_gap, '.2f')}"
+                  for g in many for r, s in g.scores.items()]
+    return lines
+
+
+def plot_routing(curves: Mapping[str, Sequence[Row]], path: str | Path, title: str) -> Path:
+    """Reuse (x) against p99 TTFT (y, log) per router: one panel per load, a colour per
+    router, a marker per replica count, a line per (router, replicas, policy) through its
+    capacities."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
+    from .families import PALETTE
+
+    pts = points(curves)
+    loads = sorted({x for _, x in pts})
+    order = routes(curves)
+    routers = list(dict.fromkeys(r for r, _ in order))
+    reps = sorted({n for _, n in order})
+    policies = list(dict.fromkeys(label.split(" @ ", 1)[0] for label in curves))
+    colour = {r: PALETTE[i % len(PALETTE)] for i, r in enumerate(routers)}
+    marker = {n: "osD^vPX*"[i % 8] for i, n in enumerate(reps)}
+    dash = {p: ("-", "--", ":", "-.")[i % 4] for i, p in enumerate(policies)}
+    fig = Figure(figsize=(4.6 * len(loads) + 2.6, 4.6), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(loads), squeeze=False)[0]
+    for ax, load in zip(axes, loads):
+        for (n, x), per in pts.items():
+            if x != load:
+                continue
+            for r, d in per.items():
+                for p in policies:
+                    rows = [d[k] for k in sorted(d) if k[0] == p]
+                    ax.plot([_num(q, "reuse_ratio") for q in rows], [_num(q, "ttft_p99_s") for q in rows],
+                            color=colour[r], marker=marker[n], linestyle=dash[p], linewidth=1.4, markersize=5)
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3, which="both")
+        ax.set_title(f"{load:g}x load", loc="left")
+        ax.set_xlabel("reuse ratio (prompt tokens found in the cache)")
+    axes[0].set_ylabel("p99 TTFT (s)")
+    handles = ([Line2D([], [], color=colour[r], linewidth=2) for r in routers]
+               + [Line2D([], [], color="#444444", marker=marker[n], linestyle="none") for n in reps]
+               + [Line2D([], [], color="#444444", linestyle=dash[p]) for p in policies])
+    labels = routers + [f"{n} replica{'s' if n > 1 else ''}" for n in reps] + policies
+    fig.legend(handles, labels, loc="outside right upper", frameon=False)
+    fig.suptitle(title)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def routing_html(curves: Mapping[str, Sequence[Row]], png: Path | None) -> str:
+    """The report's routing section (report.html, after the serving section)."""
+    e = html.escape
+    gs = regimes(curves)
+    parts = ['<section id="routing"><h2>Routing</h2>',
+             f"<p>Each regime is a replica count at a load. Routers are scored over the policies and capacities "
+             f"they all have: p99 TTFT as a geometric mean (lower is better, and decides the best router), reuse as "
+             f"a mean; margins are against {BASELINE} (TTFT in per cent, reuse in points). The fleet ceiling is "
+             f"Belady over one pooled cache of replicas x capacity blocks.</p>"]
+    if png is not None:
+        parts.append(f'<img alt="reuse against p99 TTFT per router" '
+                     f'src="data:image/png;base64,{base64.b64encode(Path(png).read_bytes()).decode("ascii")}">')
+    parts.append("<h3>Best router per regime</h3><ul>" + "".join(
+        f'<li class="route" data-replicas="{g.replicas}" data-load="{g.load:g}" data-best="{e(g.best)}">'
+        f"{e(sentence(g))}</li>" for g in gs) + "</ul>")
+    head = ("<tr><th>replicas</th><th>load</th><th>router</th><th>p99 TTFT (geo. mean)</th><th>vs "
+            f"{BASELINE}</th><th>reuse</th><th>vs {BASELINE} (points)</th><th>gap to ceiling (points)</th>"
+            "<th>busy max/mean</th><th>Jain (busy)</th><th>prefill max/mean</th></tr>")
+    body = []
+    for g in gs:
+        for r, s in g.scores.items():
+            b = g.base
+            vs_t = math.nan if b is None else 100.0 * (s.ttft_p99_s / b.ttft_p99_s - 1.0)
+            vs_r = math.nan if b is None else 100.0 * (s.reuse - b.reuse)
+            cls = ' class="best"' if r == g.best else ""
+            body.append(f'<tr{cls} data-router="{e(r)}" data-replicas="{g.replicas}" data-load="{g.load:g}">'
+                        f"<td>{g.replicas}</td><td>{g.load:g}x</td><td>{e(r)}{' (best)' if r == g.best else ''}</td>"
+                        f"<td>{e(seconds(s.ttft_p99_s))}</td><td>{_pct(vs_t)}</td><td>{_num_text(s.reuse)}</td>"
+                        f"<td>{_pts(vs_r)}</td><td>{_num_text(s.ceiling_gap, '.2f')}</td>"
+                        f"<td>{_num_text(s.busy_imbalance, '.3f')}</td><td>{_num_text(s.jain_busy, '.3f')}</td>"
+                        f"<td>{_num_text(s.prefill_imbalance, '.3f')}</td></tr>")
+    parts.append("<h3>Every router: TTFT, reuse, balance over replicas, gap to the ceiling</h3>"
+                 f"<table>{head}{''.join(body)}</table>")
+    parts.append("</section>")
+    return "\n".join(parts)

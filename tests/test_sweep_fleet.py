@@ -1,0 +1,245 @@
+"""A fleet behind a router in the sweep: fleet.replicas and fleet.router as axes, router
+parameters, keys that resume, bad input, the table, the report's routing section and the
+fleet `advise` gives.
+
+One `python -m sweep ... fleet=dynamo 'fleet.replicas=[1,2]' 'fleet.router=[round_robin,
+least_loaded]'` run (module-scoped: Ray start-up is slow) on the first 300 requests of the
+bundled Mooncake trace; every point in MLflow is checked against sim_core.serve called
+directly, and the routing numbers are computed here by hand from those results.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sim_core import QWEN3_CODER_30B, serve
+from sim_core.serving import serve_metric_fields
+from sweep.config import ConfigError
+from sweep.fleet import Route, resolve as resolve_fleet
+from sweep.journal import Journal
+from sweep.traces import load
+
+REPO = Path(__file__).resolve().parent.parent
+SIZES = [300, 1000, 4000]  # blocks of 512 tokens: the largest of the 300 requests needs 236
+LOADS = [1, 4]
+REPLICAS = [1, 2]
+ROUTERS = ["round_robin", "least_loaded"]
+SLO = "75s"
+BASE = ["trace=mooncake_conversation", "trace.max_requests=300", "policy=[lru]", "capacity=custom",
+        f"capacity.sizes=[{','.join(map(str, SIZES))}]", "fleet=dynamo"]
+AXES = [f"fleet.replicas=[{','.join(map(str, REPLICAS))}]", f"fleet.router=[{','.join(ROUTERS)}]"]
+
+
+def _run(d: Path, *args: str, module: str = "sweep") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=d, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def _sweep_args(db: Path, *extra: str) -> list[str]:
+    return [*BASE, *AXES, f"fleet.arrival_speedup=[{','.join(map(str, LOADS))}]", f"fleet.slo_ttft={SLO}",
+            "cluster.num_cpus=2", f"tracking.uri=sqlite:///{db}", *extra]
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    d = tmp_path_factory.mktemp("fleet")
+    db = d / "mlflow.db"
+    return {"proc": _run(d, *_sweep_args(db)), "dir": d, "db": db}
+
+
+@pytest.fixture(scope="module")
+def trace(compose):
+    return load(compose(*BASE[:2]).trace, "mooncake_conversation")
+
+
+@pytest.fixture(scope="module")
+def direct(trace):
+    """(router, replicas, load, capacity) -> sim_core.serve's result, with the sweep's settings."""
+    return {(r, n, x, b): serve(trace, "lru", b, replicas=n, router=r, engine={"preset": "dynamo"}, arrival_speedup=x,
+                                slo={"ttft": SLO}, model=QWEN3_CODER_30B, seed=0)
+            for r in ROUTERS for n in REPLICAS for x in LOADS for b in SIZES}
+
+
+def _children(db: Path) -> list:
+    from mlflow.tracking import MlflowClient
+
+    c = MlflowClient(f"sqlite:///{db}")
+    exp = c.get_experiment_by_name("mooncake_conversation")
+    return [r for r in c.search_runs([exp.experiment_id]) if "mlflow.parentRunId" in r.data.tags]
+
+
+def _geomean(xs) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def _best(direct, n: int, x: int) -> tuple[str, dict]:
+    """By hand: the router with the lowest geometric mean of p99 TTFT over the capacities
+    (ties: the higher mean reuse, then round_robin), and every router's (TTFT, reuse) means."""
+    score = {r: (_geomean([direct[(r, n, x, b)].ttft_p99_s for b in SIZES]),
+                 sum(direct[(r, n, x, b)].reuse_ratio for b in SIZES) / len(SIZES)) for r in ROUTERS}
+    return min(ROUTERS, key=lambda r: (score[r][0], -score[r][1], r != "round_robin")), score
+
+
+def test_every_route_is_a_curve_whose_points_equal_serve(swept, direct):
+    from mlflow.tracking import MlflowClient
+
+    p = swept["proc"]
+    assert p.returncode == 0, p.stderr[-4000:]
+    runs = _children(swept["db"])
+    assert {r.info.run_name for r in runs} == {f"lru @ {x}x load, {r} x{n} | serve"
+                                               for r in ROUTERS for n in REPLICAS for x in LOADS}
+    c = MlflowClient(f"sqlite:///{swept['db']}")
+    for run in runs:
+        assert run.info.status == "FINISHED"
+        tags, params = run.data.tags, run.data.params
+        r, n, x = tags["router"], int(tags["replicas"]), int(tags["load"])
+        assert tags["route"] == f"{r} x{n}" and params["fleet.router"] == r and params["fleet.replicas"] == str(n)
+        for key in serve_metric_fields():
+            want = [getattr(direct[(r, n, x, b)], key) for b in SIZES]
+            if isinstance(want[0], dict):
+                continue  # per lower tier: none without tiers
+            got = sorted(c.get_metric_history(run.info.run_id, "curve/" + key), key=lambda m: m.step)
+            if all(w != w for w in want):
+                assert not got, key
+            else:
+                assert [m.value for m in got] == [float(w) for w in want], (r, n, x, key)
+    got = list(Journal(swept["dir"] / "kvsweep-journal.jsonl").results().values())
+    assert len(got) == len(direct) and all(any(g == w for g in got) for w in direct.values())
+    assert {g.router for g in got} == set(ROUTERS)
+
+
+def test_the_table_has_router_and_replicas_columns_and_the_best_router(swept, direct):
+    out = swept["proc"].stdout
+    assert swept["proc"].returncode == 0, swept["proc"].stderr[-4000:]
+    part = out[out.index("load 4x"):]
+    assert re.search(r"^router\s+replicas\s+policy\s+TTFT p99 \(s\)", part, re.M)
+    for r in ROUTERS:
+        for n in REPLICAS:
+            row = next(line for line in part.splitlines() if re.match(rf"{r}\s+{n}\s+lru\s", line))
+            assert row.split()[3:6] == [f"{direct[(r, n, 4, b)].ttft_p99_s:.4g}" for b in SIZES]
+    best, score = _best(direct, 2, 4)
+    line = next(s for s in out.splitlines() if s.strip().startswith("2 replicas at 4x load:"))
+    assert line.strip().startswith(f"2 replicas at 4x load: {best}, p99 TTFT")
+    if best != "round_robin":
+        pct = 100 * (score[best][0] / score["round_robin"][0] - 1)
+        pts = 100 * (score[best][1] - score["round_robin"][1])
+        assert f"against round_robin: p99 TTFT {pct:+.1f}%, reuse {pts:+.2f} points" in line
+
+
+def test_resume_reuses_every_result_and_another_route_is_another_key(swept):
+    assert swept["proc"].returncode == 0, swept["proc"].stderr[-4000:]
+    n = len(ROUTERS) * len(REPLICAS) * len(LOADS)
+    again = _run(swept["dir"], *_sweep_args(swept["db"]))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"resume: all {n * len(SIZES)} results" in again.stderr and "job 1/" not in again.stderr
+    assert again.stdout.split("work:")[0].strip() == swept["proc"].stdout.split("work:")[0].strip()
+    assert len(_children(swept["db"])) == n  # no duplicate runs
+    for other in (["fleet.replicas=3"], ["fleet.router=random"],
+                  ["fleet.router_params={least_loaded:{waiting_weight:1}}"]):
+        dry = _run(swept["dir"], *_sweep_args(swept["db"], *other, "sweep.dry_run=true"))
+        assert dry.returncode == 0 and "nothing to run" not in dry.stdout, (other, dry.stderr[-2000:])
+    same = _run(swept["dir"], *_sweep_args(swept["db"], "fleet.router=[least_loaded,round_robin]",
+                                           "fleet.router_params={least_loaded:{waiting_weight:4.0}}",
+                                           "sweep.dry_run=true"))
+    assert same.returncode == 0 and "nothing to run" in same.stdout  # the defaults, given: the same keys
+
+
+def test_the_report_has_a_routing_section_computed_as_by_hand(swept, direct, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from analysis.__main__ import main
+
+    assert swept["proc"].returncode == 0, swept["proc"].stderr[-4000:]
+    c = MlflowClient(f"sqlite:///{swept['db']}")
+    parent = c.get_run(_children(swept["db"])[0].data.tags["mlflow.parentRunId"]).info.run_id
+    assert {"plots/serving.png", "plots/routing.png"} <= {a.path for a in c.list_artifacts(parent, "plots")}
+    html = Path(c.download_artifacts(parent, "report.html", str(tmp_path / "logged"))).read_text()
+    assert main(["report", parent, "--tracking-uri", f"sqlite:///{swept['db']}", "--out", str(tmp_path / "again")]) == 0
+    strip = lambda s: re.sub(r"base64,[A-Za-z0-9+/=]+", "", s)  # noqa: E731
+    assert strip(html) == strip((tmp_path / "again" / "report.html").read_text())  # read back: the same
+    assert '<section id="routing">' in html
+    for x in LOADS:
+        best, score = _best(direct, 2, x)
+        assert f'data-replicas="2" data-load="{x}" data-best="{best}">' in html
+        for r in ROUTERS:
+            row = re.search(rf'<tr[^>]*data-router="{r}" data-replicas="2" data-load="{x}">(.*?)</tr>', html).group(1)
+            cells = re.findall(r"<td>(.*?)</td>", row)
+            rows = [direct[(r, 2, x, b)] for b in SIZES]
+            assert cells[6] == f"{100 * (score[r][1] - score['round_robin'][1]):+.2f}"
+            assert cells[8] == f"{sum(q.busy_imbalance for q in rows) / len(rows):.3f}"
+            assert cells[9] == f"{sum(q.jain_busy for q in rows) / len(rows):.3f}"
+            gap = [q.ceiling_reuse_ratio - q.reuse_ratio for q in rows]
+            assert cells[7] == ("-" if any(g != g for g in gap) else f"{100 * sum(gap) / len(gap):.2f}")
+        assert f'data-replicas="1" data-load="{x}" data-best="round_robin">1 replica at {x}x load: every router' in html
+
+
+@pytest.mark.parametrize("override, field", [
+    ("fleet.router=[round_robin,bogus]", "fleet.router"),
+    ("fleet.replicas=0", "fleet.replicas"),
+    ("fleet.replicas=[1,0]", "fleet.replicas"),
+    ("fleet.router_params={bogus:{a:1}}", "fleet.router_params"),
+    ("fleet.router_params={least_loaded:{waiting_weight:-1}}", "fleet.router_params.least_loaded"),
+    ("fleet.router_params={least_loaded:{bogus:1}}", "fleet.router_params.least_loaded"),
+])
+def test_bad_fleet_input_exits_2_and_records_nothing(tmp_path, override, field):
+    p = _run(tmp_path, *BASE, "fleet.router=[round_robin,least_loaded]", override, "cluster.num_cpus=1",
+             f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}")
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert field in p.stderr
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "kvsweep-journal.jsonl").exists()
+
+
+def test_routes_and_their_keys(compose):
+    fl = resolve_fleet(compose(*BASE, *AXES, "fleet.replicas=[2,1,2]"), None)
+    assert fl.routed and [r.label for r in fl.routes] == ["round_robin x1", "round_robin x2", "least_loaded x1",
+                                                          "least_loaded x2"]
+    assert fl.route("least_loaded x2") == Route(2, "least_loaded", (("waiting_weight", 4.0),))
+    assert len({fl.key(1, r) for r in fl.routes}) == 4
+    tuned = resolve_fleet(compose(*BASE, *AXES, "fleet.router_params={least_loaded:{waiting_weight:1}}"), None)
+    assert tuned.key(1, tuned.route("least_loaded x2")) != fl.key(1, fl.route("least_loaded x2"))
+    assert tuned.key(1, tuned.route("round_robin x2")) == fl.key(1, fl.route("round_robin x2"))
+    assert tuned.serve_kwargs(tuned.route("least_loaded x2"))["router_params"] == {"waiting_weight": 1.0}
+    assert "router_params" not in tuned.serve_kwargs(tuned.route("round_robin x2"))
+    single = resolve_fleet(compose(*BASE), None)  # a parameterless router keeps the key it had
+    assert dict(single.key(1)[0][1]).keys() == {"engine", "step_model", "arrival_speedup", "replicas", "router",
+                                                "slo_ttft_s", "slo_tpot_s"}
+    with pytest.raises(ConfigError, match=r"fleet\.router_params\.least_loaded is given, but least_loaded is not"):
+        resolve_fleet(compose(*BASE, "fleet.router_params={least_loaded:{waiting_weight:1}}"), None)
+
+
+def test_advise_gives_the_fleet_meeting_the_slo_by_hand(tmp_path, trace):
+    from analysis.serving import POLICIES as SERVED
+
+    out = tmp_path / "advice"
+    p = _run(tmp_path, "advise", *BASE[:2], *BASE[3:], *AXES, "fleet.arrival_speedup=4", f"fleet.slo_ttft={SLO}",
+             "tracking.offline=true", "analysis.figures=false", f"analysis.out={out}", module="analysis")
+    assert p.returncode == 0, p.stderr[-3000:]
+    report = json.loads((out / "report.json").read_text())
+    got = report["serving"]["routing"]["4"]["fleet"]
+    res = {(q, r, n, b): serve(trace, q, b, replicas=n, router=r, arrival_speedup=4, model=QWEN3_CODER_30B)
+           for q in SERVED for r in ROUTERS for n in REPLICAS for b in SIZES}
+    ok = lambda q, r, n, b: res[(q, r, n, b)].ttft_p99_s <= 75  # noqa: E731
+    first = {(q, r, n): min((b for b in SIZES if all(ok(q, r, n, y) for y in SIZES if y >= b)), default=None)
+             for q in SERVED for r in ROUTERS for n in REPLICAS}
+    order = [(q, r, n) for r in ROUTERS for n in REPLICAS for q in SERVED]  # advise's order
+    met = [(n, b, res[(q, r, n, b)].ttft_p99_s, order.index((q, r, n)), q, r) for (q, r, n), b in first.items()
+           if b is not None]
+    n, b, ttft, _, q, r = min(met)
+    assert (got["replicas"], got["blocks"], got["router"], got["policy"]) == (n, b, r, q)
+    assert got["ttft_p99_s"] == pytest.approx(ttft)
+    base = got["round_robin"]
+    assert base["met_from_blocks"] == first[(q, "round_robin", n)]
+    assert base["reuse_margin_points"] == pytest.approx(
+        100 * (res[(q, r, n, b)].reuse_ratio - res[(q, "round_robin", n, b)].reuse_ratio))
+    gap = res[(q, r, n, b)].ceiling_reuse_ratio - res[(q, r, n, b)].reuse_ratio
+    assert got["ceiling_gap_points"] == (None if gap != gap else pytest.approx(100 * gap))
+    rec = next(x for x in report["recommendations"] if x["topic"] == "fleet_under_load")
+    assert f"{n} replica{'s' if n > 1 else ''} of" in rec["verdict"] and f"({b:,} blocks) behind {r}" in rec["verdict"]
+    assert "## KV cache under load" in (out / "report.md").read_text()
