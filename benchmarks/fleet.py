@@ -17,9 +17,7 @@ typing_extensions`; without it only our side is printed.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -27,7 +25,7 @@ from pathlib import Path
 from sim_core import ROUTERS, serve
 from sim_core.loaders import load_trace
 
-from .serving import BUNDLED, have_dynamo
+from .serving import BUNDLED, interleaved, publish
 
 os.environ.setdefault("DYN_LOG", "error")  # Dynamo logs every routing decision at INFO
 PART1 = [(r, c, rt, s) for r in (2, 4, 8) for c in (4000, 16000) for rt in ("round_robin", "kv_router")
@@ -66,22 +64,7 @@ def dynamo(path: Path, replicas: int, blocks: int, router: str, speedup: float) 
 
 def run(path: Path, reps: int) -> tuple[list[dict], list[dict]]:
     trace = load_trace(path)
-    both = have_dynamo()
-    for n in sorted({c[0] for c in PART1}):  # JIT: compiled (or loaded) per replica count before timing
-        ours(trace, n, 16000, "kv_router", 1.0)
-    rows = []
-    for cfg in PART1:
-        walls: dict[str, list] = {"ours": [], "dynamo": []}
-        got: dict[str, dict] = {}
-        for _ in range(reps):  # interleaved, so drift in the machine's speed hits both
-            got["ours"], w = ours(trace, *cfg)
-            walls["ours"].append(w)
-            if both:
-                got["dynamo"], w = dynamo(path, *cfg)
-                walls["dynamo"].append(w)
-        for tool, m in got.items():
-            rows.append({"replicas": cfg[0], "blocks": cfg[1], "router": cfg[2], "speedup": cfg[3], "tool": tool,
-                         **m, "wall_s": statistics.median(walls[tool])})
+    rows = interleaved(trace, path, reps, PART1, ours, dynamo)
     every = []
     for router in ROUTERS:
         m, w = ours(trace, 8, 16000, router, 1.0)
@@ -118,15 +101,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="write fleet.json and fleet.md here")
     a = ap.parse_args(argv)
     rows, every = run(a.trace, a.reps)
-    md = tables(rows, every)
-    note = (f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the end; warm JIT; "
-            f"median of {a.reps} interleaved runs")
-    print(md)
-    print(note)
-    if a.out:
-        a.out.mkdir(parents=True, exist_ok=True)
-        (a.out / "fleet.json").write_text(json.dumps({"part1": rows, "every_router": every}, indent=1))
-        (a.out / "fleet.md").write_text(md + "\n\n" + note + "\n")
+    publish(tables(rows, every), {"part1": rows, "every_router": every}, a.reps, a.out, "fleet")
     return 0
 
 

@@ -64,7 +64,13 @@ def have_dynamo() -> bool:
 
 
 def run(path: Path, reps: int, configs=CONFIGS) -> list[dict]:
-    trace = load_trace(path)
+    return interleaved(load_trace(path), path, reps, configs, ours, dynamo)
+
+
+def interleaved(trace, path: Path, reps: int, configs, ours, dynamo) -> list[dict]:
+    """One row per (configuration, tool): `ours(trace, *cfg)` and, when installed,
+    `dynamo(path, *cfg)`, each -> (metrics, wall s), run `reps` times interleaved; the
+    median wall time."""
     both = have_dynamo()
     for n in sorted({c[0] for c in configs}):  # JIT: compiled (or loaded) per replica count before timing
         ours(trace, n, max(c[1] for c in configs), "round_robin", 1.0)
@@ -102,16 +108,20 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="write serving.json and serving.md here")
     a = ap.parse_args(argv)
     rows = run(a.trace, a.reps)
-    md = table(rows)
+    publish(table(rows), rows, a.reps, a.out, "serving")
+    return 0
+
+
+def publish(md: str, data, reps: int, out: Path | None, name: str) -> None:
+    """Print the table with the machine's note; with `out`, write name.json and name.md there."""
     note = (f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the end; warm JIT; "
-            f"median of {a.reps} interleaved runs")
+            f"median of {reps} interleaved runs")
     print(md)
     print(note)
-    if a.out:
-        a.out.mkdir(parents=True, exist_ok=True)
-        (a.out / "serving.json").write_text(json.dumps(rows, indent=1))
-        (a.out / "serving.md").write_text(md + "\n\n" + note + "\n")
-    return 0
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{name}.json").write_text(json.dumps(data, indent=1))
+        (out / f"{name}.md").write_text(md + "\n\n" + note + "\n")
 
 
 if __name__ == "__main__":

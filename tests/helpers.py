@@ -2,13 +2,32 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 
 from sim_core import Trace
 
-SHARED_MOONCAKE = Path(__file__).resolve().parents[1] / "sim_core" / "data" / "mooncake_conversation.jsonl"
+REPO = Path(__file__).resolve().parents[1]
+SHARED_MOONCAKE = REPO / "sim_core" / "data" / "mooncake_conversation.jsonl"
+
+
+def run_module(d: Path, *args: str, module: str = "sweep") -> subprocess.CompletedProcess:
+    """`python -m module args` in directory d, as a user runs it from there."""
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=d, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def child_runs(db: Path, experiment: str = "mooncake_conversation") -> list:
+    """The MLflow child runs (one per curve) of an experiment in a sqlite store."""
+    from mlflow.tracking import MlflowClient
+
+    c = MlflowClient(f"sqlite:///{db}")
+    exp = c.get_experiment_by_name(experiment)
+    return [r for r in c.search_runs([exp.experiment_id]) if "mlflow.parentRunId" in r.data.tags]
 
 
 def mooncake_trace() -> Trace:

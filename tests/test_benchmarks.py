@@ -70,3 +70,16 @@ def test_serving_bench_rows():
     ours = [r for r in rows if r["tool"] == "ours"]
     assert len(ours) == 1 and ours[0]["reuse"] == pytest.approx(0.2703, abs=5e-5) and ours[0]["wall_s"] > 0
     assert "| 1 | 16,000 | round_robin | 1x | ours |" in serving.table(rows)
+
+
+def test_fleet_bench_tables():
+    """`python -m benchmarks.fleet`: our side of one configuration and one router's row."""
+    from benchmarks import fleet, serving
+
+    trace = serving.load_trace(serving.BUNDLED)
+    m, wall = fleet.ours(trace, 2, 16000, "kv_router", 1.0)
+    assert wall > 0 and m["reuse"] <= m["ceiling"] <= m["infinite"] and m["prefill_imbalance"] >= 1
+    rows = [{"replicas": 2, "blocks": 16000, "router": "kv_router", "speedup": 1.0, "tool": "ours", **m,
+             "wall_s": wall}]
+    md = fleet.tables(rows, [{"router": "kv_router", **m, "wall_s": wall}])
+    assert "| 2 | 16,000 | kv_router | 1x | ours |" in md and f"| kv_router | {m['reuse']:.4f} |" in md

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,8 +22,8 @@ from sweep.config import ConfigError
 from sweep.fleet import Route, resolve as resolve_fleet
 from sweep.journal import Journal
 from sweep.traces import load
+from tests.helpers import child_runs, run_module
 
-REPO = Path(__file__).resolve().parent.parent
 SIZES = [300, 1000, 4000]  # blocks of 512 tokens: the largest of the 300 requests needs 236
 LOADS = [1, 4]
 REPLICAS = [1, 2]
@@ -35,11 +32,6 @@ SLO = "75s"
 BASE = ["trace=mooncake_conversation", "trace.max_requests=300", "policy=[lru]", "capacity=custom",
         f"capacity.sizes=[{','.join(map(str, SIZES))}]", "fleet=dynamo"]
 AXES = [f"fleet.replicas=[{','.join(map(str, REPLICAS))}]", f"fleet.router=[{','.join(ROUTERS)}]"]
-
-
-def _run(d: Path, *args: str, module: str = "sweep") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=d, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
 def _sweep_args(db: Path, *extra: str) -> list[str]:
@@ -51,7 +43,7 @@ def _sweep_args(db: Path, *extra: str) -> list[str]:
 def swept(tmp_path_factory):
     d = tmp_path_factory.mktemp("fleet")
     db = d / "mlflow.db"
-    return {"proc": _run(d, *_sweep_args(db)), "dir": d, "db": db}
+    return {"proc": run_module(d, *_sweep_args(db)), "dir": d, "db": db}
 
 
 @pytest.fixture(scope="module")
@@ -65,14 +57,6 @@ def direct(trace):
     return {(r, n, x, b): serve(trace, "lru", b, replicas=n, router=r, engine={"preset": "dynamo"}, arrival_speedup=x,
                                 slo={"ttft": SLO}, model=QWEN3_CODER_30B, seed=0)
             for r in ROUTERS for n in REPLICAS for x in LOADS for b in SIZES}
-
-
-def _children(db: Path) -> list:
-    from mlflow.tracking import MlflowClient
-
-    c = MlflowClient(f"sqlite:///{db}")
-    exp = c.get_experiment_by_name("mooncake_conversation")
-    return [r for r in c.search_runs([exp.experiment_id]) if "mlflow.parentRunId" in r.data.tags]
 
 
 def _geomean(xs) -> float:
@@ -92,7 +76,7 @@ def test_every_route_is_a_curve_whose_points_equal_serve(swept, direct):
 
     p = swept["proc"]
     assert p.returncode == 0, p.stderr[-4000:]
-    runs = _children(swept["db"])
+    runs = child_runs(swept["db"])
     assert {r.info.run_name for r in runs} == {f"lru @ {x}x load, {r} x{n} | serve"
                                                for r in ROUTERS for n in REPLICAS for x in LOADS}
     c = MlflowClient(f"sqlite:///{swept['db']}")
@@ -136,16 +120,16 @@ def test_the_table_has_router_and_replicas_columns_and_the_best_router(swept, di
 def test_resume_reuses_every_result_and_another_route_is_another_key(swept):
     assert swept["proc"].returncode == 0, swept["proc"].stderr[-4000:]
     n = len(ROUTERS) * len(REPLICAS) * len(LOADS)
-    again = _run(swept["dir"], *_sweep_args(swept["db"]))
+    again = run_module(swept["dir"], *_sweep_args(swept["db"]))
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"resume: all {n * len(SIZES)} results" in again.stderr and "job 1/" not in again.stderr
     assert again.stdout.split("work:")[0].strip() == swept["proc"].stdout.split("work:")[0].strip()
-    assert len(_children(swept["db"])) == n  # no duplicate runs
+    assert len(child_runs(swept["db"])) == n  # no duplicate runs
     for other in (["fleet.replicas=3"], ["fleet.router=random"],
                   ["fleet.router_params={least_loaded:{waiting_weight:1}}"]):
-        dry = _run(swept["dir"], *_sweep_args(swept["db"], *other, "sweep.dry_run=true"))
+        dry = run_module(swept["dir"], *_sweep_args(swept["db"], *other, "sweep.dry_run=true"))
         assert dry.returncode == 0 and "nothing to run" not in dry.stdout, (other, dry.stderr[-2000:])
-    same = _run(swept["dir"], *_sweep_args(swept["db"], "fleet.router=[least_loaded,round_robin]",
+    same = run_module(swept["dir"], *_sweep_args(swept["db"], "fleet.router=[least_loaded,round_robin]",
                                            "fleet.router_params={least_loaded:{waiting_weight:4.0}}",
                                            "sweep.dry_run=true"))
     assert same.returncode == 0 and "nothing to run" in same.stdout  # the defaults, given: the same keys
@@ -158,7 +142,7 @@ def test_the_report_has_a_routing_section_computed_as_by_hand(swept, direct, tmp
 
     assert swept["proc"].returncode == 0, swept["proc"].stderr[-4000:]
     c = MlflowClient(f"sqlite:///{swept['db']}")
-    parent = c.get_run(_children(swept["db"])[0].data.tags["mlflow.parentRunId"]).info.run_id
+    parent = c.get_run(child_runs(swept["db"])[0].data.tags["mlflow.parentRunId"]).info.run_id
     assert {"plots/serving.png", "plots/routing.png"} <= {a.path for a in c.list_artifacts(parent, "plots")}
     html = Path(c.download_artifacts(parent, "report.html", str(tmp_path / "logged"))).read_text()
     assert main(["report", parent, "--tracking-uri", f"sqlite:///{swept['db']}", "--out", str(tmp_path / "again")]) == 0
@@ -189,7 +173,7 @@ def test_the_report_has_a_routing_section_computed_as_by_hand(swept, direct, tmp
     ("fleet.router_params={least_loaded:{bogus:1}}", "fleet.router_params.least_loaded"),
 ])
 def test_bad_fleet_input_exits_2_and_records_nothing(tmp_path, override, field):
-    p = _run(tmp_path, *BASE, "fleet.router=[round_robin,least_loaded]", override, "cluster.num_cpus=1",
+    p = run_module(tmp_path, *BASE, "fleet.router=[round_robin,least_loaded]", override, "cluster.num_cpus=1",
              f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}")
     assert p.returncode == 2, p.stderr[-2000:]
     assert field in p.stderr
@@ -218,7 +202,7 @@ def test_advise_gives_the_fleet_meeting_the_slo_by_hand(tmp_path, trace):
     from analysis.serving import POLICIES as SERVED
 
     out = tmp_path / "advice"
-    p = _run(tmp_path, "advise", *BASE[:2], *BASE[3:], *AXES, "fleet.arrival_speedup=4", f"fleet.slo_ttft={SLO}",
+    p = run_module(tmp_path, "advise", *BASE[:2], *BASE[3:], *AXES, "fleet.arrival_speedup=4", f"fleet.slo_ttft={SLO}",
              "tracking.offline=true", "analysis.figures=false", f"analysis.out={out}", module="analysis")
     assert p.returncode == 0, p.stderr[-3000:]
     report = json.loads((out / "report.json").read_text())

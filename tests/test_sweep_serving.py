@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,19 +24,14 @@ from sweep.report.slo import Slo, load_limit, met_from
 from sweep.serving import complete, from_row, serve_row
 from sweep.spec import resolve
 from sweep.traces import load
+from tests.helpers import child_runs, run_module
 
-REPO = Path(__file__).resolve().parent.parent
 SIZES = [300, 1000, 4000]  # blocks of 512 tokens: the largest of the 600 requests needs 239
 POLICIES = ["lru", "fifo"]
 LOADS = [1, 4]
 SLO = "200s"  # lru meets it from 1000 blocks up at 1x load, from 4000 at 4x
 BASE = ["trace=mooncake_conversation", "trace.max_requests=600", f"policy=[{','.join(POLICIES)}]",
         "capacity=custom", f"capacity.sizes=[{','.join(map(str, SIZES))}]", "fleet=dynamo"]
-
-
-def _run(d: Path, *args: str, module: str = "sweep") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=d, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
 def _sweep_args(db: Path, *extra: str) -> list[str]:
@@ -51,7 +43,7 @@ def _sweep_args(db: Path, *extra: str) -> list[str]:
 def served(tmp_path_factory):
     d = tmp_path_factory.mktemp("serving")
     db = d / "mlflow.db"
-    return {"proc": _run(d, *_sweep_args(db)), "dir": d, "db": db}
+    return {"proc": run_module(d, *_sweep_args(db)), "dir": d, "db": db}
 
 
 @pytest.fixture(scope="module")
@@ -72,20 +64,12 @@ def _gib(blocks: int) -> str:
     return human_gib(blocks * 48 / 1024, digits=3)  # 512-token blocks of 96 KiB per token: 48 MiB each
 
 
-def _children(db: Path) -> list:
-    from mlflow.tracking import MlflowClient
-
-    c = MlflowClient(f"sqlite:///{db}")
-    exp = c.get_experiment_by_name("mooncake_conversation")
-    return [r for r in c.search_runs([exp.experiment_id]) if "mlflow.parentRunId" in r.data.tags]
-
-
 def test_every_serving_point_in_mlflow_equals_serve(served, direct):
     from mlflow.tracking import MlflowClient
 
     p = served["proc"]
     assert p.returncode == 0, p.stderr[-4000:]
-    runs = _children(served["db"])
+    runs = child_runs(served["db"])
     assert {r.info.run_name for r in runs} == {f"{q} @ {x}x load, round_robin x1 | serve" for q in POLICIES
                                                for x in LOADS}
     c = MlflowClient(f"sqlite:///{served['db']}")
@@ -149,14 +133,14 @@ def test_the_table_gives_each_load_and_where_the_slo_is_met(served, direct):
 
 def test_resume_reuses_every_result_and_other_loads_are_other_keys(served):
     assert served["proc"].returncode == 0, served["proc"].stderr[-4000:]
-    again = _run(served["dir"], *_sweep_args(served["db"]))
+    again = run_module(served["dir"], *_sweep_args(served["db"]))
     assert again.returncode == 0, again.stderr[-3000:]
     assert "resume: all 12 results" in again.stderr and "job 1/" not in again.stderr
     assert again.stdout.split("work:")[0].strip() == served["proc"].stdout.split("work:")[0].strip()  # same table
-    assert len(_children(served["db"])) == len(POLICIES) * len(LOADS)  # no duplicate runs
-    other = _run(served["dir"], *_sweep_args(served["db"], "fleet.arrival_speedup=2", "sweep.dry_run=true"))
+    assert len(child_runs(served["db"])) == len(POLICIES) * len(LOADS)  # no duplicate runs
+    other = run_module(served["dir"], *_sweep_args(served["db"], "fleet.arrival_speedup=2", "sweep.dry_run=true"))
     assert other.returncode == 0 and "nothing to run" not in other.stdout
-    replay = _run(served["dir"], *[a for a in _sweep_args(served["db"], "sweep.dry_run=true") if "fleet" not in a])
+    replay = run_module(served["dir"], *[a for a in _sweep_args(served["db"], "sweep.dry_run=true") if "fleet" not in a])
     assert replay.returncode == 0 and "nothing to run" not in replay.stdout  # a cache replay is another key
 
 
@@ -167,7 +151,7 @@ def test_the_report_draws_the_loads_and_reads_back_the_same(served, direct, tmp_
 
     assert served["proc"].returncode == 0, served["proc"].stderr[-4000:]
     c = MlflowClient(f"sqlite:///{served['db']}")
-    parent = c.get_run(_children(served["db"])[0].data.tags["mlflow.parentRunId"])
+    parent = c.get_run(child_runs(served["db"])[0].data.tags["mlflow.parentRunId"])
     assert "plots/serving.png" in {a.path for a in c.list_artifacts(parent.info.run_id, "plots")}
     assert "lru: meets it from" in parent.data.tags["mlflow.note.content"]
     logged = Path(c.download_artifacts(parent.info.run_id, "report.html", str(tmp_path / "logged"))).read_text()
@@ -188,7 +172,7 @@ def test_the_report_draws_the_loads_and_reads_back_the_same(served, direct, tmp_
     ("fleet.router=bogus", "fleet.router"),
 ])
 def test_bad_serving_input_exits_2_and_records_nothing(tmp_path, override, field):
-    p = _run(tmp_path, *BASE, override, "cluster.num_cpus=1", f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}")
+    p = run_module(tmp_path, *BASE, override, "cluster.num_cpus=1", f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}")
     assert p.returncode == 2, p.stderr[-2000:]
     assert field in p.stderr
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "kvsweep-journal.jsonl").exists()
@@ -263,7 +247,7 @@ def test_advise_gives_the_smallest_kv_cache_meeting_the_slo(tmp_path, compose):
     from analysis.serving import POLICIES as SERVED
 
     out = tmp_path / "advice"
-    p = _run(tmp_path, "advise", *BASE[:2], "capacity=custom", f"capacity.sizes=[{','.join(map(str, SIZES))}]",
+    p = run_module(tmp_path, "advise", *BASE[:2], "capacity=custom", f"capacity.sizes=[{','.join(map(str, SIZES))}]",
              "fleet=dynamo", "fleet.arrival_speedup=2", "fleet.slo_ttft=200s", "tracking.offline=true",
              "analysis.figures=false", f"analysis.out={out}", module="analysis")
     assert p.returncode == 0, p.stderr[-3000:]
@@ -283,5 +267,5 @@ def test_advise_gives_the_smallest_kv_cache_meeting_the_slo(tmp_path, compose):
 
 
 def test_advise_under_load_needs_an_slo(tmp_path):
-    p = _run(tmp_path, "advise", *BASE[:2], "fleet=dynamo", "tracking.offline=true", module="analysis")
+    p = run_module(tmp_path, "advise", *BASE[:2], "fleet=dynamo", "tracking.offline=true", module="analysis")
     assert p.returncode == 2 and "fleet.slo_ttft" in p.stderr

@@ -27,7 +27,7 @@ from .ceiling import fleet_ceiling
 from .engines import ENGINES, ServeEngine, as_engine
 from .loop import run_serve
 from .result import ServeResult, goodput_fields, imbalance_fields, latency_fields, serve_metric_fields
-from .routers import ROUTERS, get_router, lagged, router_view
+from .routers import ROUTERS, get_router, lag, router_view
 from .routers.view import RS_REGRET
 from .state import (C_BADV, C_DEC_TOKENS, C_ERR, C_EVICT, C_PEAK_PINNED, C_PF_TOKENS, C_PREEMPT, C_QPEAK,
                     C_COMPUTED, C_LOADED, C_REQS, C_STEPS, ERR_POLICY, ERR_STALL, ERR_STATE, F_BUSY, F_QAREA, Below, new_state)
@@ -67,7 +67,8 @@ def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router
     params = resolve_params(spec, params)
     cap = _positive_int(capacity_blocks, "capacity_blocks")
     n_rep = _positive_int(replicas, "replicas")
-    get_router(router).resolve(router_params)
+    rspec = get_router(router)
+    rgot = rspec.resolve(router_params)
     eng = as_engine(engine)
     speedup = _positive_real(arrival_speedup, "arrival_speedup")
     specs = as_tier_specs(tiers)
@@ -107,8 +108,8 @@ def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router
     ctx = PolicyContext(trace=ext, capacity=cap, mode="request", cost_per_depth=cost, params=params, seed=seed)
     sts = tuple(spec.make_state(ctx) for _ in range(n_rep))
     cache, reqs, queues = new_state(ext, n_rep, cap, eng.max_num_seqs, ext.request_lengths, prompt, out, arrive,
-                                    trace.session, track_times=lagged(router, router_params))
-    rcode, view = router_view(router, router_params, seed, n_rep, ext.n_unique, trace.n_requests)
+                                    trace.session, track_times=lag(rgot) > 0)
+    rcode, view = router_view(rspec, rgot, seed, n_rep, ext.n_unique, trace.n_requests)
     lo = _below(specs, ext, cost, seed, hw, mdl, bt, bool(overlap))
     cfg = np.array([eng.max_num_batched_tokens, eng.max_num_seqs, int(eng.chunked_prefill),
                     eng.long_prefill_token_threshold, int(eng.watermark * cap), bt, int(eng.admit_whole),
@@ -135,9 +136,8 @@ def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router
     # sessions=True the order turns were released): docs/fleet.md
     best, inf = fleet_ceiling(ext, np.minimum(trace.request_lengths, prompt // bt), n_rep * cap, order=view.ro)
     P = float(prompt.sum())
-    res = dataclasses.replace(res, router=get_router(router).name, regret_tokens=int(view.rs[RS_REGRET]),
-                              ceiling_reuse_ratio=best * bt / P, infinite_reuse_ratio=inf * bt / P,
-                              **imbalance_fields(cache.f[:, F_BUSY], cache.c[:, C_PF_TOKENS]))
+    res = dataclasses.replace(res, router=rspec.name, regret_tokens=int(view.rs[RS_REGRET]),
+                              ceiling_reuse_ratio=best * bt / P, infinite_reuse_ratio=inf * bt / P)
     if specs:
         loaded = cache.c[0, C_LOADED:C_LOADED + len(specs)]
         res = dataclasses.replace(res, tier_hits={s.name: int(x) for s, x in zip(specs, loaded)},
@@ -263,8 +263,9 @@ def _result(trace, cap, n_rep, speedup, cache, reqs, prompt, out, assumed, makes
         makespan_s=makespan, preemptions=int(cache.c[:, C_PREEMPT].sum()), recomputed_tokens=lost - hits_again,
         computed_tokens=computed, evictions=int(cache.c[:, C_EVICT].sum()), steps=int(cache.c[:, C_STEPS].sum()),
         queue_peak=int(cache.c[:, C_QPEAK].max()), queue_mean=float(cache.f[:, F_QAREA].sum()) / span,
-        pinned_peak=int(cache.c[:, C_PEAK_PINNED].max()), **good, slo_ttft_s=slo_ttft, slo_tpot_s=slo_tpot,
-        output_tokens_assumed=assumed, per_replica=per)
+        pinned_peak=int(cache.c[:, C_PEAK_PINNED].max()),
+        **imbalance_fields(cache.f[:, F_BUSY], cache.c[:, C_PF_TOKENS]), **good, slo_ttft_s=slo_ttft,
+        slo_tpot_s=slo_tpot, output_tokens_assumed=assumed, per_replica=per)
 
 
 _SLO_UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0}

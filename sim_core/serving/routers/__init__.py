@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ...jit import hook_njit
 from . import (cache_aware, kv_router, least_loaded, power_of_two, prefix_hash, random, round_robin, session,
                weighted)
@@ -29,20 +27,19 @@ def get_router(name: str) -> RouterSpec:
     return REGISTRY[key]
 
 
-def router_view(name: str, params, seed: int, n_rep: int, n_unique: int, n_req: int) -> tuple[int, View]:
-    """(the router's kind number, its view before the first arrival) for `serve`; bad
-    parameters raise ValueError naming the field."""
-    spec = get_router(name)
-    got = spec.resolve(params)
+def lag(got) -> float:
+    """Seconds KV events take to reach the router (resolved parameters): with a lag the
+    replicas must time their index."""
+    return float(got.get("event_lag", 0.0))
+
+
+def router_view(spec: RouterSpec, got, seed: int, n_rep: int, n_unique: int, n_req: int) -> tuple[int, View]:
+    """(the router's kind number, its view before the first arrival) for `serve`, from its
+    resolved parameters `got` (RouterSpec.resolve)."""
     approx = spec.approximate and got.get("prefix_view", "approximate") == "approximate"
     v = new_view(spec.pack(got), seed, n_rep, n_unique, n_req, spec.tracks_blocks, approx,
-                 float(got.get("ttl", math.inf)), float(got.get("event_lag", 0.0)))
+                 float(got.get("ttl", math.inf)), lag(got))
     return ROUTERS.index(spec.name), v
-
-
-def lagged(name: str, params) -> bool:
-    """The router reads the exact view with a lag: the replicas must time their index."""
-    return float(get_router(name).resolve(params).get("event_lag", 0.0)) > 0
 
 
 @hook_njit
@@ -73,5 +70,5 @@ def route(kind, v, queues, cache, reqs, r, t, n_rep, bt):
     return q
 
 
-__all__ = ["REGISTRY", "ROUTERS", "Param", "RouterSpec", "View", "get_router", "lagged", "on_finish", "on_first_token",
+__all__ = ["REGISTRY", "ROUTERS", "Param", "RouterSpec", "View", "get_router", "lag", "on_finish", "on_first_token",
            "route", "router_view"]

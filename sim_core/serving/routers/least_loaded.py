@@ -6,6 +6,7 @@ and bumps the chosen engine's waiting count at once; here the counts are the eng
 at the moment of routing."""
 from ...jit import hook_njit
 from .spec import Param, RouterSpec
+from .view import least
 
 SPEC = RouterSpec("least_loaded", "fewest waiting (weighted) plus running requests",
                   "vllm-project/vllm: vllm/v1/engine/core_client.py (DPLBAsyncMPClient)",
@@ -14,12 +15,6 @@ SPEC = RouterSpec("least_loaded", "fewest waiting (weighted) plus running reques
 
 @hook_njit
 def pick(v, queues, cache, reqs, r, t, n_rep, bt):
-    w = v.p[0]
-    best = 0
-    load = w * queues.wn[0] + queues.nrun[0]
-    for k in range(1, n_rep):
-        lk = w * queues.wn[k] + queues.nrun[k]
-        if lk < load:
-            best = k
-            load = lk
-    return best
+    for k in range(n_rep):
+        v.sc[k] = v.p[0] * queues.wn[k] + queues.nrun[k]
+    return least(v.sc, n_rep)
