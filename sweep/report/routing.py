@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..serving import BASELINE
+from .families import PALETTE
 from .slo import Row, _num, route_of, routes, seconds
 
 
@@ -191,8 +192,6 @@ def plot_routing(curves: Mapping[str, Sequence[Row]], path: str | Path, title: s
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
-
-    from .families import PALETTE
 
     pts = points(curves)
     loads = sorted({x for _, x in pts})
