@@ -26,14 +26,15 @@ POLICIES = ("lru", "s3fifo")
 
 
 def axis(cfg, model, block_tokens: int) -> tuple[str, list, dict | None]:
-    """(tier config name, the pools [(label, tier dicts)], the hardware mapping or None);
-    no pools for tier=none. Checked as the sweep checks them (ConfigError)."""
-    name, levels = resolve_tiers(cfg)
+    """(tier config name with the engine hierarchy whose rules it ran, the pools [(label,
+    tier dicts)], the hardware mapping or None); no pools for tier=none. Checked as the
+    sweep checks them (ConfigError)."""
+    name, levels, rules = resolve_tiers(cfg)
     if not levels:
         return name, [], None
     pools, _ = resolve_pools(levels, model, block_tokens)
     _, hardware = resolve_engine(cfg)
-    return name, pools, hardware
+    return f"{name}, {rules} rules", pools, hardware
 
 
 def run(trace, caps_blocks: list[int], pools, *, sim, model, hardware, policies=POLICIES) -> dict:

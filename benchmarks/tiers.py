@@ -37,7 +37,9 @@ def _blocks(size: str, trace) -> int:
 
 
 def _pool(name: str, cap: int, policy: str, **kw) -> list[dict]:
-    return [{"name": name, "capacity": cap, "policy": policy, **kw}]
+    # the exclusive write-back victim cache these tables were measured with (tier=victim)
+    return [{"name": name, "capacity": cap, "policy": policy, "write": "on_evict", "inclusive": False,
+             "touch": "loads", **kw}]
 
 
 def _header(args) -> str:

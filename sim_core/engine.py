@@ -13,7 +13,8 @@ request mode (residency constraint): for request r with n blocks
      missing block is loaded from the tier that holds it or computed, and inserted
      (on_insert) unless HBM's admission refuses it, walking the request in the order
      its blocks are stored; a block that repeats inside r is computed once;
-  5. tiers that write `on_compute` take every block HBM received that they lacked.
+  5. the lower tiers take r's writes, all or nothing per tier, and refresh r's blocks
+     (touch=request); r's blocks stay pinned in them meanwhile (sim_core.tier_request).
   The order of that walk is the recency order of r's blocks afterwards. sim_core
   replays the tail-first view of a trace by default (Trace.tail_first_view: each
   request stored deepest block first, as vLLM frees a request's blocks and SGLang
@@ -45,15 +46,16 @@ import numpy as np
 
 import numba
 
-from .hierarchy import (A_KIND, ADMIT_AFTER_HITS, NO_GATE, NO_TIER, T_COUNTING, T_WRITE, WRITE_ON_COMPUTE,
-                        WRITE_ON_EVICT, admit, counts_seen, gate_on, last_depth, last_j, pack_last,
-                        new_gate, tier_has, tier_hit, tier_on, write_down1, write_down2, write_down3)
+from .hierarchy import (A_KIND, ADMIT_AFTER_HITS, NO_GATE, NO_TIER, T_WRITE, WRITE_ON_COMPUTE, WRITE_ON_EVICT,
+                        admit, counts_seen, gate_on, last_depth, last_j, pack_last, take, tier_begin, tier_has,
+                        tier_on, write_down1, write_down2, write_down3)
+from .tier_request import REFUSED, store1, store2, store3, tier_pin, touch_block, touch_request
+from .tier_spec import new_gate
 from .policies.api import p_evict, p_evict_more, p_on_hit, p_on_insert
 
 # counters layout
 SIZE, MAX_SIZE, EVICTIONS, OVERSIZED, OVERSIZED_BLOCKS, FAILED, BAD_VICTIM, HBM_HITS, TOKENS = range(9)
 N_COUNTERS = 9
-REFUSED = 8  # level[] + REFUSED: HBM's admission refused the block
 
 
 class EngineState(NamedTuple):
@@ -131,25 +133,15 @@ def _evict_one(st, resident, pin, c, extra, j, r, counting, acc, t1, t2, t3):
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _fill(t1, t2, t3, b, j, d, lvl, acc):
-    """Tiers that write on compute take block b, which HBM just received from level
-    `lvl` (0: computed), unless they hold it or served it themselves."""
+    """Block mode: tiers that write on compute take block b, which HBM just received from
+    level `lvl` (0: computed), unless they hold it or served it themselves (request mode:
+    sim_core.tier_request)."""
     if tier_on(t1) and t1.cfg[T_WRITE] == WRITE_ON_COMPUTE and lvl != 1:
         write_down1(t1, t2, t3, b, j, d, acc.seen, acc.last, WRITE_ON_COMPUTE)
     if tier_on(t2) and t2.cfg[T_WRITE] == WRITE_ON_COMPUTE and lvl != 2:
         write_down2(t2, t3, b, j, d, acc.seen, acc.last, WRITE_ON_COMPUTE)
     if tier_on(t3) and t3.cfg[T_WRITE] == WRITE_ON_COMPUTE and lvl != 3:
         write_down3(t3, b, j, d, acc.seen, acc.last, WRITE_ON_COMPUTE)
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _take(t1, t2, t3, b, j, d, lvl):
-    """Load block b from lower tier `lvl` into HBM (a copy if the tier is inclusive)."""
-    if lvl == 1:
-        tier_hit(t1, b, j, d)
-    elif lvl == 2:
-        tier_hit(t2, b, j, d)
-    elif lvl == 3:
-        tier_hit(t3, b, j, d)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -198,11 +190,12 @@ def replay_tiered(offsets, blocks, depth, capacity, request_mode, prefix_hits, s
             continue
         counting = r >= acc.count_from
         if tiers:
-            t1.c[T_COUNTING] = counting
-            t2.c[T_COUNTING] = counting
-            t3.c[T_COUNTING] = counting
+            tier_begin(t1, r, counting, request_mode)
+            tier_begin(t2, r, counting, request_mode)
+            tier_begin(t3, r, counting, request_mode)
         tail_d = acc.tail_depth[r]
         first_miss = np.int64(1) << 62  # shallowest depth no level holds: where prefix reuse stops
+        hbm_front = np.int64(1) << 62  # shallowest depth HBM lacks: where its prefix hit ends
         if request_mode:
             if n > capacity:
                 if counting:
@@ -218,6 +211,9 @@ def replay_tiered(offsets, blocks, depth, capacity, request_mode, prefix_hits, s
                 if pin[b] != r:
                     pin[b] = r
                     if not resident[b]:
+                        dh = depth[j] if sampled else j - s
+                        if dh < hbm_front:
+                            hbm_front = dh
                         lv = _level(t1, t2, t3, b) if tiers else 0
                         if lv > 0:
                             below = True
@@ -239,7 +235,11 @@ def replay_tiered(offsets, blocks, depth, capacity, request_mode, prefix_hits, s
                         if prefix_hits and d > first_miss:
                             level[j - s] = lv - lv % REFUSED
                         else:
-                            _take(t1, t2, t3, blocks[j], j, d, lv % REFUSED)
+                            take(t1, t2, t3, blocks[j], j, d, lv % REFUSED, seen, acc.last)
+            if tiers:  # the full-pool rule: r's blocks stay in the tiers while r is replayed
+                tier_pin(t1, blocks, s, e, r, depth, sampled, hbm_front)
+                tier_pin(t2, blocks, s, e, r, depth, sampled, hbm_front)
+                tier_pin(t3, blocks, s, e, r, depth, sampled, hbm_front)
             while c[SIZE] + missing > capacity:
                 if not _evict_one(st, resident, pin, c, extra, s, r, counting, acc, t1, t2, t3):
                     return
@@ -257,6 +257,10 @@ def replay_tiered(offsets, blocks, depth, capacity, request_mode, prefix_hits, s
             b = blocks[j]
             d = depth[j] if sampled else j - s
             lv = 0
+            if tiers and not request_mode:
+                touch_block(t1, b, j, d)
+                touch_block(t2, b, j, d)
+                touch_block(t3, b, j, d)
             if resident[b]:
                 p_on_hit(st, b, j, r, d)
                 # request mode decides by depth, so a tail-first walk (deepest block
@@ -273,7 +277,7 @@ def replay_tiered(offsets, blocks, depth, capacity, request_mode, prefix_hits, s
                     if tiers and not (prefix_hits and broken):
                         lv = _level(t1, t2, t3, b)
                         if lv > 0:
-                            _take(t1, t2, t3, b, j, d, lv)
+                            take(t1, t2, t3, b, j, d, lv, seen, acc.last)
                     if ok and c[SIZE] >= capacity:
                         if not _evict_one(st, resident, pin, c, extra, j, -2, counting, acc, t1, t2, t3):
                             return
@@ -281,13 +285,13 @@ def replay_tiered(offsets, blocks, depth, capacity, request_mode, prefix_hits, s
                     resident[b] = True
                     c[SIZE] += 1
                     p_on_insert(st, b, j, r, d)
-                if tiers:
+                if tiers and not request_mode:
                     _fill(t1, t2, t3, b, j, d, lv, acc)
                 served = lv > 0
                 hbm = False
             if tiers:
                 acc.last[b] = pack_last(j, d)
-            if count_seen and seen[b] < 2147483647:
+            if count_seen and not (tiers and request_mode) and seen[b] < 2147483647:
                 seen[b] += 1
             if served:
                 if counting:
@@ -311,6 +315,17 @@ def replay_tiered(offsets, blocks, depth, capacity, request_mode, prefix_hits, s
                 if not in_hole:
                     nh += 1
                     in_hole = True
+        if tiers and request_mode:  # r's writes, its touches, then its requests are counted
+            store1(t1, t2, t3, blocks, s, e, level, seen, acc.last, depth, sampled)
+            store2(t2, t3, blocks, s, e, level, seen, acc.last, depth, sampled)
+            store3(t3, blocks, s, e, level, seen, acc.last, depth, sampled)
+            touch_request(t1, blocks, s, e, depth, sampled)
+            touch_request(t2, blocks, s, e, depth, sampled)
+            touch_request(t3, blocks, s, e, depth, sampled)
+            if count_seen:
+                for j in range(s, e):
+                    if seen[blocks[j]] < 2147483647:
+                        seen[blocks[j]] += 1
         holes[r] = nh
         if not tiers:
             n_hbm = n_served

@@ -11,7 +11,7 @@ import numpy as np
 
 from .accounting import PARTIAL_BLOCKS, duration_s, full_requests, warmup_cut
 from .hardware import as_hardware
-from .hierarchy import as_tier_specs, parse_admit
+from .tier_spec import as_tier_specs, parse_admit
 from .models import QWEN3_CODER_30B, get_model
 from .result import Hits, Mode, Order
 from .sample import MIN_SAMPLED_BLOCKS, scaled_capacity

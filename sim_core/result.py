@@ -96,6 +96,9 @@ class Result:
     tier_loaded_bytes: Mapping[str, int] = _per_tier("bytes loaded from each lower tier into HBM")
     tier_written_bytes: Mapping[str, int] = _per_tier("bytes written to each lower tier")
     tier_evictions: Mapping[str, int] = _per_tier("blocks evicted from each lower tier")
+    tier_skipped_writes: Mapping[str, int] = _per_tier(
+        "blocks a lower tier did not write because it could not free room without evicting the blocks of the "
+        "request being replayed (the full-pool rule)")
     prompt_tokens: int = _metric("prompt tokens counted (each request's input_tokens)", default=0)
     reused_tokens: int = _metric("prompt tokens served from a cache (a full block counts block_tokens, a "
                                  "partial last block its remainder)", default=0)

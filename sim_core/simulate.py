@@ -9,15 +9,18 @@ import numpy as np
 
 from .accounting import affine, count_from, request_sums, skip_partial_view, windows_table
 from .cost import cost_per_depth
+from .engines import preset
 from .engine import (BAD_VICTIM, EVICTIONS, FAILED, HBM_HITS, MAX_SIZE, N_COUNTERS, OVERSIZED, OVERSIZED_BLOCKS, TOKENS,
                      new_accounting, new_engine_state, replay_tiered)
 from .hardware import ttft_stats
-from .hierarchy import NO_TIER, T_BAD_VICTIM, T_EVICTIONS, T_FAILED, T_WRITES, build_tier
+from .hierarchy import NO_TIER, T_BAD_VICTIM, T_EVICTIONS, T_FAILED, T_SKIPPED, T_WRITES
+from .tier_spec import build_tier
 from .onepass import percentile_from_hist
 from .options import Options, check_rate, enum_value, options, resolve_order, tier_rate
 from .policies import PolicyContext, get_policy, resolve_params
 from .result import Hits, Mode, Order, Result, make_result, sampled
 from .sample import capacity_rates, sample_of, scaled_capacity
+from .tier_rules import with_rules
 from .trace import Trace
 from .units import as_capacity, depth_totals, replay_units, saturation_capacity
 
@@ -29,8 +32,8 @@ def simulate(
     *,
     capacities: int | Iterable[int] | None = None,
     params: Mapping | None = None,
-    mode: str | Mode = Mode.REQUEST,
-    hits: str | Hits = Hits.BLOCK,
+    mode: str | Mode | None = None,
+    hits: str | Hits | None = None,
     order: str | Order | None = None,
     cost_models: Sequence[str] = ("uniform",),
     model=None,
@@ -42,8 +45,10 @@ def simulate(
     sample_force: bool = False,
     sample_floor: int | None = None,
     tiers: Sequence[Mapping] | None = None,
+    engine: str | None = None,
+    hierarchy: str | None = None,
     hbm_admit: str = "all",
-    partial_blocks: str = "cache",
+    partial_blocks: str | None = None,
     warmup: float | str | None = None,
     window: float | str | None = None,
     hardware=None,
@@ -67,10 +72,18 @@ def simulate(
     pass when `one_pass` (exact; see sim_core.onepass), and capacities at or above
     `saturation_capacity(trace)` never evict, so they share one replay.
 
+    `engine` (a preset of sim_core.engines: vllm, sglang, lmcache, mooncake, dynamo,
+    paper) sets mode, hits, order, partial_blocks and warmup where they are not given
+    (defaults without it: request, block, the mode's order, cache, none), and the rules of
+    the lower tiers its hierarchy runs (sim_core.tier_rules.ENGINE_HIERARCHY).
+
     Tiers (sim_core.hierarchy): `tiers` lists lower tiers under HBM, top down, each a
-    mapping {"name", "capacity" (blocks), "policy", "write": on_evict | on_compute,
-    "inclusive", "admit": all | after_hits=N | doorkeeper, "params", "link": host | ssd,
-    "bandwidth_bps"}; `hbm_admit` is HBM's own admission rule.
+    mapping {"name", "capacity" (blocks), "policy", "write": on_evict | on_compute | on_hit,
+    "inclusive", "admit": all | after_hits=N | doorkeeper | lookups=N | frequency=N[/Ts],
+    "touch": loads | request, "promote": N, "params", "link": host | ssd, "bandwidth_bps"}.
+    The rules a tier leaves out come from `hierarchy` (a name of
+    sim_core.tier_rules.HIERARCHIES: vllm_cpu, hicache_write_back, kvbm, victim, ...), else
+    from the engine's, else vLLM's CPU offload. `hbm_admit` is HBM's own admission rule.
 
     Counting (sim_core.accounting): `partial_blocks="skip"` never caches a request's
     partial last block; `warmup` (a fraction of the requests in [0, 1), or a duration
@@ -91,9 +104,19 @@ def simulate(
     (`PolicySpec.sample_floor`, else the unit's); `sample_floor` overrides it. Prefix hits
     are undefined on a sample and refused.
     """
-    mode = enum_value(Mode, "mode", mode)
-    hits = enum_value(Hits, "hits", hits)
+    if engine is not None:
+        try:
+            got = preset(str(engine)).switches()
+        except ValueError as e:
+            raise ValueError(f"engine: {e}") from None
+        mode, hits, order = (got[k] if v is None else v for k, v in (("mode", mode), ("hits", hits), ("order", order)))
+        partial_blocks = got["partial_blocks"] if partial_blocks is None else partial_blocks
+        warmup = got["warmup"] if warmup is None else warmup
+    mode = enum_value(Mode, "mode", Mode.REQUEST if mode is None else mode)
+    hits = enum_value(Hits, "hits", Hits.BLOCK if hits is None else hits)
     order = resolve_order(mode, order)
+    partial_blocks = "cache" if partial_blocks is None else partial_blocks
+    tiers = with_rules(tiers, hierarchy, engine)
     spec = get_policy(policy)
     params = resolve_params(spec, params)
     if capacities is not None:
@@ -226,6 +249,7 @@ def _result(trace: Trace, cap: int, per_model: dict, costs: dict, totals, cost_a
             "tier_loaded_bytes": {t.name: int(loads[i]) * block_bytes for i, t in enumerate(opts.tiers)},
             "tier_written_bytes": {t.name: int(st.c[T_WRITES]) * block_bytes for t, st in zip(opts.tiers, rp.tiers)},
             "tier_evictions": {t.name: int(st.c[T_EVICTIONS]) for t, st in zip(opts.tiers, rp.tiers)},
+            "tier_skipped_writes": {t.name: int(st.c[T_SKIPPED]) for t, st in zip(opts.tiers, rp.tiers)},
         }
     ttft = _ttft(trace, rp, costs, first, opts) if opts.hardware is not None and rp.acc is not None else None
     windows = _windows(trace, per_model, cost_aware, first_model, costs, first, opts) \

@@ -71,7 +71,8 @@ def start_runs(st) -> None:
         st.tracker.open_curve(c, {"trace": st.trace.name, **replay,
                                   "model": st.spec.model.name, "block_tokens": st.trace.block_tokens,
                                   "cost_aware": p.cost_aware, "offline": p.offline,
-                                  **({"tier": st.spec.tier_name} if c.pool else {}),
+                                  **({"tier": st.spec.tier_name, "tier_rules": st.spec.tier_rules}
+                                     if c.pool else {}),
                                   **({"hardware": st.spec.hardware.get("part")}
                                      if st.spec.hardware and not st.fleet else {}),
                                   **{f"params.{k}": v for k, v in p.params.items()}},
@@ -157,7 +158,8 @@ def description(st, table: str | None = None, work: str | None = None) -> str:
     caps = f"{len(st.caps)} capacities ({st.caps[0].label}..{st.caps[-1].label})" if st.caps else "no capacities"
     if st.fleet is not None:
         return _serving_description(st, caps, table, work)
-    pools = f" x {len(st.pools)} pool sizes (tier={st.spec.tier_name})" if st.spec.tiers else ""
+    pools = (f" x {len(st.pools)} pool sizes (tier={st.spec.tier_name}, the rules of {st.spec.tier_rules})"
+             if st.spec.tiers else "")
     lines = [f"**Sweep of `{st.trace.name}`** ({st.trace.source} trace): {len(st.spec.policies)} policies x {caps}"
              f"{pools} x cost models {', '.join(st.spec.cost_models)}.", "",
              "- **report.html** (Artifacts, below): the curves, a ranking per regime and what they say; "

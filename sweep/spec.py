@@ -19,7 +19,8 @@ from sim_core.capacity import log_spaced_bytes, parse_size
 from sim_core.cost import cost_names
 from sim_core.engines import preset
 from sim_core.hardware import as_hardware
-from sim_core.hierarchy import as_tier_specs, parse_admit
+from sim_core.tier_rules import rules_at, rules_name
+from sim_core.tier_spec import as_tier_specs, parse_admit
 from sim_core.models import ModelConfig
 from sim_core.policies import REGISTRY
 from sim_core.options import resolve_order
@@ -67,6 +68,7 @@ class SweepSpec:
     selected_all: bool = False  # policy=all (a policy that cannot be sampled is skipped under sampling)
     sample_force: bool = False  # sim.sample_force: sample also the policies with sample_ok=False
     tier_name: str = "none"
+    tier_rules: str = ""  # the engine hierarchy whose rules filled the tiers' unset ones (sim_core.tier_rules)
     tiers: list = field(default_factory=list)  # [(name, capacities as given, settings)], top down
     engine: dict = field(default_factory=dict)  # simulate()'s hbm_admit, partial_blocks, warmup, window, overlap
     hardware: Any = None  # a sim_core.hardware mapping {part, overrides}, or None (no TTFT)
@@ -270,21 +272,29 @@ def check_sizes(sizes, where: str, zero_ok: bool = False) -> list:
     return sizes
 
 
-TIER_KEYS = ("capacities", "policy", "write", "admit", "inclusive", "params", "link", "bandwidth_bps")
+TIER_KEYS = ("capacities", "policy", "write", "admit", "inclusive", "touch", "promote", "params", "link",
+             "bandwidth_bps")
 #: a list of values sweeps them: the mode axis, e.g. tier.dram.write=[on_evict,on_compute]
-MODE_KEYS = ("write", "admit", "inclusive")
+MODE_KEYS = ("write", "admit", "inclusive", "touch")
 
 
-def resolve_tiers(cfg: DictConfig) -> tuple[str, list[tuple[str, list, list[dict]]]]:
-    """(tier config name, [(tier name, capacities as given, its modes)]), top down. A mode
-    is the tier's other settings; a list under write, admit or inclusive sweeps them (every
-    combination is a mode). Every setting is checked here (sim_core.hierarchy.as_tier_specs),
-    before any work."""
+def resolve_tiers(cfg: DictConfig) -> tuple[str, list[tuple[str, list, list[dict]]], str]:
+    """(tier config name, [(tier name, capacities as given, its modes)], whose rules
+    filled the rest), top down. A mode is the tier's other settings; a list under write,
+    admit, inclusive or touch sweeps them (every combination is a mode). A rule the config
+    leaves out (or sets to null) is the engine hierarchy's: `tier.hierarchy`, else
+    sim.engine's, else vLLM's CPU offload (sim_core.tier_rules). Every setting is checked
+    here (sim_core.tier_spec.as_tier_specs), before any work."""
     t = cfg.get("tier") or {}
     name = str(t.get("name", "none"))
+    try:
+        engine = cfg.sim.get("engine")
+        rules = rules_name(t.get("hierarchy"), None if engine is None else str(engine))
+    except ValueError as e:
+        raise ConfigError(f"tier={name}: {e}") from None
     levels = []
     for tier, node in t.items():
-        if tier == "name":
+        if tier in ("name", "hierarchy"):
             continue
         where = f"tier.{tier}"
         d = _plain(node)
@@ -301,14 +311,16 @@ def resolve_tiers(cfg: DictConfig) -> tuple[str, list[tuple[str, list, list[dict
         for k, vs in axes.items():
             if not vs:
                 raise ConfigError(f"{where}.{k} is an empty list: give one value or several to compare")
-        modes = [{**d, **dict(zip(axes, combo))} for combo in itertools.product(*axes.values())]
+        base = rules_at(len(levels), rules)
+        modes = [{**base, **d, **dict(zip(axes, combo))} for combo in itertools.product(*axes.values())]
         for m in modes:
             try:
-                as_tier_specs([{"name": tier, "capacity": 0, **m}])
+                above = [{"name": f" above {k}", "capacity": 0} for k in range(len(levels))]  # its position
+                as_tier_specs(above + [{"name": tier, "capacity": 0, **m}])
             except (ValueError, KeyError) as e:
                 raise ConfigError(f"{where}: {e}") from None
         levels.append((tier, sizes, modes))
-    return name, levels
+    return name, levels, rules
 
 
 def resolve_engine(cfg: DictConfig) -> tuple[dict, Any]:
@@ -390,13 +402,13 @@ def resolve(cfg: DictConfig, policy_choice: str = "all") -> SweepSpec:
                                        selected_all=str(policy_choice) == "all")
     costs = resolve_costs(cfg, model)
     sizes = capacity_sizes(cfg)
-    tier_name, tiers = resolve_tiers(cfg)
+    tier_name, tiers, tier_rules = resolve_tiers(cfg)
     if tiers and check_bool(cfg.sim.get("tier_bound", True), "sim.tier_bound") and \
             not any(p.name == "tier_bound" for p in policies):
         policies.append(choice(REGISTRY["tier_bound"]))  # every policy's gap to it: the pool sizing table
     engine, hardware = resolve_engine(cfg)
     return SweepSpec(policies=policies, cost_models=costs, capacity_sizes=sizes,
-                     tier_name=tier_name, tiers=tiers, engine=engine, hardware=hardware,
+                     tier_name=tier_name, tiers=tiers, tier_rules=tier_rules, engine=engine, hardware=hardware,
                      capacity_name=str(cfg.capacity.get("name", "custom")), model=model,
                      mode=Mode(mode), hits=Hits(hits), seed=seed, order=order,
                      sample_rate=None if rate is None or rate == 1 else rate, sample_seed=sample_seed, notes=notes,

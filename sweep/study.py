@@ -102,7 +102,8 @@ def load(st: Study) -> None:
     _join_weeks(st)
     st.variants = fleet.variants(st.spec.policies, st.fleet) if st.fleet else variants(st.spec, st.pools)
     if st.spec.tiers:
-        log.info("tier=%s: %s x %s (%s)", st.spec.tier_name, counted(len(st.pools), "pool size"),
+        log.info("tier=%s with the rules of %s (sim_core.tier_rules): %s x %s (%s)", st.spec.tier_name,
+                 st.spec.tier_rules, counted(len(st.pools), "pool size"),
                  counted(len(st.caps), "HBM capacity", "HBM capacities"), ", ".join(lab for lab, _ in st.pools))
     t = st.trace
     log.info("trace %s (%s%s): %d requests, %d block accesses, %d unique %d-token blocks",

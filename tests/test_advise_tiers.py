@@ -43,7 +43,7 @@ def test_advise_sizes_the_pool_and_names_the_mode(tmp_path, capsys):
     rec = [x for x in rep["recommendations"] if x["topic"] == "pool_size"]
     assert len(rec) == 1 and "points below the bound" in rec[0]["because"] and "TTFT" in rec[0]["because"]
     md = (out / "report.md").read_text()
-    assert "## Pool sizing (tier=hbm_dram)" in md and (out / "figures" / "tiers.png").is_file()
+    assert "## Pool sizing (tier=hbm_dram, vllm_cpu rules)" in md and (out / "figures" / "tiers.png").is_file()
     assert "pool size:" in capsys.readouterr().out
 
 

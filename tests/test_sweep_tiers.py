@@ -51,8 +51,9 @@ def tiered(tmp_path_factory):
 
 
 def _tiers(pool: int, **kw) -> list[dict]:
-    return [{"name": "dram", "capacity": pool, "policy": "lru", "write": "on_evict", "admit": "all",
-             "inclusive": False, "link": "host", **kw}]
+    # tier=hbm_dram's rules: vLLM's CPU offload
+    return [{"name": "dram", "capacity": pool, "policy": "lru", "write": "on_compute", "admit": "all",
+             "inclusive": True, "touch": "request", "link": "host", **kw}]
 
 
 def test_every_tiered_curve_in_mlflow_equals_simulate(tiered):
@@ -101,7 +102,7 @@ def test_the_same_tiers_resume_and_other_tiers_do_not(tiered):
     assert same.returncode == 0, same.stderr[-3000:]
     assert "nothing to run" in same.stdout
     other = _run(tiered["dir"], _cmd(tiered["trace"], tiered["db"], "sweep.dry_run=true",
-                                     "tier.dram.write=on_compute"))
+                                     "tier.dram.write=on_evict"))
     assert other.returncode == 0, other.stderr[-3000:]
     assert "nothing to run" not in other.stdout and "dry run:" in other.stdout
 
@@ -121,6 +122,28 @@ def test_the_same_tiers_resume_and_other_tiers_do_not(tiered):
 def test_bad_tier_and_hardware_settings_name_the_field(compose, override, field):
     with pytest.raises(ConfigError, match=field.replace(".", r"\.")):  # at compose time for sim.partial_blocks
         resolve(compose("tier=hbm_dram", "hardware=h100_sxm", override), "lru")
+
+
+def test_tier_rules_come_from_the_named_hierarchy_or_the_engine(compose):
+    """tier=hbm_dram runs vLLM's CPU offload, or sim.engine's hierarchy; a named one its
+    own; a rule given on the command line wins; the sweep says whose rules it ran."""
+    def rules(*ov):
+        sp = resolve(compose("policy=lru", *ov), "lru")
+        got = [{k: m[k] for k in ("write", "inclusive", "touch", "admit", "promote") if k in m}
+               for _, _, modes in sp.tiers for m in modes]
+        return sp.tier_rules, got
+
+    vllm = {"write": "on_compute", "inclusive": True, "touch": "request", "admit": "all", "promote": 0}
+    assert rules("tier=hbm_dram") == ("vllm_cpu", [vllm])
+    assert rules("tier=hbm_dram", "sim.engine=vllm") == ("vllm_cpu", [vllm])
+    assert rules("tier=hbm_dram", "sim.engine=mooncake") == ("mooncake_store", [{**vllm, "touch": "loads"}])
+    assert rules("tier=victim") == ("victim", [{**vllm, "write": "on_evict", "inclusive": False, "touch": "loads"}])
+    assert rules("tier=hbm_dram", "sim.engine=vllm", "tier.dram.touch=loads")[1] == [{**vllm, "touch": "loads"}]
+    name, (g2, g3) = rules("tier=kvbm")
+    assert name == "kvbm" and g3["admit"] == "frequency=2/600s" and g2["admit"] == "all"
+    assert rules("tier=lmcache_cpu_disk")[1][1]["promote"] == 1
+    with pytest.raises(ConfigError, match="tier=hbm_dram: hierarchy: unknown engine hierarchy 'nosuch'"):
+        resolve(compose("tier=hbm_dram", "+tier.hierarchy=nosuch"), "lru")
 
 
 def test_a_bad_tier_setting_records_nothing(tmp_path):
@@ -219,7 +242,9 @@ def test_engine_defaults_are_simulates():
     from sweep.spec import ENGINE_DEFAULTS
 
     params = inspect.signature(simulate).parameters
-    assert ENGINE_DEFAULTS == {k: params[k].default for k in ENGINE_DEFAULTS}
+    # simulate's partial_blocks=None is the engine preset's, "cache" without one
+    assert params["partial_blocks"].default is None and ENGINE_DEFAULTS["partial_blocks"] == "cache"
+    assert ENGINE_DEFAULTS == {k: params[k].default if k != "partial_blocks" else "cache" for k in ENGINE_DEFAULTS}
 
 
 def test_write_and_admission_modes_are_an_axis(compose):

@@ -12,6 +12,7 @@ from sim_core.hardware import PARTS
 from sim_core.hierarchy import DOOR_WINDOW
 from sim_core.loaders import bundled_path, load_trace
 from sim_core.models import QWEN3_CODER_30B
+from sim_core.result import per_tier_fields
 
 
 def singles(seq: str) -> Trace:
@@ -21,6 +22,14 @@ def singles(seq: str) -> Trace:
 
 def tier(cap, **kw):
     return [{"name": "dram", "capacity": cap, **kw}]
+
+
+VICTIM = {"write": "on_evict", "inclusive": False, "touch": "loads"}  # conf/tier/victim.yaml
+
+
+def victim(cap, **kw):
+    """The exclusive write-back victim cache (the default before vLLM's CPU offload)."""
+    return tier(cap, **{**VICTIM, **kw})
 
 
 def run(trace, hbm, tiers, **kw):
@@ -36,7 +45,7 @@ def conserved(r):
 def test_exclusive_write_on_evict_by_hand():
     # HBM 1, DRAM 1. A: miss. B: miss, A -> DRAM. A: DRAM hit (moves up), B -> DRAM.
     # C: miss, A -> DRAM (B leaves). B: miss, C -> DRAM. A: miss.
-    r = run(singles("ABACBA"), 1, tier(1))
+    r = run(singles("ABACBA"), 1, victim(1))
     assert (r.hits, r.tier_hits["dram"], r.recomputed_blocks) == (0, 1, 5)
     assert r.tier_written_bytes["dram"] == 5 * QWEN3_CODER_30B.kv_bytes_per_block(16)  # every HBM eviction
     assert r.tier_loaded_bytes["dram"] == QWEN3_CODER_30B.kv_bytes_per_block(16)
@@ -48,10 +57,10 @@ def test_write_through_against_write_back_by_hand():
     # HBM 1, DRAM 2, trace A B C A B.
     # on_compute (inclusive): DRAM takes A, B, then C (A leaves); A: miss, written back
     # (B leaves); B: miss. No tier hit.
-    wt = run(singles("ABCAB"), 1, tier(2, write="on_compute", inclusive=True))
+    wt = run(singles("ABCAB"), 1, tier(2, write="on_compute", inclusive=True, touch="loads"))
     assert (wt.hits, wt.tier_hits["dram"]) == (0, 0)
     # on_evict (exclusive): A, B -> DRAM as C and B arrive; A and B are then DRAM hits.
-    wb = run(singles("ABCAB"), 1, tier(2))
+    wb = run(singles("ABCAB"), 1, victim(2))
     assert (wb.hits, wb.tier_hits["dram"]) == (0, 2)
     assert conserved(wt) and conserved(wb)
 
@@ -61,8 +70,8 @@ def test_inclusive_keeps_the_copy_and_skips_the_rewrite():
     # (a block evicted from HBM that DRAM still holds is not written again), C when the
     # last A evicts it: 3 DRAM hits, 3 writes. Exclusive: every HBM eviction is a write
     # (5), the same 3 hits.
-    inc = run(singles("ABABCA"), 1, tier(2, inclusive=True))
-    exc = run(singles("ABABCA"), 1, tier(2))
+    inc = run(singles("ABABCA"), 1, victim(2, inclusive=True))
+    exc = run(singles("ABABCA"), 1, victim(2))
     assert inc.tier_hits["dram"] == exc.tier_hits["dram"] == 3
     block = QWEN3_CODER_30B.kv_bytes_per_block(16)
     assert inc.tier_written_bytes["dram"] == 3 * block
@@ -72,16 +81,16 @@ def test_inclusive_keeps_the_copy_and_skips_the_rewrite():
 def test_after_hits_admission_by_hand():
     # HBM 1, DRAM 1, trace A B A B. after_hits=2: A and B have been requested once when
     # they leave HBM: never written, no tier hit. all: both come back from DRAM.
-    assert run(singles("ABAB"), 1, tier(1, admit="after_hits=2")).tier_hits["dram"] == 0
-    assert run(singles("ABAB"), 1, tier(1, admit="after_hits=1")).tier_hits["dram"] == 2
-    assert run(singles("ABAB"), 1, tier(1)).tier_hits["dram"] == 2
+    assert run(singles("ABAB"), 1, victim(1, admit="after_hits=2")).tier_hits["dram"] == 0
+    assert run(singles("ABAB"), 1, victim(1, admit="after_hits=1")).tier_hits["dram"] == 2
+    assert run(singles("ABAB"), 1, victim(1)).tier_hits["dram"] == 2
 
 
 def test_doorkeeper_admits_on_the_second_attempt_by_hand():
     # HBM 1, DRAM 2 (window 20 attempts), trace A B A B A: the first two writes (A, B)
     # are refused; A's second write is admitted, so the last A is a DRAM hit, and B's
     # second write (as that A evicts it) too.
-    r = run(singles("ABABA"), 1, tier(2, admit="doorkeeper"))
+    r = run(singles("ABABA"), 1, victim(2, admit="doorkeeper"))
     assert r.tier_hits["dram"] == 1 and r.tier_written_bytes["dram"] == 2 * QWEN3_CODER_30B.kv_bytes_per_block(16)
     assert DOOR_WINDOW * 2 > 5  # all five attempts fall in one window
 
@@ -98,13 +107,13 @@ def test_request_mode_loads_before_evicting_by_hand():
     # HBM 2, DRAM 2. [A B]: computed. [C]: B, the least recent (tail-first walk), goes
     # to DRAM. [A B]: A is in HBM, B is loaded from DRAM; C is evicted to make room.
     t = Trace.from_requests([[1, 2], [3], [1, 2]])
-    r = run(t, 2, tier(2), mode="request")
+    r = run(t, 2, victim(2), mode="request")
     assert (r.hits, r.tier_hits["dram"], r.recomputed_blocks) == (1, 1, 3)
     # under prefix reuse a DRAM block after the first block no level holds is recomputed:
     # HBM 3. [1 2]; [3 4] evicts 2 (DRAM); [1 9 2]: 1 in HBM, 9 new, 2 in DRAM
     t = Trace.from_requests([[1, 2], [3, 4], [1, 9, 2]])
-    blk = run(t, 3, tier(2), mode="request", hits="block")
-    pre = run(t, 3, tier(2), mode="request", hits="prefix")
+    blk = run(t, 3, victim(2), mode="request", hits="block")
+    pre = run(t, 3, victim(2), mode="request", hits="prefix")
     assert blk.tier_hits["dram"] == 1 and pre.tier_hits["dram"] == 0
     assert pre.hits == 1 and conserved(pre) and conserved(blk)
 
@@ -118,7 +127,7 @@ def test_pool_of_capacity_zero_is_the_single_tier_result():
                             tiers=tier(0))
             for a, b in zip(one, zero):
                 da, db = a.to_dict(), b.to_dict()
-                for k in ("tier_hits", "tier_loaded_bytes", "tier_written_bytes", "tier_evictions"):
+                for k in per_tier_fields():
                     assert db.pop(k) == {"dram": 0}
                     da.pop(k)
                 assert da == db
@@ -128,7 +137,7 @@ def test_pool_of_capacity_zero_is_the_single_tier_result():
 def test_exclusive_lru_hierarchy_is_one_lru_stack_on_mooncake(mode):
     t = load_trace(bundled_path("mooncake_conversation"))
     for c0, c1 in [(300, 700), (1000, 3000), (4000, 12000)]:
-        h = run(t, c0, tier(c1), mode=mode)
+        h = run(t, c0, victim(c1), mode=mode)
         flat = simulate(t, "lru", [c0 + c1], mode=mode)[0]
         assert h.hits + h.tier_hits["dram"] == flat.hits
         assert h.compute_savings == pytest.approx(flat.compute_savings, rel=1e-12)
@@ -188,8 +197,26 @@ def reference(seq, hbm_cap, tiers, hbm_policy="lru"):
         for v in victims:
             write(k + 1, v, "on_evict")
 
+    def promote(k, b):  # tier k served b: copied into tier k - 1 on its N-th hit here
+        n = tiers[k].get("promote", 0)
+        if not n:
+            return
+        served[k][b] = served[k].get(b, 0) + 1
+        up = low[k - 1]
+        if served[k][b] >= n and up.cap > 0 and b not in up:
+            victims = []
+            while len(up.order) >= up.cap:
+                victims.append(up.evict())
+            up.order.append(b)
+            for v in victims:
+                write(k, v, "on_evict")
+
+    served = [{} for _ in tiers]
     hits, tier_hits = 0, [0] * len(tiers)
     for b in seq:
+        for k, c in enumerate(low):  # touch=request: the access refreshes a tier's copy first
+            if tiers[k].get("touch") == "request" and b in c:
+                c.touch(b)
         if b in hbm:
             hbm.touch(b)
             hits += 1
@@ -198,9 +225,13 @@ def reference(seq, hbm_cap, tiers, hbm_policy="lru"):
             if lv >= 0:
                 tier_hits[lv] += 1
                 if tiers[lv].get("inclusive", False):
-                    low[lv].touch(b)
+                    if tiers[lv].get("touch") == "loads":
+                        low[lv].touch(b)
                 else:
                     low[lv].order.remove(b)
+                write(lv + 1, b, "on_hit")
+                if lv > 0:
+                    promote(lv, b)
             if len(hbm.order) >= hbm.cap:
                 write(0, hbm.evict(), "on_evict")
             hbm.order.append(b)
@@ -214,8 +245,16 @@ def reference(seq, hbm_cap, tiers, hbm_policy="lru"):
 # one tier policy per example: each combination of policy types compiles its own engine
 _tier = hs.fixed_dictionaries({
     "capacity": hs.integers(0, 6),
-    "write": hs.sampled_from(["on_evict", "on_compute"]), "inclusive": hs.booleans(),
-    "admit": hs.sampled_from(["all", "after_hits=1", "after_hits=2", "doorkeeper"])})
+    "write": hs.sampled_from(["on_evict", "on_compute", "on_hit"]), "inclusive": hs.booleans(),
+    "admit": hs.sampled_from(["all", "after_hits=1", "after_hits=2", "doorkeeper"]),
+    "touch": hs.sampled_from(["loads", "request"]), "promote": hs.integers(0, 2)})
+
+
+def _chain(tiers, policy):
+    """Named tiers; the first has only HBM above it (no on_hit writes, no promotion)."""
+    out = [dict(t, name=f"t{i}", policy=policy) for i, t in enumerate(tiers)]
+    out[0].update(promote=0, write="on_compute" if out[0]["write"] == "on_hit" else out[0]["write"])
+    return out
 
 
 @settings(max_examples=150, deadline=None)
@@ -223,7 +262,7 @@ _tier = hs.fixed_dictionaries({
        tiers=hs.lists(_tier, min_size=1, max_size=3), hbm_policy=hs.sampled_from(["lru", "fifo"]),
        tier_policy=hs.sampled_from(["lru", "fifo"]))
 def test_block_mode_equals_the_reference_model(seq, hbm, tiers, hbm_policy, tier_policy):
-    named = [dict(t, name=f"t{i}", policy=tier_policy) for i, t in enumerate(tiers)]
+    named = _chain(tiers, tier_policy)
     r = simulate(Trace.from_requests([[b] for b in seq]), hbm_policy, [hbm], mode="block", tiers=named)[0]
     hits, tier_hits = reference(seq, hbm, named, hbm_policy)
     assert r.hits == hits
@@ -236,7 +275,7 @@ def test_block_mode_equals_the_reference_model(seq, hbm, tiers, hbm_policy, tier
        c0=hs.integers(6, 12), c1=hs.integers(0, 20), mode=hs.sampled_from(["block", "request"]))
 def test_exclusive_lru_hierarchy_is_one_lru_stack(reqs, c0, c1, mode):
     t = Trace.from_requests(reqs)
-    h = simulate(t, "lru", [c0], mode=mode, tiers=tier(c1))[0]
+    h = simulate(t, "lru", [c0], mode=mode, tiers=victim(c1))[0]
     flat = simulate(t, "lru", [c0 + c1], mode=mode)[0]
     assert h.hits + h.tier_hits["dram"] == flat.hits
     assert conserved(h)
@@ -295,7 +334,7 @@ def test_hardware_parts_are_the_datasheets():
     ({"capacity": -1}, "capacity"), ({"capacity": 2.5}, "capacity"), ({"capacity": "10"}, "capacity"),
     ({"capacity": 10, "policy": "nosuch"}, "unknown policy"), ({"capacity": 10, "write": "sometimes"}, "write mode"),
     ({"capacity": 10, "admit": "after_hits=0"}, "admission"), ({"capacity": 10, "bandwidth_bps": 0}, "bandwidth"),
-    ({"capacity": 10, "policy": "lfu"}, "remove hook"), ({"capacity": 10, "inclusive": "yes"}, "inclusive"),
+    ({"capacity": 10, "policy": "lfu", "inclusive": False}, "remove hook"), ({"capacity": 10, "inclusive": "yes"}, "inclusive"),
     ({"capacity": 10, "link": "nvme"}, "link"), ({"capacity": 10, "colour": 1}, "unknown field"),
 ])
 def test_bad_tiers_name_the_field(bad, words):
@@ -336,7 +375,7 @@ def _has_generate() -> bool:
 def test_no_hierarchy_serves_more_than_the_bound_in_block_mode(seq, hbm, tiers, hbm_policy):
     from sim_core import tier_bound
 
-    named = [dict(t, name=f"t{i}", policy="lru") for i, t in enumerate(tiers)]
+    named = _chain(tiers, "lru")
     t = Trace.from_requests([[b] for b in seq])
     r = simulate(t, hbm_policy, [hbm], mode="block", tiers=named)[0]
     bound = tier_bound(t, [hbm], named, mode="block")[0]

@@ -20,7 +20,8 @@ import numpy as np
 
 from ..cost import cost_per_depth
 from ..hardware import as_hardware
-from ..hierarchy import NO_TIER, T_BAD_VICTIM, T_COUNTING, T_FAILED, as_tier_specs, build_tier
+from ..hierarchy import NO_TIER, T_BAD_VICTIM, T_COUNTING, T_FAILED
+from ..tier_spec import as_tier_specs, build_tier
 from ..models import QWEN3_CODER_30B, get_model
 from ..policies import PolicyContext, get_policy, resolve_params
 from .ceiling import fleet_ceiling
@@ -71,7 +72,7 @@ def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router
     rgot = rspec.resolve(router_params)
     eng = as_engine(engine)
     speedup = _positive_real(arrival_speedup, "arrival_speedup")
-    specs = as_tier_specs(tiers)
+    specs = serving_tiers(tiers)
     if specs and n_rep > 1:
         raise ValueError("tiers with replicas > 1 are not modelled yet: give one replica, or no tiers")
     if not isinstance(overlap, (bool, np.bool_)):
@@ -306,3 +307,17 @@ def _positive_real(v, what: str) -> float:
     if isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0 < v < math.inf:
         raise ValueError(f"{what} must be a positive number, got {v!r}")
     return float(v)
+
+
+def serving_tiers(tiers) -> list:
+    """The lower tiers of a serving replay: it refreshes a tier's copy on loads only
+    (touch=loads, its default here) and models write on_evict/on_compute with all,
+    after_hits or doorkeeper admission; the engines' other rules are simulate()'s."""
+    specs = as_tier_specs([{"touch": "loads", **(t if isinstance(t, dict) else t.__dict__)} for t in tiers or []])
+    for s in specs:
+        if s.touch != "loads" or s.promote or s.write == "on_hit" or s.admit.split("=")[0] in ("lookups",
+                                                                                             "frequency"):
+            raise ValueError(f"tier {s.name!r}: the serving replay does not model touch=request, promote, "
+                             f"write=on_hit or lookups/frequency admission (simulate() does)")
+    return specs
+
