@@ -23,7 +23,7 @@ from sim_core.sessions import has_session_ids
 
 from .config import ConfigError
 from .report.families import pool_part
-from .spec import MODE_KEYS
+from .spec import MODE_KEYS, untagged
 
 log = logging.getLogger("sweep")
 
@@ -100,13 +100,18 @@ def resolve_pools(levels: Sequence, model, block_tokens: int) -> tuple[list[tupl
         zero = [s for s in sizes if parse_size(s)[0] == 0]
         caps, n = resolve_capacities([s for s in sizes if s not in zero], model, block_tokens)
         notes += [f"tier.{name}: {x}" for x in n]
-        varying = [k for k in MODE_KEYS if len({str(m.get(k)) for m in modes}) > 1]
+        # a mode is named by its hierarchy (when several are compared) and the axes swept within one
+        same = [[m for m in modes if m.get("hierarchy") == h] for h in {m.get("hierarchy") for m in modes}]
+        varying = ["hierarchy"] * (len(same) > 1) + [k for k in MODE_KEYS
+                                                     if any(len({str(m.get(k)) for m in g}) > 1 for g in same)]
         tag = lambda m: "+".join(_mode_word(k, m.get(k)) for k in varying)  # noqa: E731
         per_level.append([(pool_part(name, "0"), {"name": name, "capacity": 0, **modes[0]})] * bool(zero) +
                          [(pool_part(name, c.label, tag(m)), {"name": name, "capacity": c.blocks, **m})
                           for c in caps for m in modes])
-    pools = [(",".join(lab for lab, _ in combo), tuple(t for _, t in combo))
-             for combo in itertools.product(*per_level)]
+    # compared hierarchies: every tier of a pool runs the same one
+    combos = [c for c in itertools.product(*per_level)
+              if len({t.get("hierarchy") for _, t in c if t["capacity"]}) <= 1]
+    pools = [(",".join(lab for lab, _ in combo), tuple(untagged(t) for _, t in combo)) for combo in combos]
     return pools or [("", ())], notes
 
 

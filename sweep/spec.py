@@ -283,13 +283,18 @@ def resolve_tiers(cfg: DictConfig) -> tuple[str, list[tuple[str, list, list[dict
     filled the rest), top down. A mode is the tier's other settings; a list under write,
     admit, inclusive or touch sweeps them (every combination is a mode). A rule the config
     leaves out (or sets to null) is the engine hierarchy's: `tier.hierarchy`, else
-    sim.engine's, else vLLM's CPU offload (sim_core.tier_rules). Every setting is checked
+    sim.engine's, else vLLM's CPU offload (sim_core.tier_rules); a list of hierarchies
+    compares them, each a mode tagged `hierarchy`. Every setting is checked
     here (sim_core.tier_spec.as_tier_specs), before any work."""
     t = cfg.get("tier") or {}
     name = str(t.get("name", "none"))
+    hier = _plain(t.get("hierarchy"))
+    hiers = list(dict.fromkeys(hier)) if isinstance(hier, list) else [hier]
+    if not hiers:
+        raise ConfigError(f"tier={name}: tier.hierarchy is an empty list: give one hierarchy or several to compare")
     try:
         engine = cfg.sim.get("engine")
-        rules = rules_name(t.get("hierarchy"), None if engine is None else str(engine))
+        names = [rules_name(h, None if engine is None else str(engine)) for h in hiers]
     except ValueError as e:
         raise ConfigError(f"tier={name}: {e}") from None
     levels = []
@@ -311,16 +316,23 @@ def resolve_tiers(cfg: DictConfig) -> tuple[str, list[tuple[str, list, list[dict
         for k, vs in axes.items():
             if not vs:
                 raise ConfigError(f"{where}.{k} is an empty list: give one value or several to compare")
-        base = rules_at(len(levels), rules)
-        modes = [{**base, **d, **dict(zip(axes, combo))} for combo in itertools.product(*axes.values())]
+        # several hierarchies are one more mode axis, named by `hierarchy` (sweep.plan drops the key)
+        tagged = (lambda h: {"hierarchy": h}) if len(names) > 1 else (lambda h: {})
+        modes = [{**rules_at(len(levels), h), **d, **dict(zip(axes, combo)), **tagged(h)}
+                 for h in names for combo in itertools.product(*axes.values())]
         for m in modes:
             try:
                 above = [{"name": f" above {k}", "capacity": 0} for k in range(len(levels))]  # its position
-                as_tier_specs(above + [{"name": tier, "capacity": 0, **m}])
+                as_tier_specs(above + [{"name": tier, "capacity": 0, **untagged(m)}])
             except (ValueError, KeyError) as e:
                 raise ConfigError(f"{where}: {e}") from None
         levels.append((tier, sizes, modes))
-    return name, levels, rules
+    return name, levels, ",".join(names)
+
+
+def untagged(mode: dict) -> dict:
+    """A tier mode as simulate() takes it (without the hierarchy it was filled from)."""
+    return {k: v for k, v in mode.items() if k != "hierarchy"}
 
 
 def resolve_engine(cfg: DictConfig) -> tuple[dict, Any]:

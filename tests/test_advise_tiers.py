@@ -57,3 +57,32 @@ def test_advise_without_tiers_has_no_pool_step(tmp_path):
                  f"analysis.out={tmp_path / 'o'}"]) == 0
     rep = json.loads((tmp_path / "o" / "report.json").read_text())
     assert "pool_sizing" not in rep and all(r["topic"] != "pool_size" for r in rep["recommendations"])
+
+
+def test_advise_compares_engine_hierarchies_at_the_knee(tmp_path):
+    """tier.hierarchy=[...] makes the engines' hierarchies the mode axis: the one that
+    serves most at the knee wins, as simulate(hierarchy=...) gives it."""
+    from analysis.__main__ import main
+
+    trace = tmp_path / "t.jsonl"
+    _write_mooncake(trace)
+    out = tmp_path / "out"
+    names = ["vllm_cpu", "hicache_write_back", "victim"]
+    assert main(["advise", "trace=file", f"trace.path={trace}", "trace.format=mooncake", "cost=uniform",
+                 "capacity=custom", f"capacity.sizes=[{','.join(map(str, HBM))}]", "tier=hbm_dram",
+                 f"tier.dram.capacities=[{','.join(map(str, POOLS))}]", f"tier.hierarchy=[{','.join(names)}]",
+                 "hardware=h100_sxm", "tracking.offline=true", f"analysis.out={out}"]) == 0
+    rep = json.loads((out / "report.json").read_text())
+    t = load_trace(trace, "mooncake")
+    rows = {(r["capacity"], r["policy"]): r for r in rep["pool_sizing"]}
+    for h in HBM:
+        got = {(s, n): simulate(t, "lru", [h], model=QWEN3_CODER_30B, hierarchy=n,
+                                tiers=[{"name": "dram", "capacity": s}])[0].served_ratio
+               for s in POOLS for n in names}
+        top = max(got[(POOLS[-1], n)] for n in names)
+        knee = next(s for s in POOLS if max(got[(s, n)] for n in names) >= top - 0.01 - 1e-12)
+        best = max(got[(knee, n)] for n in names)
+        r = rows[(str(h), "lru")]
+        assert r["knee"] == f"dram={knee}" and r["mode"] in names
+        assert r["served_at_knee"] == round(best, 4) and got[(knee, r["mode"])] == best
+    assert "tier=hbm_dram, vllm_cpu,hicache_write_back,victim rules" in (out / "report.md").read_text()

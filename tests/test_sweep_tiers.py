@@ -307,3 +307,16 @@ def test_a_sweep_over_write_modes_names_the_winner(tmp_path):
         assert [float(v) for v in r[3:5]] == [round(served[(pool, w, i)], 4) for pool in (4, 12)]
     assert rows[0][5] == f"dram={knee}" and rows[0][6] == want[0]
     assert ("(tie)" in table[table.index(next(x for x in table if x.startswith("lru ")))]) == (len(want) > 1)
+
+
+def test_hierarchies_compared_are_a_mode_axis(compose):
+    from sweep.plan import resolve_pools
+
+    sp = resolve(compose("policy=lru", "tier=hbm_dram", "tier.dram.capacities=[12]",
+                         "tier.hierarchy=[vllm_cpu,victim]"), "lru")
+    pools, _ = resolve_pools(sp.tiers, sp.model, 16)
+    assert [lab for lab, _ in pools] == ["dram=12[vllm_cpu]", "dram=12[victim]"]
+    assert [(t[0]["write"], t[0]["inclusive"]) for _, t in pools] == [("on_compute", True), ("on_evict", False)]
+    assert all("hierarchy" not in t[0] for _, t in pools) and sp.tier_rules == "vllm_cpu,victim"
+    with pytest.raises(ConfigError, match="unknown engine hierarchy 'nosuch'"):
+        resolve(compose("tier=hbm_dram", "tier.hierarchy=[vllm_cpu,nosuch]"), "lru")
