@@ -81,6 +81,7 @@ class SweepFacts:
     windows: list = field(default_factory=list)  # sweep.report.windows.window_rows (sim.window)
     window_ranking: list = field(default_factory=list)  # sweep.report.windows.ranking of them
     fleet: str = ""  # a serving sweep's engine, "fleet=dynamo: engine dynamo, ..." ("" = a cache replay)
+    tier_rules: str = ""  # a tiered sweep's tier config and whose rules it ran ("" = no tiers)
 
 
 def result_row(res, cost_model: str) -> dict:

@@ -100,6 +100,8 @@ def _parent_record(st) -> tuple[dict, dict, dict, dict]:
         tags["capacity_dedup"] = "; ".join(st.cap_notes)[:5000]
     if st.fleet is not None:  # the report names the engine (sweep.report.sweeps reads it back)
         tags["kvsweep.fleet"] = f"fleet={st.fleet.name}: {st.fleet.describe()}"
+    if st.spec.tiers:  # the report names the tiers' rules (sweep.report.sweeps reads it back)
+        tags["kvsweep.tier_rules"] = tier_rules(st)
     tags[NOTE] = description(st)
     resolved = OmegaConf.to_container(st.cfg, resolve=True, enum_to_str=True)
     params = traces.flatten(resolved)
@@ -147,8 +149,13 @@ def finish(st, status: str, wait_s: float) -> str:
         trace_source=st.trace.source, saturation_blocks=saturation_capacity(st.trace),
         sample_rate=st.spec.sample_rate, cost_models=st.spec.cost_models, references=st.references,
         windows=rows, window_ranking=rank,
-        fleet=f"fleet={st.fleet.name}: {st.fleet.describe()}" if st.fleet else ""))
+        fleet=f"fleet={st.fleet.name}: {st.fleet.describe()}" if st.fleet else "", tier_rules=tier_rules(st)))
     return status
+
+
+def tier_rules(st) -> str:
+    """Which tier config a tiered sweep ran, with whose rules ("" without tiers)."""
+    return f"tier={st.spec.tier_name}, the rules of {st.spec.tier_rules}" if st.spec.tiers else ""
 
 
 def description(st, table: str | None = None, work: str | None = None) -> str:

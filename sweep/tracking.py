@@ -418,7 +418,7 @@ class Tracker:
                                n_capacities=len(self.capacities), curves=per_model, cost_models=order,
                                saturation_blocks=facts.saturation_blocks, sample_rate=facts.sample_rate,
                                windows=list(facts.windows), window_ranking=list(facts.window_ranking),
-                               fleet=facts.fleet)
+                               fleet=facts.fleet, tier_rules=facts.tier_rules)
             out = Path(d) / "report"
             write_report(table, out)
             log_report(self.client, self.parent_id, out)

@@ -68,6 +68,10 @@ def test_every_tiered_curve_in_mlflow_equals_simulate(tiered):
     by = {(r.data.tags["policy"], r.data.tags["cost_model"], r.data.tags.get("pool")): r for r in runs}
     parent = runs[0].data.tags["mlflow.parentRunId"]
     assert "plots/tiers.png" in {a.path for a in c.list_artifacts(parent, "plots")}
+    # every record says whose tier rules it ran: the sweep run, each curve, the report
+    assert c.get_run(parent).data.tags["kvsweep.tier_rules"] == "tier=hbm_dram, the rules of vllm_cpu"
+    assert {r.data.params.get("tier_rules") for r in runs if r.data.tags.get("pool") != "dram=0"} == {"vllm_cpu"}
+    assert "tier=hbm_dram, the rules of vllm_cpu" in Path(c.download_artifacts(parent, "report.html")).read_text()
     assert set(by) == {(q, m, f"dram={s}") for q in POLICIES + ["tier_bound"] for m in COSTS for s in POOLS}
     trace = load_trace(tiered["trace"], "mooncake")
     for s in POOLS:  # the bound each tiered sweep adds: Belady over HBM + the pool

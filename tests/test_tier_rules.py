@@ -176,3 +176,14 @@ def test_every_named_hierarchy_runs():
 def test_bad_rules_name_the_field(kw, words):
     with pytest.raises(ValueError, match=words):
         simulate(reqs([1], [2]), "lru", [1], **kw)
+
+
+def test_the_serving_replay_refuses_rules_it_does_not_model():
+    from sim_core import serve
+
+    t = Trace.from_requests([[1], [2]], arrival_s=[0.0, 1.0])
+    ok = [{"name": "dram", "capacity": 4, "bandwidth_bps": 1e9}]  # serve's default: touch=loads
+    serve(t, "lru", 100, tiers=ok)
+    for bad in ({"touch": "request"}, {"admit": "lookups=2"}, {"admit": "frequency=2"}):
+        with pytest.raises(ValueError, match="tier 'dram': the serving replay does not model"):
+            serve(t, "lru", 100, tiers=[{**ok[0], **bad}])

@@ -51,6 +51,7 @@ class Tiers:
     modes: list[str]  # the write/admission modes swept ([""]: one)
     caps: list[int]  # HBM capacity indices shown
     cap_labels: dict[int, str]
+    rules: str = ""  # the tier config and the engine hierarchy whose rules it ran
 
 
 def tiers(table: SweepTable) -> Tiers | None:
@@ -69,7 +70,7 @@ def tiers(table: SweepTable) -> Tiers | None:
     sizes, modes = axes(pools)
     idx = sorted({i for s in series.values() for i in s})
     caps = [idx[k] for k in pick_points(len(idx), TIER_POINTS)]
-    return Tiers(series, pools, sizes, modes, caps, cap_labels(table))
+    return Tiers(series, pools, sizes, modes, caps, cap_labels(table), table.tier_rules)
 
 
 def tiers_html(t: Tiers, png: Path | None) -> str:
@@ -80,6 +81,7 @@ def tiers_html(t: Tiers, png: Path | None) -> str:
     swept = len(t.modes) > 1
     bound = any(p == BOUND for p, _ in t.series)
     parts = ['<section id="tiers"><h2>Pool sizing (lower tiers under HBM)</h2>',
+             f"<p>{e(t.rules)} (sim_core.tier_rules; docs/tiers.md, Engine hierarchies).</p>" if t.rules else "",
              f"<p>Served ratio: block accesses served from HBM or a lower tier, over all accesses (the first "
              f"cost model's curves; it does not depend on the cost model). Knee: the smallest pool within "
              f"{KNEE_POINTS * 100:g} point of the saturated served ratio (the best mode's at the largest pool)"

@@ -42,6 +42,7 @@ class SweepTable:
     windows: list[dict] = field(default_factory=list)  # windows.csv rows (sweep.report.windows.window_rows)
     window_ranking: list[dict] = field(default_factory=list)  # window_ranking.csv rows (windows.ranking)
     fleet: str = ""  # a serving sweep (fleet=...): its engine, from the sweep run's kvsweep.fleet tag
+    tier_rules: str = ""  # a tiered sweep: its tier config and whose rules it ran (kvsweep.tier_rules tag)
 
     def complete(self, cost_model: str) -> dict[str, list[dict]]:
         """The curves of a cost model that have every capacity (partial ones are left
@@ -153,7 +154,8 @@ def load_sweep(client, run_id: str) -> SweepTable:
                       trace_source=tags.get("trace_source", "unknown"), n_capacities=n_caps, curves=curves,
                       cost_models=cost_models, saturation_blocks=int(sat) if sat is not None else None,
                       sample_rate=rate, windows=optional["windows.csv"],
-                      window_ranking=optional["window_ranking.csv"], fleet=tags.get("kvsweep.fleet", ""))
+                      window_ranking=optional["window_ranking.csv"], fleet=tags.get("kvsweep.fleet", ""),
+                      tier_rules=tags.get("kvsweep.tier_rules", ""))
 
 
 def _json_list(value: str | None) -> list[str]:
