@@ -83,3 +83,18 @@ def test_fleet_bench_tables():
              "wall_s": wall}]
     md = fleet.tables(rows, [{"router": "kv_router", **m, "wall_s": wall}])
     assert "| 2 | 16,000 | kv_router | 1x | ours |" in md and f"| kv_router | {m['reuse']:.4f} |" in md
+
+
+def test_tier_engines_tables(monkeypatch):
+    """`python -m benchmarks.tier_engines`: a row per setting (ours; Dynamo's column n/a
+    here) and per named hierarchy and pool size, on a small trace."""
+    from benchmarks import tier_engines
+    from sim_core import Trace
+    from sim_core.tier_rules import HIERARCHIES
+
+    t = Trace.from_requests([[i % 7, 10 + i % 5, 20 + i] for i in range(60)])
+    monkeypatch.setattr(tier_engines, "dynamo", lambda *a: None)
+    h, p = tier_engines.ours(t, 3, 6)
+    assert f"| 3 | 6 | {h:,} | {p:,} | n/a | n/a |" in tier_engines.vs_dynamo(t, None, [3], [6])
+    md = tier_engines.named(t, 3, [6, 12])
+    assert all(f"| {n} | 12 |" in md for n in HIERARCHIES) and len(md.splitlines()) == 2 + 2 * len(HIERARCHIES)
