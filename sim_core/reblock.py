@@ -55,6 +55,33 @@ def _coarse_blocks(offsets, blocks, n_fine, m):
     return out_offsets, out
 
 
+def chain_counts(offsets: np.ndarray, blocks: np.ndarray) -> dict:
+    """How far ids are from prefix-chained: ids that follow more than one predecessor
+    (the request start counts as one), ids seen at more than one depth."""
+    n = len(blocks)
+    starts = np.zeros(n, bool)
+    starts[offsets[:-1][offsets[:-1] < offsets[1:]]] = True
+    prev = np.where(starts, -1, np.roll(blocks.astype(np.int64), 1))
+    depth = np.arange(n, dtype=np.int64) - np.repeat(offsets[:-1], np.diff(offsets))
+
+    def ambiguous(other: np.ndarray) -> int:
+        pairs = np.unique(np.stack([blocks.astype(np.int64), other]), axis=1)
+        return int((np.bincount(pairs[0]) > 1).sum()) if pairs.size else 0
+
+    return {"ids_after_several_prefixes": ambiguous(prev), "ids_at_several_depths": ambiguous(depth)}
+
+
+def chain_by_position(offsets: np.ndarray, blocks: np.ndarray) -> tuple[np.ndarray, int]:
+    """(dense ids, their number) with every block named by its whole prefix: the trie
+    node of (request prefix up to and including the block), as `_coarse_blocks` makes
+    for m = 1. An id after a different prefix becomes a different block; for ids that
+    are already prefix-chained this is a renaming (as many ids as before)."""
+    n_fine = np.int64(int(blocks.max()) + 1 if len(blocks) else 1)
+    _, nodes = _coarse_blocks(offsets, blocks.astype(np.int64), n_fine, np.int64(1))
+    dense, ids = remap_dense_ids(nodes)
+    return dense, len(ids)
+
+
 def reblock(trace: Trace, block_tokens: int) -> Trace:
     """`trace` with blocks of `block_tokens` tokens, a multiple of ``trace.block_tokens``.
 
@@ -79,4 +106,5 @@ def reblock(trace: Trace, block_tokens: int) -> Trace:
     meta = dict(trace.meta, reblocked_from=fine)
     return Trace(offsets, blocks, trace.arrival_s.copy(), trace.session.copy(), trace.input_tokens.copy(),
                  trace.output_tokens.copy(), block_tokens=int(block_tokens), name=trace.name,
-                 source=trace.source, dropped_requests=trace.dropped_requests, meta=meta)
+                 source=trace.source, dropped_requests=trace.dropped_requests, meta=meta,
+                 tool_wait_s=trace.tool_wait_s)
