@@ -26,6 +26,7 @@ import numpy as np
 from . import synth
 from .config_checks import ConfigError, check_int, check_number
 from .loaders import FORMATS, REGISTRY, SETTINGS, bundled_path, detect_format, load_trace, times
+from .loaders.lines import trace_files
 from .reblock import reblock
 from .sample import SampleSet
 from .sessions import has_session_ids, sessions_source, with_inferred_sessions
@@ -80,10 +81,12 @@ def check_trace_config(tc: Mapping, choice: str) -> None:
         if not p.exists():
             raise ConfigError(f"trace.path {str(p)!r} does not exist"
                               + (" (unset trace.path to use the synthetic profile)" if _get(tc, "profile") else ""))
-        if p.is_dir():
-            raise ConfigError(f"trace.path {str(p)!r} is a directory; give a trace file (.jsonl or .npz)")
         if fmt not in formats():
             raise ConfigError(f"unknown trace.format {fmt!r}; valid: {', '.join(formats())}")
+        readers = [n for n, f in REGISTRY.items() if f.directories]
+        if p.is_dir() and (fmt not in ("auto", *readers) or not trace_files(p)):
+            raise ConfigError(f"trace.path {str(p)!r} is a directory; give a trace file (.jsonl or .npz), or a "
+                              f"directory of per-session *.jsonl / *.json files (formats {', '.join(readers)})")
     elif not _get(tc, "bundled") and not _get(tc, "profile"):
         raise ConfigError(f"trace={choice} sets none of trace.path, trace.bundled or trace.profile: "
                           f"give the file, e.g. trace.path=/data/my_trace.jsonl")
@@ -205,7 +208,8 @@ def _load_native(path: Path, fmt: str, name: str | None):
 
 def _load_file(path: Path, fmt: str, tc: Mapping, name: str | None):
     # a zip archive is never JSONL: read it as native whatever the trace group's format says
-    if fmt == "native" or (fmt == "auto" and path.suffix == ".npz") or _head(path).startswith(b"PK\x03\x04"):
+    if not path.is_dir() and (fmt == "native" or (fmt == "auto" and path.suffix == ".npz")
+                              or _head(path).startswith(b"PK\x03\x04")):
         return _reblocked(_load_native(path, fmt, name), tc)
     if fmt == "auto":
         fmt = detect_format(path)

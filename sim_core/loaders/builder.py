@@ -43,9 +43,9 @@ class Builder:
 
     def __init__(self, path: str | Path, block_tokens: int, context_tokens: int | None,
                  file_unit: str = "s", *, partial_last: bool = True, hashed: bool = True,
-                 **options) -> None:
+                 directory: bool = False, **options) -> None:
         self.path = Path(path)
-        check_exists(self.path)
+        check_exists(self.path, directory)
         self.where = str(self.path)  # for error messages
         unknown = set(options) - set(NORMALIZE)
         if unknown:

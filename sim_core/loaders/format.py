@@ -66,6 +66,8 @@ class TraceFormat:
         cacheable: a parsed copy may be kept in ``cache_dir`` (JSONL formats).
         settings: the :class:`Option` s among ``options`` that a trace config sets
             (``trace.tokenizer``, ``trace.file_block_tokens``).
+        directories: the reader also takes a directory of trace files (one session or
+            conversation a file, read in name order: :func:`.lines.trace_files`).
     """
 
     name: str
@@ -78,6 +80,7 @@ class TraceFormat:
     hashes_tokens: bool = False
     cacheable: bool = True
     settings: tuple[Option, ...] = ()
+    directories: bool = False
 
     def __post_init__(self):
         unknown = [o.name for o in self.settings if o.name not in self.options]

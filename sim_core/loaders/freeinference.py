@@ -30,6 +30,7 @@ from typing import Any
 from ..trace import Trace
 from .builder import DEFAULT_CONTEXT_TOKENS, Builder
 from .format import HASH_OPTIONS, HASH_SETTINGS, TraceFormat
+from .kvcache_tester import _is_kvcache_tester
 from .lines import Line, iter_objects, short
 from .times import stamp
 
@@ -88,7 +89,7 @@ def load_freeinference(path: str | Path, *, name: str | None = None,
 
 
 FORMAT = TraceFormat(
-    name="freeinference", read=load_freeinference, order=30, sniff=lambda obj: "requests" in obj,
+    name="freeinference", read=load_freeinference, order=30, sniff=lambda obj: "requests" in obj and not _is_kvcache_tester(obj),
     description="FreeInference agentic JSONL: one session per line, subagent sessions nested",
     options=HASH_OPTIONS, settings=HASH_SETTINGS,
 )

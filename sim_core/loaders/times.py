@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from .lines import TraceFormatError
+
 log = logging.getLogger("sim_core.loaders")
 
 #: unit -> units per second (``us`` and ``µs`` are one unit); dividing keeps 1200.5 ms = 1.2005 s exact
@@ -65,6 +67,8 @@ def absolute_unit(first: float) -> str | None:
 def resolve(raw: np.ndarray, default: str, override: str | None, where: str) -> tuple[np.ndarray, dict]:
     """(arrival seconds, what was decided) for a file's raw stamps (NaN: none given).
     The dict goes to ``Trace.meta["time"]``: unit, why, absolute, origin (raw)."""
+    if np.isinf(raw).any():  # sub-agent offsets added up past float range
+        raise TraceFormatError(f"{where}: timestamps overflow (an infinite arrival time)")
     finite = raw[np.isfinite(raw)]
     first = float(finite.min()) if len(finite) else 0.0
     guess = absolute_unit(first) if len(finite) else None
@@ -88,5 +92,5 @@ def resolve(raw: np.ndarray, default: str, override: str | None, where: str) -> 
                     "(one of %s)", where, unit, what, ", ".join(UNITS))
         info["span_warning"] = what
     if not math.isfinite(span):
-        raise ValueError(f"{where}: timestamps overflow when converted from {unit}")
+        raise TraceFormatError(f"{where}: timestamps overflow when converted from {unit}")
     return seconds, info
