@@ -155,3 +155,13 @@ def test_trace_config_reads_a_directory(tmp_path):
     assert t.meta["loader"] == "kvcache_tester" and t.n_requests == 4 and t.name == "traces"
     with pytest.raises(ConfigError, match="is a directory; give a trace file"):
         load({"path": str(d), "format": "mooncake"}, "file")
+
+
+def test_turns_and_next_arrivals_by_hand():
+    from sim_core.sessions import next_arrival_s, turn_index
+    from sim_core.trace import Trace
+
+    t = Trace.from_requests([[1], [2], [1, 3], [4], [2, 5], [1, 3, 6]], arrival_s=[0, 1, 2, 3, 4, 5],
+                            session=[0, 1, 0, -1, 1, 0])
+    assert turn_index(t).tolist() == [0, 0, 1, -1, 1, 2]
+    assert next_arrival_s(t).tolist() == [2, 4, 5, np.inf, np.inf, np.inf]
