@@ -16,6 +16,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from sim_core import Hits, Mode, get_policy, saturation_capacity
+from sim_core.engines import twins
 from sim_core.digest import source_digest, trace_digest
 from sim_core.sample import SampleSet, auto_rate, capacity_rates
 
@@ -110,7 +111,8 @@ def load(st: Study) -> None:
              t.n_requests, t.n_accesses, t.n_unique, t.block_tokens)
     if st.fleet is not None:  # every request must fit a replica's KV cache; nothing saturates a queue
         return fleet.check_capacities(t, st.caps, st.fleet)
-    for w in oversized_warnings(st.caps, t.request_lengths):
+    # block mode has no residency constraint: a request larger than the cache is replayed block by block
+    for w in oversized_warnings(st.caps, t.request_lengths) if st.spec.mode == Mode.REQUEST else []:
         log.warning("%s", w)
     sat = saturation_capacity(t)
     n_sat = sum(1 for c in st.caps if c.blocks >= sat)
@@ -368,8 +370,11 @@ def known_line(st: Study) -> str | None:
     if not n_known:
         return None
     if n_known == n_points:
+        engine = st.cfg.sim.get("engine")
+        same = twins(str(engine)) if engine else []
+        why = (f" (sim.engine={engine} replays as {', '.join(same)} do: the results may be theirs)" if same else "")
         return (f"resume: all {n_points} results ({len(st.curves)} curves x {len(st.caps)} capacities) are "
-                f"already computed; nothing to simulate (sweep.resume=false recomputes)")
+                f"already computed{why}; nothing to simulate (sweep.resume=false recomputes)")
     return (f"resume: {n_known} of {n_points} results already computed (same trace, policy, parameters, "
             f"engine, cost model and simulator); simulating the other {n_points - n_known}")
 
