@@ -83,3 +83,12 @@ def test_fleet_bench_tables():
              "wall_s": wall}]
     md = fleet.tables(rows, [{"router": "kv_router", **m, "wall_s": wall}])
     assert "| 2 | 16,000 | kv_router | 1x | ours |" in md and f"| kv_router | {m['reuse']:.4f} |" in md
+
+
+def test_rechain_bench_prints_the_before_after_table(capsys):
+    from benchmarks import rechain
+
+    assert rechain.main(["--sessions", "20", "--capacities", "100,400"]) == 0
+    out = capsys.readouterr().out
+    assert "| LRU capacity (blocks) | hit ratio, raw ids | hit ratio, re-chained |" in out
+    assert out.count("\n| 1") == 1 and "| 400 |" in out

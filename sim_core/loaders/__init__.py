@@ -15,19 +15,21 @@ Common rules for every JSONL format
 * Any malformed record raises :class:`TraceFormatError` (a ``ValueError``) whose
   message reads ``<file>:<line>: field '<name>': <what is wrong>``: invalid JSON,
   a line that is not an object, a missing required field, a wrong type (block-hash
-  lists must be JSON arrays of integers; timestamps finite numbers; lengths
-  non-negative integers). A file without any request fails with "no requests".
+  lists must be JSON arrays of integers; timestamps finite numbers or numeric
+  strings, in a unit detected per file (times.py); lengths non-negative integers). A file without any request fails with "no requests".
 * Optional fields may be absent or ``null``. Integer fields also accept integral
   floats (``12.0``); booleans are never accepted as numbers.
 * Block hashes are 64-bit integers, signed or unsigned: values in 2^63..2^64-1 are
   folded onto negative int64 (two's complement; only equality matters, so this is
   exact as long as one file does not mix negative and >= 2^63 hashes).
-* Input tokens of a request = its input-length field, or ``len(hashes) *
-  block_tokens`` when the field is absent (token formats: ``len(token_ids)``). Requests with input tokens >
+* Input tokens of a request = its input-length field (never changed; a block size the
+  lengths contradict is inferred: blocksize.py), or ``len(hashes) * block_tokens``
+  when the field is absent (token formats: ``len(token_ids)``). Requests with input tokens >
   ``context_tokens`` (default: the model config's window, 262,144 for
   Qwen3-Coder-30B; ``None`` disables the filter) are dropped.
 * ``Trace.source`` is ``"real"``; ``Trace.name`` defaults to the file name without
   ``.gz`` / ``.jsonl`` / ``.json``.
+* Ids that are not prefix-chained are re-chained by position (builder.py; docs/traces.md).
 
 Registry
 --------

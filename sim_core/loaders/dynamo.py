@@ -25,7 +25,12 @@ field               required  meaning
                               first row
 ``session_id``      no        string or integer: rows sharing it are the turns of
                               one session; absent = an independent request (-1)
-``request_id``      no        ignored
+``request_id``      no        string or integer, unique: names the row for
+                              ``wait_for``
+``wait_for``        no        request ids of earlier rows this one waits on [2]
+``tool_wait_ms``    no        ms of tool calls waited after them (Trace.tool_wait_s)
+``branches``        no        request ids this row spawns (counted in meta)
+``prefix_reset``    no        not read
 ==================  ========  =====================================================
 
 [1] Arrival of a row: its ``timestamp``; else, for a later turn, the previous turn's
@@ -33,10 +38,17 @@ arrival + ``delay`` (0 when absent); else 0. Dynamo replays a later turn closed-
 ``delay`` after the previous turn *completes*; a trace has no service time, so here it
 arrives ``delay`` after the previous turn *arrives* (a departure: turns come earlier
 than on a live replay by the previous turn's latency). A row's ``timestamp`` wins over
-``delay`` when both are given. ``input_length`` above ``len(hash_ids) * block size`` is
-clamped to it, as Dynamo does (counted in ``meta["clamped_inputs"]``). A file that is
-plain Mooncake (none of Dynamo's extra keys) is read by ``fmt="mooncake"`` under
+``delay`` when both are given. Timestamps in another unit are detected
+(:mod:`.times`); delays and tool waits stay milliseconds. An ``input_length`` the hashes
+do not cover is kept, not clamped as Dynamo does: counted and reported
+(:mod:`.blocksize`, which also infers a block size the lengths contradict). A file that
+is plain Mooncake (none of Dynamo's extra keys) is read by ``fmt="mooncake"`` under
 ``format=auto``.
+
+[2] The agentic variant (``AgenticMooncakeRow`` in ``lib/data-gen/src/mooncake.rs``,
+written by ``agent_trace_to_mooncake --agentic``): a row with ``wait_for`` and no
+``timestamp`` arrives ``delay + tool_wait_ms`` after the latest arrival among the rows
+it waits for (Dynamo waits for their completions: the same departure as [1]).
 """
 from __future__ import annotations
 
