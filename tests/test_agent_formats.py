@@ -165,3 +165,14 @@ def test_turns_and_next_arrivals_by_hand():
                             session=[0, 1, 0, -1, 1, 0])
     assert turn_index(t).tolist() == [0, 0, 1, -1, 1, 2]
     assert next_arrival_s(t).tolist() == [2, 4, 5, np.inf, np.inf, np.inf]
+
+
+def test_tool_waits_are_part_of_the_trace_digest():
+    from sim_core.digest import trace_digest
+    from sim_core.trace import Trace
+
+    plain = Trace.from_requests([[1, 2], [1, 3]])
+    a = Trace.from_requests([[1, 2], [1, 3]], tool_wait_s=[0.0, 1.0])
+    b = Trace.from_requests([[1, 2], [1, 3]], tool_wait_s=[0.0, 2.0])
+    assert len({trace_digest(plain), trace_digest(a), trace_digest(b)}) == 3
+    assert trace_digest(plain) == trace_digest(Trace.from_requests([[1, 2], [1, 3]]))

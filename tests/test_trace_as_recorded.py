@@ -188,3 +188,17 @@ def test_rechaining_lowers_a_hit_no_cache_can_serve(tmp_path):
     assert simulate(load_trace(p, rechain=False), "lru", [10])[0].hits == 1
     assert simulate(load_trace(p), "lru", [10])[0].hits == 0
     assert np.array_equal(load_trace(p).request_lengths, [2, 2])
+
+
+def test_trace_config_keys(tmp_path):
+    from sim_core.config_checks import ConfigError
+    from sim_core.tracecfg import load
+
+    p = write(tmp_path / "t.jsonl", [{"timestamp": 0, "hash_ids": [1, 7]}, {"timestamp": 2_000_000, "hash_ids": [2, 7]}])
+    base = {"path": str(p), "format": "auto", "sessions": "given"}
+    t = load({**base, "time_unit": "us", "rechain": False, "file_block_tokens": 16}, "file")
+    assert t.arrival_s.tolist() == [0.0, 2.0] and t.block_tokens == 16 and t.n_unique == 3
+    assert load({**base, "rechain": None}, "file").n_unique == 4  # null = re-chained
+    for key, bad, what in (("time_unit", "minutes", "one of s, ms, us, ns"), ("rechain", "no", "true or false")):
+        with pytest.raises(ConfigError, match=f"trace.{key} must be {what}"):
+            load({**base, key: bad}, "file")
