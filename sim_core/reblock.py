@@ -62,18 +62,22 @@ def _coarse_blocks(offsets, blocks, n_fine, m):
 
 def chain_counts(offsets: np.ndarray, blocks: np.ndarray) -> dict:
     """How far ids are from prefix-chained: ids that follow more than one predecessor
-    (the request start counts as one), ids seen at more than one depth."""
+    (the request start counts as one), ids seen at more than one depth. Ids are chained
+    exactly when the first count is 0: an id with one predecessor has one whole prefix
+    (by induction on its depth)."""
     n = len(blocks)
+    ids = blocks.astype(np.int64)
+    width = np.int64(int(ids.max()) + 2 if n else 1)  # keys below 2^62: ids < 2^31, depths < 2^31
     starts = np.zeros(n, bool)
     starts[offsets[:-1][offsets[:-1] < offsets[1:]]] = True
-    prev = np.where(starts, -1, np.roll(blocks.astype(np.int64), 1))
+    prev = np.where(starts, -1, np.roll(ids, 1))
     depth = np.arange(n, dtype=np.int64) - np.repeat(offsets[:-1], np.diff(offsets))
 
     def ambiguous(other: np.ndarray) -> int:
-        pairs = np.unique(np.stack([blocks.astype(np.int64), other]), axis=1)
-        return int((np.bincount(pairs[0]) > 1).sum()) if pairs.size else 0
+        pairs = np.unique(other * width + ids + 1) if n else np.zeros(0, np.int64)
+        return int((np.bincount(pairs % width) > 1).sum())
 
-    return {"ids_after_several_prefixes": ambiguous(prev), "ids_at_several_depths": ambiguous(depth)}
+    return {"ids_after_several_prefixes": ambiguous(prev + 1), "ids_at_several_depths": ambiguous(depth)}
 
 
 def chain_by_position(offsets: np.ndarray, blocks: np.ndarray) -> tuple[np.ndarray, int]:

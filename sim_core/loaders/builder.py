@@ -170,11 +170,12 @@ class Builder:
         """Whether the file's ids are prefix-chained; re-chained by position unless
         rechain=false. A block hit is only a KV-cache hit when the block id names its
         whole prefix (docs/concepts.md)."""
-        chained, n_nodes = chain_by_position(offsets, blocks)
-        if n_nodes == n_unique:
+        counts = chain_counts(offsets, blocks)  # a sort, where the trie below is a hash map per access
+        if not counts["ids_after_several_prefixes"]:
             return {"chained": True}
-        out = {"chained": False, **chain_counts(offsets, blocks), "ids": int(n_unique),
-               "ids_by_position": int(n_nodes), "rechained": self.rechain}
+        chained, n_nodes = chain_by_position(offsets, blocks)
+        out = {"chained": False, **counts, "ids": int(n_unique), "ids_by_position": int(n_nodes),
+               "rechained": self.rechain}
         log.warning("%s: block ids are not prefix-chained: %d ids follow more than one predecessor, %d appear at "
                     "more than one depth; %s", self.where, out["ids_after_several_prefixes"],
                     out["ids_at_several_depths"],
