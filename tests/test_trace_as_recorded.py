@@ -167,6 +167,7 @@ def test_rechaining_equals_a_brute_force_trie(tmp_path, caplog, seed):
     assert t.meta["chaining"]["ids_after_several_prefixes"] == several
     assert t.meta["chaining"]["ids_at_several_depths"] == sum(len(v) > 1 for v in depths.values())
     assert f"{several} ids follow more than one predecessor" in caplog.text
+    assert load_trace(p, rechain=None).blocks.tolist() == t.blocks.tolist()  # None: the default
     raw = load_trace(p, rechain=False)  # the file's ids as they are
     assert raw.blocks.tolist() == brute_force_dense([[h] for r in reqs for h in r])
 

@@ -56,7 +56,7 @@ class Builder:
         if fbt is not None and (isinstance(fbt, bool) or int(fbt) != fbt or int(fbt) <= 0):
             raise ValueError(f"file_block_tokens must be a positive integer, got {fbt!r}")
         self.block_override = None if fbt is None else int(fbt)
-        self.rechain = bool(options.get("rechain", True))
+        self.rechain = options.get("rechain") is not False  # None: the default, re-chained
         self.block_tokens = self.block_override or block_tokens
         self.time_unit = file_unit
         self.partial_last = partial_last
