@@ -365,6 +365,12 @@ def apply_engine(cfg: DictConfig, overrides: list[str]) -> str | None:
              if p.block_tokens else "") + _twins_note(str(name)))
 
 
+def resumed_engine_note(name) -> str:
+    """For a sweep whose every result was found: why, when its preset replays as others."""
+    same = twins(str(name)) if name else []
+    return f" (sim.engine={name} replays as {', '.join(same)} do: the results may be theirs)" if same else ""
+
+
 def _twins_note(name: str) -> str:
     same = twins(name)
     return (f"; the same switches as {', '.join(same)}: one replay, so results computed under any of them are "

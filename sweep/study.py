@@ -16,7 +16,6 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from sim_core import Hits, Mode, get_policy, saturation_capacity
-from sim_core.engines import twins
 from sim_core.digest import source_digest, trace_digest
 from sim_core.sample import SampleSet, auto_rate, capacity_rates
 
@@ -29,7 +28,7 @@ from .plan import (counted, format_plan, make_plan, oversized_warnings, resolve_
                    without_sessions)
 from .progress import Progress
 from .report.families import pool_parts
-from .spec import PolicyChoice, apply_engine, resolve
+from .spec import PolicyChoice, apply_engine, resolve, resumed_engine_note
 from .store import check_reachable, default_uri
 from .tracking import REFERENCE
 
@@ -111,8 +110,7 @@ def load(st: Study) -> None:
              t.n_requests, t.n_accesses, t.n_unique, t.block_tokens)
     if st.fleet is not None:  # every request must fit a replica's KV cache; nothing saturates a queue
         return fleet.check_capacities(t, st.caps, st.fleet)
-    # block mode has no residency constraint: a request larger than the cache is replayed block by block
-    for w in oversized_warnings(st.caps, t.request_lengths) if st.spec.mode == Mode.REQUEST else []:
+    for w in oversized_warnings(st.caps, t.request_lengths, st.spec.mode):
         log.warning("%s", w)
     sat = saturation_capacity(t)
     n_sat = sum(1 for c in st.caps if c.blocks >= sat)
@@ -370,9 +368,7 @@ def known_line(st: Study) -> str | None:
     if not n_known:
         return None
     if n_known == n_points:
-        engine = st.cfg.sim.get("engine")
-        same = twins(str(engine)) if engine else []
-        why = (f" (sim.engine={engine} replays as {', '.join(same)} do: the results may be theirs)" if same else "")
+        why = resumed_engine_note(st.cfg.sim.get("engine"))
         return (f"resume: all {n_points} results ({len(st.curves)} curves x {len(st.caps)} capacities) are "
                 f"already computed{why}; nothing to simulate (sweep.resume=false recomputes)")
     return (f"resume: {n_known} of {n_points} results already computed (same trace, policy, parameters, "

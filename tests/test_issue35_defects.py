@@ -56,3 +56,15 @@ def test_oversized_warning_only_where_requests_must_fit(tmp_path, compose, caplo
         with caplog.at_level(logging.WARNING):
             study.load(st)
         assert ("smaller than the largest request" in caplog.text) == warned, mode
+
+
+def test_oversized_warnings_and_resumed_note_by_hand():
+    from sim_core import Mode
+    from sweep.plan import oversized_warnings
+    from sweep.spec import resumed_engine_note
+
+    caps = [Capacity(0, "20", 20, 0.1), Capacity(1, "40", 40, 0.2)]
+    assert len(oversized_warnings(caps, [30, 10], Mode.REQUEST)) == 1  # 20 < 30 <= 40
+    assert oversized_warnings(caps, [30, 10], Mode.BLOCK) == [] and oversized_warnings(caps, [30], "block") == []
+    assert resumed_engine_note("lmcache") == " (sim.engine=lmcache replays as vllm, dynamo do: the results may be theirs)"
+    assert resumed_engine_note(None) == resumed_engine_note("paper") == ""
