@@ -416,7 +416,7 @@ def main(argv: list[str]) -> int:
     sim = inv.cfg.sim
     for n in notes:
         log.info("%s", n)
-    for w in oversized_warnings(caps, trace.request_lengths) if str(sim.mode) == "request" else []:
+    for w in oversized_warnings(caps, trace.request_lengths, sim.mode):
         log.warning("%s", w)
     primary = primary_cost_model(costs, model.name)
     sessions, session_note = sessions_of(trace)

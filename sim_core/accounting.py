@@ -106,12 +106,18 @@ def _request_sums(offsets, depth, tail_depth, tail_tokens, block_tokens):
 
 
 def request_sums(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(blocks, sum of block depths, prompt tokens) per request, int64[R]; cached."""
+    """(blocks, sum of block depths, prompt tokens) per request, int64[R]; cached. Prompt
+    tokens: the blocks' tokens (the partial last block's own), or the request's
+    input_tokens where they run past its blocks."""
     got = trace.__dict__.get("_request_sums")
     if got is None or got[0] is not trace.req_offsets:
         tail_depth, tail_tokens = trace.partial_tails()
         dsum, tokens = _request_sums(trace.req_offsets, trace.engine_depth(), tail_depth, tail_tokens,
                                      int(trace.block_tokens))
+        if trace.depth is None and trace.full_blocks is None:
+            # a file whose input length runs past its hashed blocks: those tokens are prompt
+            # tokens no cache holds (prompt_tokens = the file's input lengths)
+            tokens = np.maximum(tokens, trace.input_tokens)
         got = (trace.req_offsets, trace.request_lengths.astype(np.int64), dsum, tokens)
         trace.__dict__["_request_sums"] = got
     return got[1], got[2], got[3]

@@ -49,3 +49,11 @@ def preset(name: str) -> Preset:
     if name not in PRESETS:
         raise ValueError(f"unknown engine preset {name!r}; valid: {', '.join(PRESETS)}")
     return PRESETS[name]
+
+
+def twins(name: str) -> list[str]:
+    """The other presets whose switches equal `name`'s: they replay exactly alike (the
+    block size is the trace's), so a result of one is a result of the others, and a
+    resumed sweep finds it already computed."""
+    mine = preset(name).switches()
+    return [n for n, p in PRESETS.items() if n != name and p.switches() == mine]

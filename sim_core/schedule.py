@@ -99,4 +99,5 @@ def steady_concurrency(trace: Trace, concurrency: int, *, truncate_at: int | Non
     return Trace(offsets, blocks, arrival, np.asarray(trace.session)[req], trace.input_tokens[req],
                  trace.output_tokens[req], block_tokens=trace.block_tokens, name=trace.name, source=trace.source,
                  meta=dict(trace.meta, concurrency=concurrency, truncate_at=truncate_at),
-                 depth=depth if trace.depth is not None else None)
+                 depth=depth if trace.depth is not None else None,
+                 tool_wait_s=None if trace.tool_wait_s is None else trace.tool_wait_s[req])

@@ -247,6 +247,33 @@ def with_inferred_sessions(trace, *, force: bool = False, **kwargs):
 
 
 # ------------------------------------------------------------------ scores
+def turn_index(trace) -> np.ndarray:
+    """int64[R]: each request's turn in its session (0 = the session's first request, in
+    arrival order); -1 for a request without a session."""
+    s = np.asarray(trace.session)
+    out = np.full(len(s), -1, np.int64)
+    has = np.flatnonzero(s >= 0)
+    order = has[np.argsort(s[has], kind="stable")]  # by session, arrival order inside
+    if len(order):
+        first = np.r_[True, s[order][1:] != s[order][:-1]]
+        starts = np.flatnonzero(first)
+        out[order] = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
+    return out
+
+
+def next_arrival_s(trace) -> np.ndarray:
+    """float64[R]: arrival of the next request of the same session (inf for a session's
+    last request and for requests without a session): what an agent framework knows of
+    when a session comes back."""
+    s = np.asarray(trace.session)
+    out = np.full(len(s), np.inf)
+    has = np.flatnonzero(s >= 0)
+    order = has[np.argsort(s[has], kind="stable")]
+    same = s[order][1:] == s[order][:-1]
+    out[order[:-1][same]] = trace.arrival_s[order[1:][same]]
+    return out
+
+
 def _dense(labels) -> np.ndarray:
     """Dense ids 0..K-1; a label < 0 (unknown) is a class of its own."""
     a = np.asarray(labels, dtype=np.int64)

@@ -48,6 +48,10 @@ class Trace:
             hashes given to `from_requests` or read from a trace file; int64 hashes as
             their two's-complement bits), indexed by dense id. None when there were none
             (synthetic traces, native files with dense ids). See :meth:`object_ids`.
+        tool_wait_s: float64[R] or None: seconds the request waited on tool calls between
+            the previous turn of its session and its own arrival (Dynamo's agentic
+            ``tool_wait_ms``); 0 where it waited on none; None when the trace does not
+            record tool waits. Session and next-arrival helpers: sim_core.sessions.
     """
 
     req_offsets: np.ndarray
@@ -65,6 +69,7 @@ class Trace:
     tail_first: bool = False
     source_ids: np.ndarray | None = None
     full_blocks: np.ndarray | None = None
+    tool_wait_s: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.req_offsets = np.ascontiguousarray(self.req_offsets, dtype=np.int64)
@@ -79,6 +84,8 @@ class Trace:
             self.source_ids = _as_uint64(self.source_ids)
         if self.full_blocks is not None:
             self.full_blocks = np.ascontiguousarray(self.full_blocks, dtype=np.int32)
+        if self.tool_wait_s is not None:
+            self.tool_wait_s = np.ascontiguousarray(self.tool_wait_s, dtype=np.float64)
         self.validate()
 
     # ------------------------------------------------------------------ shape
@@ -194,6 +201,8 @@ class Trace:
             raise ValueError(f"depth has {len(self.depth)} entries, expected {len(self.blocks)}")
         if self.full_blocks is not None and len(self.full_blocks) != R:
             raise ValueError(f"full_blocks has {len(self.full_blocks)} entries, expected {R}")
+        if self.tool_wait_s is not None and len(self.tool_wait_s) != R:
+            raise ValueError(f"tool_wait_s has {len(self.tool_wait_s)} entries, expected {R}")
         if self.source_ids is not None and self.source_ids.shape != (self.n_unique,):
             raise ValueError(f"source_ids has shape {self.source_ids.shape}, expected ({self.n_unique},): "
                              f"one id per dense block")
@@ -244,7 +253,7 @@ class Trace:
                                "meta": self.meta, "format": NATIVE_FORMAT_VERSION})
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp.npz")
-        optional = {} if self.source_ids is None else {"source_ids": self.source_ids}
+        optional = {k: getattr(self, k) for k in ("source_ids", "tool_wait_s") if getattr(self, k) is not None}
         np.savez(
             tmp,
             req_offsets=self.req_offsets,
@@ -297,6 +306,7 @@ class Trace:
                     raise ValueError(f"{path}: unsupported native trace format {header.get('format')!r}")
                 arrays = {k: _member(z, k, path) for k in NATIVE_ARRAYS}
                 source_ids = _member(z, "source_ids", path) if "source_ids" in z.files else None
+                tool_wait = _member(z, "tool_wait_s", path) if "tool_wait_s" in z.files else None
         except (zipfile.BadZipFile, EOFError, zlib.error) as e:
             raise ValueError(f"{path} is a damaged native trace ({type(e).__name__}: {e})") from e
         if source_ids is not None and (source_ids.ndim != 1 or source_ids.dtype.kind not in "iu"):
@@ -315,7 +325,7 @@ class Trace:
             return cls(**arrays, block_tokens=bt, name=str(header.get("name") or path.stem),
                        source=header.get("source", "real"),
                        dropped_requests=int(header.get("dropped_requests") or 0), meta=meta,
-                       source_ids=source_ids)
+                       source_ids=source_ids, tool_wait_s=tool_wait)
         except ValueError as e:
             raise ValueError(f"{path}: {e}") from None
 
@@ -328,7 +338,8 @@ class Trace:
                      self.output_tokens[:n_requests].copy(), block_tokens=self.block_tokens,
                      name=self.name, source=self.source, meta=dict(self.meta, subset=n_requests),
                      source_ids=None if self.source_ids is None else self.source_ids[old],
-                     full_blocks=None if self.full_blocks is None else self.full_blocks[:n_requests].copy())
+                     full_blocks=None if self.full_blocks is None else self.full_blocks[:n_requests].copy(),
+                     tool_wait_s=None if self.tool_wait_s is None else self.tool_wait_s[:n_requests].copy())
 
 
 def back_to_back(traces: Sequence[Trace], gap_s: float = 3600.0) -> Trace:
@@ -369,7 +380,9 @@ def back_to_back(traces: Sequence[Trace], gap_s: float = 3600.0) -> Trace:
                  depth=cat(depth) if with_depth else None,
                  source_ids=cat([t.source_ids for t in ts]) if keep_ids else None,
                  full_blocks=cat([t.request_lengths if t.full_blocks is None else t.full_blocks for t in ts])
-                 if any(t.full_blocks is not None for t in ts) else None)
+                 if any(t.full_blocks is not None for t in ts) else None,
+                 tool_wait_s=cat([np.zeros(t.n_requests) if t.tool_wait_s is None else t.tool_wait_s for t in ts])
+                 if any(t.tool_wait_s is not None for t in ts) else None)
 
 
 @njit

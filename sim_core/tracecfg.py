@@ -25,7 +25,8 @@ import numpy as np
 
 from . import synth
 from .config_checks import ConfigError, check_int, check_number
-from .loaders import FORMATS, REGISTRY, SETTINGS, bundled_path, detect_format, load_trace
+from .loaders import FORMATS, REGISTRY, SETTINGS, bundled_path, detect_format, load_trace, times
+from .loaders.lines import trace_files
 from .reblock import reblock
 from .sample import SampleSet
 from .sessions import has_session_ids, sessions_source, with_inferred_sessions
@@ -80,10 +81,12 @@ def check_trace_config(tc: Mapping, choice: str) -> None:
         if not p.exists():
             raise ConfigError(f"trace.path {str(p)!r} does not exist"
                               + (" (unset trace.path to use the synthetic profile)" if _get(tc, "profile") else ""))
-        if p.is_dir():
-            raise ConfigError(f"trace.path {str(p)!r} is a directory; give a trace file (.jsonl or .npz)")
         if fmt not in formats():
             raise ConfigError(f"unknown trace.format {fmt!r}; valid: {', '.join(formats())}")
+        readers = [n for n, f in REGISTRY.items() if f.directories]
+        if p.is_dir() and (fmt not in ("auto", *readers) or not trace_files(p)):
+            raise ConfigError(f"trace.path {str(p)!r} is a directory; give a trace file (.jsonl or .npz), or a "
+                              f"directory of per-session *.jsonl / *.json files (formats {', '.join(readers)})")
     elif not _get(tc, "bundled") and not _get(tc, "profile"):
         raise ConfigError(f"trace={choice} sets none of trace.path, trace.bundled or trace.profile: "
                           f"give the file, e.g. trace.path=/data/my_trace.jsonl")
@@ -94,10 +97,19 @@ def check_trace_config(tc: Mapping, choice: str) -> None:
     check_int(_get(tc, "block_tokens"), "trace.block_tokens", 1, allow_none=True,
               none_means="the trace's own block size")
     # the formats' own options: numbers first, then the files (a stat each)
-    for opt, owners in sorted(SETTINGS.values(), key=lambda s: s[0].kind != "int"):
+    for opt, owners in sorted(SETTINGS.values(), key=lambda s: s[0].kind == "file"):
         value = _get(tc, opt.name)
         if opt.kind == "int":
             check_int(value, f"trace.{opt.name}", 1, allow_none=True, none_means=opt.what)
+            continue
+        if opt.kind == "unit":
+            if value is not None and (not isinstance(value, str) or times.ALIASES.get(value, value) not in times.UNITS):
+                raise ConfigError(f"trace.{opt.name} must be one of {', '.join(times.UNITS)} or null "
+                                  f"({opt.what}), got {value!r}")
+            continue
+        if opt.kind == "bool":
+            if value is not None and not isinstance(value, bool):
+                raise ConfigError(f"trace.{opt.name} must be true or false, got {value!r}")
             continue
         if value is _MISSING or (opt.required and fmt in owners and not value):
             raise ConfigError(f"trace.format={fmt if fmt in owners else owners[0]} needs {opt.what}: "
@@ -196,7 +208,8 @@ def _load_native(path: Path, fmt: str, name: str | None):
 
 def _load_file(path: Path, fmt: str, tc: Mapping, name: str | None):
     # a zip archive is never JSONL: read it as native whatever the trace group's format says
-    if fmt == "native" or (fmt == "auto" and path.suffix == ".npz") or _head(path).startswith(b"PK\x03\x04"):
+    if not path.is_dir() and (fmt == "native" or (fmt == "auto" and path.suffix == ".npz")
+                              or _head(path).startswith(b"PK\x03\x04")):
         return _reblocked(_load_native(path, fmt, name), tc)
     if fmt == "auto":
         fmt = detect_format(path)
@@ -210,7 +223,8 @@ def _load_file(path: Path, fmt: str, tc: Mapping, name: str | None):
             continue
         if key not in f.options:
             raise ConfigError(f"trace.{key} applies to format(s) {', '.join(owners)}; {path} is {fmt}")
-        kwargs[key] = str(Path(str(value)).expanduser()) if opt.kind == "file" else int(value)
+        kwargs[key] = {"file": lambda v: str(Path(str(v)).expanduser()), "int": int, "unit": str,
+                       "bool": bool}[opt.kind](value)
     for opt in f.settings:
         if opt.required and opt.name not in kwargs:
             raise ConfigError(f"{path} is a {fmt} trace: it needs trace.{opt.name}={opt.example}")
@@ -296,7 +310,7 @@ def to_payload(trace) -> dict:
     d = {k: getattr(trace, k) for k in _ARRAYS}
     d.update(block_tokens=trace.block_tokens, name=trace.name, source=trace.source,
              dropped_requests=trace.dropped_requests, meta=dict(trace.meta), depth=trace.depth,
-             source_ids=trace.source_ids, full_blocks=trace.full_blocks)
+             source_ids=trace.source_ids, full_blocks=trace.full_blocks, tool_wait_s=trace.tool_wait_s)
     return d
 
 
@@ -310,7 +324,7 @@ def from_payload(d: dict):
             raise TypeError(f"trace payload field {k} is {type(a)}")
     return Trace(**arrays, block_tokens=d["block_tokens"], name=d["name"], source=d["source"],
                  dropped_requests=d["dropped_requests"], meta=d["meta"], depth=d.get("depth"),
-                 source_ids=d.get("source_ids"), full_blocks=d.get("full_blocks"))
+                 source_ids=d.get("source_ids"), full_blocks=d.get("full_blocks"), tool_wait_s=d.get("tool_wait_s"))
 
 
 def payload_bytes(d: dict) -> int:

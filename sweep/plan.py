@@ -121,11 +121,12 @@ def _mode_word(key: str, value) -> str:
     return str(value if value is not None else {"write": "on_evict", "admit": "all"}[key])
 
 
-def oversized_warnings(caps: Sequence[Capacity], request_lengths) -> list[str]:
+def oversized_warnings(caps: Sequence[Capacity], request_lengths, mode="request") -> list[str]:
     """Capacities below the largest request: they still run; the engine counts such
-    requests as oversized (all their blocks recomputed)."""
+    requests as oversized (all their blocks recomputed). None in block mode, which has no
+    residency constraint (a request larger than the cache is replayed block by block)."""
     lengths = np.asarray(request_lengths)
-    if not len(lengths):
+    if not len(lengths) or str(mode) != "request":
         return []
     biggest = int(lengths.max())
     out = []

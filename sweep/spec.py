@@ -17,7 +17,7 @@ from sim_core import Hits, Mode, get_policy
 from sim_core.accounting import check_warmup, duration_s
 from sim_core.capacity import log_spaced_bytes, parse_size
 from sim_core.cost import cost_names
-from sim_core.engines import preset
+from sim_core.engines import preset, twins
 from sim_core.hardware import as_hardware
 from sim_core.tier_rules import rules_at, rules_name
 from sim_core.tier_spec import as_tier_specs, parse_admit
@@ -386,7 +386,19 @@ def apply_engine(cfg: DictConfig, overrides: list[str]) -> str | None:
     return (f"sim.engine={name}: " + ", ".join(f"sim.{k}={'null' if v is None else v}" for k, v in set_.items()) +
             (f" (kept from the command line: {', '.join('sim.' + k for k in kept)})" if kept else "") +
             (f"; {name} usually runs {p.block_tokens}-token blocks (trace.block_tokens re-blocks a trace)"
-             if p.block_tokens else ""))
+             if p.block_tokens else "") + _twins_note(str(name)))
+
+
+def resumed_engine_note(name) -> str:
+    """For a sweep whose every result was found: why, when its preset replays as others."""
+    same = twins(str(name)) if name else []
+    return f" (sim.engine={name} replays as {', '.join(same)} do: the results may be theirs)" if same else ""
+
+
+def _twins_note(name: str) -> str:
+    same = twins(name)
+    return (f"; the same switches as {', '.join(same)}: one replay, so results computed under any of them are "
+            f"these (resumed, not simulated again)" if same else "")
 
 
 def resolve(cfg: DictConfig, policy_choice: str = "all") -> SweepSpec:

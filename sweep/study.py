@@ -28,7 +28,7 @@ from .plan import (counted, format_plan, make_plan, oversized_warnings, resolve_
                    without_sessions)
 from .progress import Progress
 from .report.families import pool_parts
-from .spec import PolicyChoice, apply_engine, resolve
+from .spec import PolicyChoice, apply_engine, resolve, resumed_engine_note
 from .store import check_reachable, default_uri
 from .tracking import REFERENCE
 
@@ -111,7 +111,7 @@ def load(st: Study) -> None:
              t.n_requests, t.n_accesses, t.n_unique, t.block_tokens)
     if st.fleet is not None:  # every request must fit a replica's KV cache; nothing saturates a queue
         return fleet.check_capacities(t, st.caps, st.fleet)
-    for w in oversized_warnings(st.caps, t.request_lengths):
+    for w in oversized_warnings(st.caps, t.request_lengths, st.spec.mode):
         log.warning("%s", w)
     sat = saturation_capacity(t)
     n_sat = sum(1 for c in st.caps if c.blocks >= sat)
@@ -369,8 +369,9 @@ def known_line(st: Study) -> str | None:
     if not n_known:
         return None
     if n_known == n_points:
+        why = resumed_engine_note(st.cfg.sim.get("engine"))
         return (f"resume: all {n_points} results ({len(st.curves)} curves x {len(st.caps)} capacities) are "
-                f"already computed; nothing to simulate (sweep.resume=false recomputes)")
+                f"already computed{why}; nothing to simulate (sweep.resume=false recomputes)")
     return (f"resume: {n_known} of {n_points} results already computed (same trace, policy, parameters, "
             f"engine, cost model and simulator); simulating the other {n_points - n_known}")
 

@@ -98,3 +98,12 @@ def test_tier_engines_tables(monkeypatch):
     assert f"| 3 | 6 | {h:,} | {p:,} | n/a | n/a |" in tier_engines.vs_dynamo(t, None, [3], [6])
     md = tier_engines.named(t, 3, [6, 12])
     assert all(f"| {n} | 12 |" in md for n in HIERARCHIES) and len(md.splitlines()) == 2 + 2 * len(HIERARCHIES)
+
+
+def test_rechain_bench_prints_the_before_after_table(capsys):
+    from benchmarks import rechain
+
+    assert rechain.main(["--sessions", "20", "--capacities", "100,400"]) == 0
+    out = capsys.readouterr().out
+    assert "| LRU capacity (blocks) | hit ratio, raw ids | hit ratio, re-chained |" in out
+    assert out.count("\n| 1") == 1 and "| 400 |" in out

@@ -25,7 +25,7 @@ def first_appearance(raw):
 DYNAMO_ROWS = [
     {"session_id": "s1", "timestamp": 1000, "input_length": 1100, "output_length": 52, "hash_ids": [0, 1, 2]},
     {"timestamp": 500, "input_tokens": 300, "output_tokens": 9, "hash_ids": [7]},          # independent
-    {"session_id": "s1", "delay": 2500, "input_length": 9999, "output_length": 40,        # clamped to 4*512
+    {"session_id": "s1", "delay": 2500, "input_length": 9999, "output_length": 40,        # kept, counted
      "hash_ids": [0, 1, 2, 3]},
     {"session_id": "s2", "created_time": 1200.5, "output_length": 1, "hash_ids": [0, 5]},  # no input: 2*512
     {"session_id": "s2", "delay_ms": 100, "timestamp": 9000, "output_length": 2, "hash_ids": [0, 5, 6]},
@@ -41,12 +41,14 @@ def test_dynamo_rows(tmp_path):
     # arrivals: s1 1.0, 3.5 (1.0 + 2.5), 3.5 (+0); indep 0.5; s2 1.2005, 9.0 (timestamp wins)
     assert t.arrival_s.tolist() == [0.5, 1.0, 1.2005, 3.5, 3.5, 9.0]
     assert t.session.tolist() == [-1, 0, 1, 0, 0, 1]
-    assert t.input_tokens.tolist() == [300, 1100, 1024, 2048, 2560, 1536]
+    assert t.input_tokens.tolist() == [300, 1100, 1024, 9999, 2560, 1536]  # never clamped
     assert t.output_tokens.tolist() == [9, 52, 1, 40, 3, 2]
     assert t.blocks.tolist() == first_appearance([7, 0, 1, 2, 0, 5, 0, 1, 2, 3, 0, 1, 2, 3, 4, 0, 5, 6])
-    assert t.meta["clamped_inputs"] == 1 and t.meta["sessions"] == 2
+    # 1 of the 3 rows with a length contradicts 512-token blocks; none fits better
+    assert t.meta["block_size"]["contradicting"] == 1 and t.meta["block_size"]["longer_than_blocks"] == 1
+    assert t.meta["block_size"]["block_tokens"] == 512 and t.meta["sessions"] == 2
     t64 = load_trace(p, file_block_tokens=64)
-    assert t64.block_tokens == 64 and t64.input_tokens.tolist()[:3] == [64, 192, 128]
+    assert t64.block_tokens == 64 and t64.input_tokens.tolist()[:3] == [300, 1100, 128]  # as written
 
 
 def test_plain_mooncake_rows_stay_mooncake(tmp_path):
@@ -110,7 +112,8 @@ def test_lmcache_lookup_log(tmp_path):
     assert detect_format(p) == "lmcache"
     t = load_lmcache(p)
     assert t.block_tokens == 256 and t.meta["loader"] == "lmcache"
-    assert t.arrival_s.tolist() == [1711929600.0, 1711929600.5, 1711929602.0]
+    assert t.arrival_s.tolist() == [0.0, 0.5, 2.0]  # Unix seconds, made relative
+    assert t.meta["time"]["unit"] == "s" and t.meta["time"]["absolute"] and t.meta["time"]["origin"] == 1711929600.0
     assert t.input_tokens.tolist() == [300, 700, 512]
     # 0xab == 171; a 256-bit hash kept by its low 64 bits (all ones = -1 as int64)
     assert t.blocks.tolist() == [0, 0, 1, 0, 2]
@@ -151,7 +154,7 @@ MALFORMED = [
     ("dynamo", mk("dynamo", output_length=DEL), "output_length", "missing required field"),
     ("dynamo", mk("dynamo", output_length=-1), "output_length", ">= 0"),
     ("dynamo", mk("dynamo", input_tokens=1.5), "input_tokens", "expected an integer"),
-    ("dynamo", mk("dynamo", timestamp="0"), "timestamp", "expected a number"),
+    ("dynamo", mk("dynamo", timestamp="0s"), "timestamp", "expected a number"),
     ("dynamo", mk("dynamo", timestamp=DEL, created_time=[1]), "created_time", "expected a number"),
     ("dynamo", mk("dynamo", session_id="new", delay=5), "delay", "first row of session 'new'"),
     ("dynamo", mk("dynamo", delay_ms=-5), "delay_ms", ">= 0"),

@@ -25,8 +25,8 @@ SAMPLES = {
         {"name": "task", "subagent": {"session_id": "t", "requests": [{"start_ms": 2, "block_ids": [1, 2]}]}}]}]},
     "tokens": {"timestamp": 1.0, "token_ids": [1, 2, 3], "session_id": "a", "output_length": 2},
     "text": {"timestamp_ms": 10, "prompt": "the cache", "session_id": 1, "output_length": 2},
-    "dynamo": {"session_id": "s", "timestamp": 0, "delay": 0, "input_length": 3, "output_length": 1,
-               "hash_ids": [1]},
+    "dynamo": {"request_id": "b", "session_id": "s", "timestamp": 0, "delay": 0, "input_length": 3,
+               "output_length": 1, "hash_ids": [1], "wait_for": [], "branches": ["c"], "tool_wait_ms": 5},
     "dynamo_request": {"schema": "dynamo.request.trace.v1", "event_type": "request_end", "event_time_unix_ms": 5,
                        "agent_context": {"session_id": "r"},
                        "request": {"request_id": "x", "request_received_ms": 1, "output_tokens": 1,
@@ -34,6 +34,10 @@ SAMPLES = {
                                               "input_sequence_hashes": [1, 2]}}},
     "lmcache": {"timestamp": 1.0, "request_id": "r", "model_name": "m", "chunk_size": 4, "seq_len": 8,
                 "chunk_hashes": ["0xab", "0xcd"]},
+    "lmcache_agent": {"timestamp": "1760428436442742", "input": "the cache", "output": "holds", "session_id": "s"},
+    "kvcache_tester": {"id": "c", "block_size": 2, "hash_id_scope": "local", "requests": [
+        {"t": 0.0, "type": "n", "in": 3, "out": 1, "hash_ids": [1], "think_time": 0.5},
+        {"t": 1.0, "type": "subagent", "requests": [{"t": 0.5, "in": 4, "hash_ids": [1, 2]}]}]},
 }
 
 json_values = st.recursive(
@@ -108,7 +112,8 @@ def check(path: Path, call) -> None:
     except TraceFormatError as e:
         msg = str(e)
         assert msg.startswith(str(path)), msg
-        assert re.match(re.escape(str(path)) + r"(:\d+: |: )", msg), msg
+        # a directory's error names the file inside it
+        assert re.match(re.escape(str(path)) + r"(/[^/:]+)?(:\d+: |: )", msg), msg
     else:
         assert isinstance(trace, Trace)
 
@@ -125,8 +130,22 @@ def test_jsonl_loader_fuzz(tmp_path, fmt, data):
     content = data.draw(jsonl_bytes(fmt))
     path = tmp_path / f"{fmt}.jsonl"
     path.write_bytes(content)
-    kw = {"tokenizer": tokenizer_path(tmp_path)} if fmt == "text" else {}
+    kw = {"tokenizer": tokenizer_path(tmp_path)} if fmt in ("text", "lmcache_agent") else {}
     check(path, lambda: load_trace(path, fmt=fmt, **kw))
+
+
+DIRECTORIES = [name for name, f in REGISTRY.items() if f.directories]
+
+
+@pytest.mark.parametrize("fmt", DIRECTORIES)
+@FUZZ
+@given(data=st.data())
+def test_directory_loader_fuzz(tmp_path_factory, fmt, data):
+    d = tmp_path_factory.mktemp("dir")
+    for i in range(data.draw(st.integers(1, 3))):
+        (d / f"s{i}.jsonl").write_bytes(data.draw(jsonl_bytes(fmt)))
+    kw = {"tokenizer": tokenizer_path(tmp_path_factory.mktemp("tok"))} if fmt == "lmcache_agent" else {}
+    check(d, lambda: load_trace(d, fmt=fmt, **kw))
 
 
 @FUZZ

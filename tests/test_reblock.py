@@ -47,7 +47,7 @@ def test_partial_chunk_never_equals_a_full_chunk_at_another_depth():
     assert r.blocks.tolist() == [0, 1]
 
 
-@pytest.mark.parametrize("target", [24, 8, 0, -32, 2.0, True])
+@pytest.mark.parametrize("target", [24, 12, 0, -32, 2.0, True])  # 8 divides 16: a split (below)
 def test_non_multiple_is_refused(target):
     t = Trace.from_requests([[1, 2]], block_tokens=16)
     with pytest.raises(ValueError, match="re-block|integer"):
@@ -102,3 +102,30 @@ def test_bundled_mooncake_reblocked_on_load():
     assert len(set(remap.values())) == len(remap)
     with pytest.raises(ValueError, match="multiple of 512"):
         load_trace(bundled_path("mooncake_conversation"), block_tokens=768)
+
+
+def test_finer_blocks_split_each_block_by_hand(caplog):
+    # 16-token blocks; request 0 has 24 tokens (its last block half full), request 1 has 32
+    t = Trace.from_requests([[1, 2], [1, 3]], block_tokens=16, input_tokens=[24, 32], tool_wait_s=[0.0, 2.0])
+    with caplog.at_level("WARNING", "sim_core"):
+        f = reblock(t, 8)
+    # sub-blocks (1,0) (1,1) (2,0) | (1,0) (1,1) (3,0) (3,1): 24 tokens reach 3 of 8
+    assert f.block_tokens == 8 and f.blocks.tolist() == [0, 1, 2, 0, 1, 3, 4]
+    assert f.input_tokens.tolist() == [24, 32] and f.tool_wait_s.tolist() == [0.0, 2.0]
+    assert "16-token blocks split into 2 chained 8-token sub-blocks" in caplog.text
+    assert "share only part of a 16-token block" in caplog.text
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_finer_then_coarser_gives_the_trace_back(seed):
+    rng = np.random.default_rng(seed)
+    prefixes: dict[tuple, int] = {}
+    reqs = []
+    for _ in range(60):  # prefix-chained ids: a dict over prefixes of random small symbols
+        syms = tuple(rng.integers(0, 3, size=rng.integers(1, 8)))
+        reqs.append([prefixes.setdefault(syms[:j + 1], len(prefixes)) for j in range(len(syms))])
+    t = Trace.from_requests(reqs, block_tokens=64)
+    for k in (2, 4, 64):
+        back = reblock(reblock(t, 64 // k), 64)
+        assert back.blocks.tolist() == t.blocks.tolist() and back.block_tokens == 64
+        np.testing.assert_array_equal(back.req_offsets, t.req_offsets)

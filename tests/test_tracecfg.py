@@ -75,9 +75,9 @@ def test_text_needs_a_tokenizer(compose, tmp_path):
 
 
 def test_option_of_another_format_is_named(compose, tmp_path):
-    p = tmp_path / "mc.jsonl"
-    p.write_text(json.dumps({"timestamp": 0, "hash_ids": [1]}) + "\n")
-    with pytest.raises(ConfigError, match="trace.file_block_tokens applies to format.* dynamo; .* is mooncake"):
+    p = tmp_path / "tok.jsonl"
+    p.write_text(json.dumps({"timestamp": 0, "token_ids": [1]}) + "\n")
+    with pytest.raises(ConfigError, match="trace.file_block_tokens applies to format.* dynamo.*; .* is tokens"):
         load(compose("trace=file", f"trace.path={p}", "trace.file_block_tokens=64").trace, "file")
 
 

@@ -15,19 +15,21 @@ Common rules for every JSONL format
 * Any malformed record raises :class:`TraceFormatError` (a ``ValueError``) whose
   message reads ``<file>:<line>: field '<name>': <what is wrong>``: invalid JSON,
   a line that is not an object, a missing required field, a wrong type (block-hash
-  lists must be JSON arrays of integers; timestamps finite numbers; lengths
-  non-negative integers). A file without any request fails with "no requests".
+  lists must be JSON arrays of integers; timestamps finite numbers or numeric
+  strings, in a unit detected per file (times.py); lengths non-negative integers). A file without any request fails with "no requests".
 * Optional fields may be absent or ``null``. Integer fields also accept integral
   floats (``12.0``); booleans are never accepted as numbers.
 * Block hashes are 64-bit integers, signed or unsigned: values in 2^63..2^64-1 are
   folded onto negative int64 (two's complement; only equality matters, so this is
   exact as long as one file does not mix negative and >= 2^63 hashes).
-* Input tokens of a request = its input-length field, or ``len(hashes) *
-  block_tokens`` when the field is absent (token formats: ``len(token_ids)``). Requests with input tokens >
+* Input tokens of a request = its input-length field (never changed; a block size the
+  lengths contradict is inferred: blocksize.py), or ``len(hashes) * block_tokens``
+  when the field is absent (token formats: ``len(token_ids)``). Requests with input tokens >
   ``context_tokens`` (default: the model config's window, 262,144 for
   Qwen3-Coder-30B; ``None`` disables the filter) are dropped.
 * ``Trace.source`` is ``"real"``; ``Trace.name`` defaults to the file name without
   ``.gz`` / ``.jsonl`` / ``.json``.
+* Ids that are not prefix-chained are re-chained by position (builder.py; docs/traces.md).
 
 Registry
 --------
@@ -53,7 +55,7 @@ from ..trace import Trace
 from ..trace_file import NATIVE_FORMAT_VERSION
 from .builder import DEFAULT_CONTEXT_TOKENS
 from .format import Option, TraceFormat
-from .lines import TraceFormatError, check_exists, default_name, iter_objects
+from .lines import TraceFormatError, check_exists, default_name, iter_records
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +85,8 @@ for _fmt in REGISTRY.values():
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 # Bump when parsing changes in a way that alters the produced arrays: invalidates caches.
-_LOADER_VERSION = 3  # 2: traces keep the file's block hashes (Trace.source_ids); 3: format options
+_LOADER_VERSION = 4  # 2: traces keep the file's block hashes (Trace.source_ids); 3: format options;
+# 4: time units, block-size inference, re-chaining, tool waits
 
 
 # ---------------------------------------------------------------- bundled data
@@ -119,18 +122,20 @@ def detect_format(path: str | Path) -> str:
     """A format whose suffix the file has (``native`` for .npz), else the one format whose
     sniffer claims the first non-blank JSON object."""
     path = Path(path)
-    check_exists(path)
+    check_exists(path, directory=True)
     for f in REGISTRY.values():
         if path.suffix in f.suffixes:
             return f.name
-    for lineno, obj in iter_objects(path):
+    for file, lineno, obj in iter_records(path):
         claims = [f.name for f in REGISTRY.values() if f.sniff is not None and f.sniff(obj)]
+        if path.is_dir():  # a directory: only the formats that read one
+            claims = [c for c in claims if REGISTRY[c].directories]
         if len(claims) == 1:
             return claims[0]
         what = (f"formats {' and '.join(claims)} both read records" if claims
                 else "cannot detect the trace format")
         raise TraceFormatError(
-            f"{path}:{lineno}: {what} with keys {sorted(obj)[:20]}; pass fmt= one of {FORMATS[1:]}")
+            f"{file}:{lineno}: {what} with keys {sorted(obj)[:20]}; pass fmt= one of {FORMATS[1:]}")
     raise TraceFormatError(f"{path}: no requests (empty file)")
 
 
@@ -174,7 +179,9 @@ def load_trace(path: str | Path, fmt: str = "auto", *, cache_dir: str | Path | N
 
     ``kw`` goes to the format's reader: ``name`` always, and the options its module
     declares (``context_tokens`` for the JSONL formats; ``tokenizer`` for text;
-    ``file_block_tokens`` for dynamo). ``block_tokens=B`` is the block size of the
+    ``file_block_tokens``, ``time_unit``, ``rechain`` for the hash formats). ``path`` may be a
+    directory of per-session files for the formats that read one (``lmcache_agent``,
+    ``kvcache_tester``). ``block_tokens=B`` is the block size of the
     trace: token formats hash at B, the others are re-blocked to B (a multiple of the
     file's block size; :func:`sim_core.reblock`). With ``cache_dir`` a parsed JSONL trace
     is stored there in native format, keyed by (absolute path, size, mtime, fmt,
@@ -182,14 +189,18 @@ def load_trace(path: str | Path, fmt: str = "auto", *, cache_dir: str | Path | N
     """
     f = get_format(fmt) if fmt != "auto" else None
     path = Path(path)
-    check_exists(path)
+    check_exists(path, directory=True)
     if f is None:
         f = REGISTRY[detect_format(path)]
+    if path.is_dir() and not f.directories:
+        readers = [n for n, g in REGISTRY.items() if g.directories]
+        raise IsADirectoryError(errno.EISDIR, f"format {f.name} reads one file, not a directory (formats that read "
+                                              f"a directory of per-session files: {', '.join(readers)})", str(path))
     allowed = {"name", "block_tokens", *f.options}
     unexpected = set(kw) - allowed
     if unexpected:
         raise TypeError(f"{f.name} traces accept only {', '.join(sorted(allowed))}=, got {sorted(unexpected)}")
-    if cache_dir is None or not f.cacheable:
+    if cache_dir is None or not f.cacheable or path.is_dir():  # a directory's mtime misses its files' edits
         return _read(f, path, dict(kw))
 
     cache_dir = Path(cache_dir)

@@ -25,7 +25,12 @@ field               required  meaning
                               first row
 ``session_id``      no        string or integer: rows sharing it are the turns of
                               one session; absent = an independent request (-1)
-``request_id``      no        ignored
+``request_id``      no        string or integer, unique: names the row for
+                              ``wait_for``
+``wait_for``        no        request ids of earlier rows this one waits on [2]
+``tool_wait_ms``    no        ms of tool calls waited after them (Trace.tool_wait_s)
+``branches``        no        request ids this row spawns (counted in meta)
+``prefix_reset``    no        not read
 ==================  ========  =====================================================
 
 [1] Arrival of a row: its ``timestamp``; else, for a later turn, the previous turn's
@@ -33,35 +38,41 @@ arrival + ``delay`` (0 when absent); else 0. Dynamo replays a later turn closed-
 ``delay`` after the previous turn *completes*; a trace has no service time, so here it
 arrives ``delay`` after the previous turn *arrives* (a departure: turns come earlier
 than on a live replay by the previous turn's latency). A row's ``timestamp`` wins over
-``delay`` when both are given. ``input_length`` above ``len(hash_ids) * block size`` is
-clamped to it, as Dynamo does (counted in ``meta["clamped_inputs"]``). A file that is
-plain Mooncake (none of Dynamo's extra keys) is read by ``fmt="mooncake"`` under
+``delay`` when both are given. Timestamps in another unit are detected
+(:mod:`.times`); delays and tool waits stay milliseconds. An ``input_length`` the hashes
+do not cover is kept, not clamped as Dynamo does: counted and reported
+(:mod:`.blocksize`, which also infers a block size the lengths contradict). A file that
+is plain Mooncake (none of Dynamo's extra keys) is read by ``fmt="mooncake"`` under
 ``format=auto``.
+
+[2] The agentic variant (``AgenticMooncakeRow`` in ``lib/data-gen/src/mooncake.rs``,
+written by ``agent_trace_to_mooncake --agentic``): a row with ``wait_for`` and no
+``timestamp`` arrives ``delay + tool_wait_ms`` after the latest arrival among the rows
+it waits for (Dynamo waits for their completions: the same departure as [1]).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from ..trace import Trace
 from .builder import DEFAULT_CONTEXT_TOKENS, Builder
-from .format import Option, TraceFormat
-from .lines import Line, Sessions, iter_objects
+from .format import HASH_OPTIONS, HASH_SETTINGS, TraceFormat
+from .lines import Line, Sessions, iter_objects, short
 from .mooncake import DYNAMO_KEYS
+from .times import UNITS, resolve, stamp
 
 DEFAULT_BLOCK_TOKENS = 512
 
 
-def load_dynamo(path: str | Path, *, name: str | None = None,
-                context_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
-                file_block_tokens: int | None = None) -> Trace:
-    """Dynamo replay rows (Mooncake schema + session_id and delay)."""
-    bt = int(file_block_tokens or DEFAULT_BLOCK_TOKENS)
-    if bt <= 0:
-        raise ValueError(f"file_block_tokens must be positive, got {bt}")
-    b = Builder(path, bt, context_tokens)
+def _rows(b: Builder):
+    """Every row checked, in file order: (line, hashes, raw stamp or NaN, delay ms, tool
+    wait ms, dependencies as line indices, session, input length, output length)."""
     sessions = Sessions()
-    last_arrival: dict[int, float] = {}  # session -> arrival of its previous row
-    clamped = 0
+    by_id: dict[str, int] = {}  # request_id -> its row index
+    rows = []
+    started: set[int] = set()  # sessions with a row so far
     for lineno, obj in iter_objects(b.path):
         ln = Line(b.where, lineno)
         hashes = ln.hashes(ln.required(obj, "hash_ids"), "hash_ids")
@@ -71,31 +82,65 @@ def load_dynamo(path: str | Path, *, name: str | None = None,
         olen = ln.integer(value, key, minimum=0)
         ilen = ln.optional_integer(obj, ("input_length", "input_tokens"))
         ts_key, ts = ln.first(obj, ("timestamp", "created_time"))
+        ts = float("nan") if ts is None else stamp(ln, ts, ts_key)
         delay_key, delay = ln.first(obj, ("delay", "delay_ms"))
+        delay = 0.0 if delay is None else ln.number(delay, delay_key)
+        if delay < 0:
+            raise ln.fail(delay_key, f"expected a delay >= 0 ms, got {delay}")
+        wait = obj.get("tool_wait_ms")
+        wait = 0.0 if wait is None else ln.number(wait, "tool_wait_ms")
+        if wait < 0:
+            raise ln.fail("tool_wait_ms", f"expected a wait >= 0 ms, got {wait}")
+        deps = []
+        for field in ("wait_for", "branches"):
+            names = obj.get(field)
+            if names is not None and (not isinstance(names, list) or not all(isinstance(x, str) for x in names)):
+                raise ln.fail(field, f"expected a list of request ids, got {short(names)}")
+        for dep in obj.get("wait_for") or ():
+            if dep not in by_id:
+                raise ln.fail("wait_for", f"request_id {dep[:60]!r} is not on an earlier row")
+            deps.append(by_id[dep])
+        rid = obj.get("request_id")
+        if rid is not None:
+            rid = ln.string(rid, "request_id") if not isinstance(rid, int) or isinstance(rid, bool) else str(rid)
+            if rid in by_id:
+                raise ln.fail("request_id", f"duplicate request_id {rid[:60]!r} (first on line {rows[by_id[rid]][0]})")
+            by_id[rid] = len(rows)
         sid = obj.get("session_id")
         session = sessions.id_of(ln, sid, "session_id")  # -1: an independent request
-        previous = last_arrival.get(session) if session >= 0 else None
-        if delay is not None:
-            delay = ln.number(delay, delay_key)
-            if delay < 0:
-                raise ln.fail(delay_key, f"expected a delay >= 0 ms, got {delay}")
-            if previous is None and delay != 0:
-                raise ln.fail(delay_key, f"a delay on the first row of session {sid!r}")
-        if ts is not None:
-            arrival = ln.number(ts, ts_key) / 1000.0
-        elif previous is not None:
-            arrival = previous + (delay or 0.0) / 1000.0
-        else:
-            arrival = 0.0
+        if delay and not deps and session not in started:  # a delay after nothing
+            raise ln.fail(delay_key, f"a delay on the first row of session {sid!r}")
         if session >= 0:
-            last_arrival[session] = arrival
-        capacity = len(hashes) * bt
-        if ilen is None:
-            ilen = capacity
-        elif ilen > capacity:
-            ilen, clamped = capacity, clamped + 1
-        b.add(hashes, arrival, session, ilen, olen)
-    return b.build("dynamo", name, {"sessions": len(sessions.ids), "clamped_inputs": clamped})
+            started.add(session)
+        rows.append((lineno, hashes, ts, delay, wait, deps, session, ilen, olen, bool(obj.get("branches"))))
+    return rows, len(sessions.ids)
+
+
+def load_dynamo(path: str | Path, *, name: str | None = None,
+                context_tokens: int | None = DEFAULT_CONTEXT_TOKENS, **options) -> Trace:
+    """Dynamo replay rows (Mooncake schema + session_id and delay; the agentic variant's
+    request_id, wait_for, branches and tool_wait_ms)."""
+    b = Builder(path, DEFAULT_BLOCK_TOKENS, context_tokens, "ms", **options)
+    rows, n_sessions = _rows(b)
+    raw = np.array([r[2] for r in rows], dtype=np.float64)
+    stamps, b.times_resolved = resolve(raw, "ms", b.time_override, b.where)
+    ms = UNITS["ms"]  # delays and tool waits are milliseconds whatever the timestamps' unit
+    arrival = np.zeros(len(rows))
+    last: dict[int, float] = {}  # session -> arrival of its previous row
+    agentic = any(r[5] or r[4] for r in rows)
+    for i, (lineno, hashes, ts, delay, wait, deps, session, ilen, olen, _) in enumerate(rows):
+        previous = last.get(session) if session >= 0 else None
+        if not np.isnan(ts):
+            arrival[i] = stamps[i]
+        elif deps:
+            arrival[i] = max(arrival[d] for d in deps) + (delay + wait) / ms
+        elif previous is not None:
+            arrival[i] = previous + delay / ms
+        if session >= 0:
+            last[session] = arrival[i]
+        b.add(hashes, arrival[i], session, ilen, olen, wait / ms if agentic else float("nan"))
+    return b.build("dynamo", name, {"sessions": n_sessions, "agentic": agentic,
+                                    "rows_with_branches": sum(r[9] for r in rows)})
 
 
 def _is_dynamo(obj: dict) -> bool:
@@ -106,6 +151,5 @@ def _is_dynamo(obj: dict) -> bool:
 FORMAT = TraceFormat(
     name="dynamo", read=load_dynamo, order=70, sniff=_is_dynamo,
     description="NVIDIA Dynamo replay rows: Mooncake JSONL plus session_id and delay",
-    options=("context_tokens", "file_block_tokens"),
-    settings=(Option("file_block_tokens", "int", "the format's default", "64"),),
+    options=HASH_OPTIONS, settings=HASH_SETTINGS,
 )

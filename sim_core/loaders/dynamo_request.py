@@ -35,7 +35,7 @@ field                                    required  meaning
 
 Any other event type is an error, as in Dynamo's reader; a line that is not a record
 (its ``event`` not an object) is skipped, as there. ``arrival_s =
-request_received_ms / 1000``. Requests with and without ``agent_context`` may be mixed
+request_received_ms / 1000``, made relative to the first request. Requests with and without ``agent_context`` may be mixed
 (Dynamo's agentic replay refuses that; a cache trace does not need it).
 """
 from __future__ import annotations
@@ -44,7 +44,7 @@ from pathlib import Path
 
 from ..trace import Trace
 from .builder import DEFAULT_CONTEXT_TOKENS, Builder
-from .format import TraceFormat
+from .format import HASH_OPTIONS, HASH_SETTINGS, TraceFormat
 from .lines import Line, Sessions, iter_objects
 
 SCHEMA = "dynamo.request.trace.v1"
@@ -52,9 +52,10 @@ SKIPPED = frozenset({"request_payload", "tool_start", "tool_end", "tool_error"})
 
 
 def load_dynamo_request(path: str | Path, *, name: str | None = None,
-                        context_tokens: int | None = DEFAULT_CONTEXT_TOKENS) -> Trace:
+                        context_tokens: int | None = DEFAULT_CONTEXT_TOKENS, **options) -> Trace:
     """Dynamo ``dynamo.request.trace.v1`` JSONL: one request per request_end event."""
-    b = Builder(path, 1, context_tokens)  # block size: the file's, set from the first request
+    b = Builder(path, 1, context_tokens, "ms", **options)  # block size: the file's, from its first request
+    file_bt = 0
     sessions = Sessions()
     seen_ids: dict[str, int] = {}
     block_line = 0
@@ -93,9 +94,10 @@ def load_dynamo_request(path: str | Path, *, name: str | None = None,
         bt = ln.integer(ln.required(replay, "trace_block_size", xp + "trace_block_size"),
                         xp + "trace_block_size", minimum=1)
         if not block_line:
-            b.block_tokens, block_line = bt, lineno
-        elif bt != b.block_tokens:
-            raise ln.fail(xp + "trace_block_size", f"{bt} differs from {b.block_tokens} (line {block_line}); "
+            file_bt, block_line = bt, lineno
+            b.block_tokens = b.block_override or bt
+        elif bt != file_bt:
+            raise ln.fail(xp + "trace_block_size", f"{bt} differs from {file_bt} (line {block_line}); "
                                                    f"one trace has one block size")
         ilen = ln.integer(ln.required(replay, "input_length", xp + "input_length"), xp + "input_length",
                           minimum=0)
@@ -110,7 +112,7 @@ def load_dynamo_request(path: str | Path, *, name: str | None = None,
         if context is not None:
             sid = ln.mapping(context, prefix + "agent_context").get("session_id")
             sid = None if sid is None else ln.string(sid, prefix + "agent_context.session_id")
-        b.add(hashes, received / 1000.0, sessions.id_of(ln, sid, prefix + "agent_context.session_id"), ilen, olen)
+        b.add(hashes, received, sessions.id_of(ln, sid, prefix + "agent_context.session_id"), ilen, olen)
     return b.build("dynamo_request", name, {"sessions": len(sessions.ids), "skipped_events": skipped})
 
 
@@ -122,4 +124,5 @@ def _is_dynamo_request(obj: dict) -> bool:
 FORMAT = TraceFormat(
     name="dynamo_request", read=load_dynamo_request, order=80, sniff=_is_dynamo_request,
     description="NVIDIA Dynamo request trace (dynamo.request.trace.v1 request_end events)",
+    options=HASH_OPTIONS, settings=HASH_SETTINGS,
 )

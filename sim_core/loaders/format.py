@@ -13,6 +13,9 @@ from typing import Callable
 from ..trace import Trace
 
 
+KINDS = ("int", "file", "unit", "bool")
+
+
 @dataclass(frozen=True)
 class Option:
     """A reader option of one format that the `trace` config group sets as
@@ -21,7 +24,8 @@ class Option:
 
     Attributes:
         name: the reader's keyword and the config key.
-        kind: ``"int"``, a whole number >= 1; ``"file"``, the path of an existing file.
+        kind: ``"int"``, a whole number >= 1; ``"file"``, the path of an existing file;
+            ``"unit"``, a time unit (sim_core.loaders.times.UNITS); ``"bool"``.
         what: int: what null means (``"the format's default"``); file: what the file
             is (``"a tokenizer file"``).
         example: a value shown in messages (``/path/to/tokenizer.json``).
@@ -35,8 +39,8 @@ class Option:
     required: bool = False
 
     def __post_init__(self):
-        if self.kind not in ("int", "file"):
-            raise ValueError(f"option {self.name}: kind must be 'int' or 'file', got {self.kind!r}")
+        if self.kind not in KINDS:
+            raise ValueError(f"option {self.name}: kind must be one of {KINDS}, got {self.kind!r}")
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,8 @@ class TraceFormat:
         cacheable: a parsed copy may be kept in ``cache_dir`` (JSONL formats).
         settings: the :class:`Option` s among ``options`` that a trace config sets
             (``trace.tokenizer``, ``trace.file_block_tokens``).
+        directories: the reader also takes a directory of trace files (one session or
+            conversation a file, read in name order: :func:`.lines.trace_files`).
     """
 
     name: str
@@ -74,8 +80,17 @@ class TraceFormat:
     hashes_tokens: bool = False
     cacheable: bool = True
     settings: tuple[Option, ...] = ()
+    directories: bool = False
 
     def __post_init__(self):
         unknown = [o.name for o in self.settings if o.name not in self.options]
         if unknown:
             raise ValueError(f"format {self.name}: settings {unknown} are not among its options {self.options}")
+
+
+#: the options of every format whose records carry block hashes (loaders/builder.py)
+TIME_UNIT = Option("time_unit", "unit", "detected from the timestamps", "us")
+FILE_BLOCK_TOKENS = Option("file_block_tokens", "int", "the format's size, or the one its input lengths show", "64")
+RECHAIN = Option("rechain", "bool", "true (ids after different prefixes become different blocks)", "false")
+HASH_OPTIONS = ("context_tokens", "time_unit", "file_block_tokens", "rechain")
+HASH_SETTINGS = (TIME_UNIT, FILE_BLOCK_TOKENS, RECHAIN)

@@ -14,8 +14,8 @@ top-level agent *session* per line. A session object::
 
 Only the keys above are read; every other key (``week``, ``provider_tokens``,
 ``role_tokens``, ``mutation``, ...) is ignored. When both spellings of a key are
-present the first listed wins. ``arrival_s = start_ms / 1000`` (Unix epoch
-seconds). Flattening: every session, top-level or nested under a tool call's
+present the first listed wins. ``start_ms`` is Unix epoch milliseconds, made relative
+to the first request (sim_core.loaders.times). Flattening: every session, top-level or nested under a tool call's
 ``subagent`` (recursively, to any depth), becomes its own session with a new dense
 id 0, 1, 2, ... assigned in file order, depth first (a session gets its id before
 the subagents it spawns); all requests of all sessions are then ordered by arrival
@@ -29,14 +29,16 @@ from typing import Any
 
 from ..trace import Trace
 from .builder import DEFAULT_CONTEXT_TOKENS, Builder
-from .format import TraceFormat
+from .format import HASH_OPTIONS, HASH_SETTINGS, TraceFormat
+from .kvcache_tester import _is_kvcache_tester
 from .lines import Line, iter_objects, short
+from .times import stamp
 
 
 def load_freeinference(path: str | Path, *, name: str | None = None,
-                       context_tokens: int | None = DEFAULT_CONTEXT_TOKENS) -> Trace:
+                       context_tokens: int | None = DEFAULT_CONTEXT_TOKENS, **options) -> Trace:
     """FreeInference agentic JSONL trace: one session per line, subagent sessions flattened."""
-    b = Builder(path, 16, context_tokens)
+    b = Builder(path, 16, context_tokens, "ms", **options)
     path, where = b.path, b.where
     n_sessions = 0
     n_subagents = 0
@@ -62,11 +64,11 @@ def load_freeinference(path: str | Path, *, name: str | None = None,
             rp = f"{prefix}requests[{i}]"
             if not isinstance(req, dict):
                 raise ln.fail(rp, f"expected a request object, got {short(req)}")
-            start = ln.number(ln.required(req, "start_ms", rp + ".start_ms"), rp + ".start_ms")
+            start = stamp(ln, ln.required(req, "start_ms", rp + ".start_ms"), rp + ".start_ms")
             hashes = ln.hashes(ln.required(req, "block_ids", rp + ".block_ids"), rp + ".block_ids")
             ilen = ln.optional_integer(req, ("input_tokens", "input_length"), rp + ".")
             olen = ln.optional_integer(req, ("output_tokens", "output_length"), rp + ".")
-            b.add(hashes, start / 1000.0, session_id, b.input_tokens_of(ilen, hashes), olen or 0)
+            b.add(hashes, start, session_id, ilen, olen or 0)
             calls = req.get("tool_calls")
             if calls is None:
                 continue
@@ -87,6 +89,7 @@ def load_freeinference(path: str | Path, *, name: str | None = None,
 
 
 FORMAT = TraceFormat(
-    name="freeinference", read=load_freeinference, order=30, sniff=lambda obj: "requests" in obj,
+    name="freeinference", read=load_freeinference, order=30, sniff=lambda obj: "requests" in obj and not _is_kvcache_tester(obj),
     description="FreeInference agentic JSONL: one session per line, subagent sessions nested",
+    options=HASH_OPTIONS, settings=HASH_SETTINGS,
 )

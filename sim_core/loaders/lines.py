@@ -21,11 +21,32 @@ class TraceFormatError(ValueError):
     """Malformed trace input. The message names file, 1-based line and field."""
 
 
-def check_exists(path: Path) -> None:
+#: the files a directory trace is made of (one session or conversation a file)
+DIR_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz")
+
+
+def check_exists(path: Path, directory: bool = False) -> None:
+    """The trace file exists (`directory`: or it is a directory holding trace files)."""
     if not path.exists():
         raise FileNotFoundError(errno.ENOENT, "trace file not found", str(path))
-    if path.is_dir():
-        raise IsADirectoryError(errno.EISDIR, "expected a trace file, got a directory", str(path))
+    if path.is_dir() and (not directory or not trace_files(path)):
+        what = "a directory without *.jsonl or *.json files" if directory else "a directory"
+        raise IsADirectoryError(errno.EISDIR, f"expected a trace file, got {what}", str(path))
+
+
+def trace_files(path: Path) -> list[Path]:
+    """[path] for a file; a directory's trace files (DIR_SUFFIXES, not hidden) in name order."""
+    if not path.is_dir():
+        return [path]
+    return sorted(p for p in path.iterdir()
+                  if p.is_file() and not p.name.startswith(".") and p.name.endswith(DIR_SUFFIXES))
+
+
+def iter_records(path: Path) -> Iterator[tuple[Path, int, dict]]:
+    """(file, 1-based line, JSON object) over a file or a directory's files in name order."""
+    for f in trace_files(path):
+        for lineno, obj in iter_objects(f):
+            yield f, lineno, obj
 
 
 def _open_binary(path: Path):

@@ -41,8 +41,9 @@ from typing import Any
 
 from ..trace import Trace
 from .builder import DEFAULT_CONTEXT_TOKENS, Builder
-from .format import TraceFormat
+from .format import HASH_OPTIONS, HASH_SETTINGS, TraceFormat
 from .lines import Line, iter_objects, short
+from .times import stamp
 
 _MASK64 = (1 << 64) - 1
 _MAX_HEX_DIGITS = 256  # a 1024-bit digest; longer text is not a hash
@@ -72,22 +73,24 @@ def _chunk_hashes(ln: Line, value: Any) -> array:
 
 
 def load_lmcache(path: str | Path, *, name: str | None = None,
-                 context_tokens: int | None = DEFAULT_CONTEXT_TOKENS) -> Trace:
+                 context_tokens: int | None = DEFAULT_CONTEXT_TOKENS, **options) -> Trace:
     """LMCache lookup-hash JSONL: one request per first lookup of a request id."""
-    b = Builder(path, 1, context_tokens)  # block size: the file's chunk_size
-    chunk_line = 0
+    # block size: the file's chunk_size; full chunks only are hashed
+    b = Builder(path, 1, context_tokens, "s", partial_last=False, **options)
+    chunk_line = first_chunk = 0
     model: tuple[str, int] | None = None
     first_lookup: set[str] = set()
     repeated = 0
     for lineno, obj in iter_objects(b.path):
         ln = Line(b.where, lineno)
-        ts = ln.number(ln.required(obj, "timestamp"), "timestamp")
+        ts = stamp(ln, ln.required(obj, "timestamp"), "timestamp")
         hashes = _chunk_hashes(ln, ln.required(obj, "chunk_hashes"))
         chunk = ln.integer(ln.required(obj, "chunk_size"), "chunk_size", minimum=1)
         if not chunk_line:
-            b.block_tokens, chunk_line = chunk, lineno
-        elif chunk != b.block_tokens:
-            raise ln.fail("chunk_size", f"{chunk} differs from {b.block_tokens} (line {chunk_line}); "
+            first_chunk, chunk_line = chunk, lineno
+            b.block_tokens = b.block_override or chunk
+        elif chunk != first_chunk:
+            raise ln.fail("chunk_size", f"{chunk} differs from {first_chunk} (line {chunk_line}); "
                                         f"one trace has one block size")
         seq_len = ln.optional_integer(obj, ("seq_len",))
         if obj.get("model_name") is not None:
@@ -104,7 +107,7 @@ def load_lmcache(path: str | Path, *, name: str | None = None,
                 repeated += 1
                 continue
             first_lookup.add(rid)
-        b.add(hashes, ts, -1, b.input_tokens_of(seq_len, hashes), 0)
+        b.add(hashes, ts, -1, seq_len, 0)
     return b.build("lmcache", name, {"repeated_lookups": repeated,
                                      "model_name": model[0] if model else None})
 
@@ -112,4 +115,5 @@ def load_lmcache(path: str | Path, *, name: str | None = None,
 FORMAT = TraceFormat(
     name="lmcache", read=load_lmcache, order=90, sniff=lambda obj: "chunk_hashes" in obj,
     description="LMCache lookup-hash log (lmcache server --lookup-hash-log-dir)",
+    options=HASH_OPTIONS, settings=HASH_SETTINGS,
 )

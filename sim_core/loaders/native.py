@@ -16,7 +16,7 @@ def load_native(path: str | Path, *, name: str | None = None) -> Trace:
     try:
         trace = Trace.load(path)
     except (zipfile.BadZipFile, KeyError, ValueError, SyntaxError, EOFError, OSError, IndexError,
-            TypeError) as e:
+            TypeError, NotImplementedError) as e:  # NotImplementedError: zipfile on a damaged version field
         raise TraceFormatError(f"{path}: not a valid native trace (.npz): {type(e).__name__}: {e}") from e
     if name is not None:
         trace.name = name

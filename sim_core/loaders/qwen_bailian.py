@@ -31,14 +31,15 @@ from array import array
 
 from ..trace import Trace
 from .builder import DEFAULT_CONTEXT_TOKENS, Builder
-from .format import TraceFormat
+from .format import HASH_OPTIONS, HASH_SETTINGS, TraceFormat
 from .lines import Line, TraceFormatError, iter_objects, short
+from .times import stamp
 
 
 def load_qwen_bailian(path: str | Path, *, name: str | None = None,
-                      context_tokens: int | None = DEFAULT_CONTEXT_TOKENS) -> Trace:
+                      context_tokens: int | None = DEFAULT_CONTEXT_TOKENS, **options) -> Trace:
     """Alibaba Qwen Bailian JSONL trace (16-token blocks, seconds, sessions from parent links)."""
-    b = Builder(path, 16, context_tokens)
+    b = Builder(path, 16, context_tokens, "s", **options)
     path, where = b.path, b.where
     parent_of: dict[int, int] = {}  # chat_id -> parent chat_id (-1 = root)
     line_of: dict[int, int] = {}    # chat_id -> line number (duplicates, cycle reports)
@@ -51,7 +52,7 @@ def load_qwen_bailian(path: str | Path, *, name: str | None = None,
             raise ln.fail("chat_id", f"duplicate chat_id {chat} (first seen on line {line_of[chat]})")
         parent = obj.get("parent_chat_id")
         parent = -1 if parent is None else ln.integer(parent, "parent_chat_id")
-        ts = ln.number(ln.required(obj, "timestamp"), "timestamp")
+        ts = stamp(ln, ln.required(obj, "timestamp"), "timestamp")
         hashes = ln.hashes(ln.required(obj, "hash_ids"), "hash_ids")
         ilen = ln.optional_integer(obj, ("input_length",))
         olen = ln.optional_integer(obj, ("output_length",))
@@ -65,7 +66,7 @@ def load_qwen_bailian(path: str | Path, *, name: str | None = None,
         parent_of[chat] = parent if parent >= 0 else -1
         line_of[chat] = lineno
         # Session is resolved after the whole file is read (parents may come later).
-        if b.add(hashes, ts, -1, b.input_tokens_of(ilen, hashes), olen or 0):
+        if b.add(hashes, ts, -1, ilen, olen or 0):
             kept_chat.append(chat)
 
     root_of: dict[int, int] = {}
@@ -99,4 +100,5 @@ def load_qwen_bailian(path: str | Path, *, name: str | None = None,
 FORMAT = TraceFormat(
     name="qwen_bailian", read=load_qwen_bailian, order=20, sniff=lambda obj: "chat_id" in obj,
     description="Alibaba Qwen Bailian JSONL (ATC'25): chat_id, parent links, 16-token hash_ids",
+    options=HASH_OPTIONS, settings=HASH_SETTINGS,
 )

@@ -23,11 +23,12 @@ import numpy as np
 
 from ..trace import Trace
 from .builder import DEFAULT_CONTEXT_TOKENS
-from .format import Option, TraceFormat
+from .format import TIME_UNIT, Option, TraceFormat
 from .lines import Line
 from .token_records import read_token_requests
 
 DEFAULT_BLOCK_TOKENS = 16
+TOKENIZER = Option("tokenizer", "file", "a tokenizer file", "/path/to/tokenizer.json", required=True)
 
 
 def load_tokenizer(path: str | Path):
@@ -48,7 +49,8 @@ def load_tokenizer(path: str | Path):
 
 def load_text(path: str | Path, *, name: str | None = None,
               context_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
-              block_tokens: int | None = None, tokenizer: str | Path | None = None) -> Trace:
+              block_tokens: int | None = None, tokenizer: str | Path | None = None,
+              time_unit: str | None = None) -> Trace:
     """Prompt-text JSONL trace, tokenized with `tokenizer` (a tokenizer.json file)."""
     if tokenizer is None:
         raise TypeError("the text format needs a tokenizer file: tokenizer=/path/to/tokenizer.json "
@@ -60,7 +62,7 @@ def load_text(path: str | Path, *, name: str | None = None,
         return np.asarray(tok.encode(prompt).ids, dtype=np.int64)
 
     trace = read_token_requests(path, "text", block_tokens or DEFAULT_BLOCK_TOKENS, context_tokens, name,
-                                tokens_of)
+                                tokens_of, time_unit=time_unit)
     trace.meta["tokenizer"] = str(Path(tokenizer).expanduser().resolve())
     return trace
 
@@ -69,6 +71,6 @@ FORMAT = TraceFormat(
     name="text", read=load_text, order=60, hashes_tokens=True,
     description="JSONL of prompt text, tokenized with a local tokenizer file and hashed into chained blocks",
     sniff=lambda obj: "prompt" in obj and "token_ids" not in obj,
-    options=("context_tokens", "block_tokens", "tokenizer"),
-    settings=(Option("tokenizer", "file", "a tokenizer file", "/path/to/tokenizer.json", required=True),),
+    options=("context_tokens", "block_tokens", "tokenizer", "time_unit"),
+    settings=(TOKENIZER, TIME_UNIT),
 )

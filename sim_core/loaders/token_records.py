@@ -49,6 +49,7 @@ import numpy as np
 from ..trace import Trace
 from .builder import Builder
 from .lines import Line, Sessions, iter_objects, short
+from .times import stamp
 
 ROOT_DIGEST = hashlib.sha256(b"sim_core.loaders.token_records").digest()
 _MAX_TOKEN = (1 << 63) - 1
@@ -98,13 +99,13 @@ def arrival_s(ln: Line, obj: dict) -> float:
         raise ln.fail("timestamp", "give timestamp (seconds) or timestamp_ms (milliseconds), not both")
     if s is None and ms is None:
         raise ln.fail("timestamp", "missing required field (seconds; or timestamp_ms in milliseconds)")
-    return ln.number(s, "timestamp") if s is not None else ln.number(ms, "timestamp_ms") / 1000.0
+    return stamp(ln, s, "timestamp") if s is not None else stamp(ln, ms, "timestamp_ms") / 1000.0
 
 
 def read_token_requests(path: str | Path, loader: str, block_tokens: int, context_tokens: int | None,
-                        name: str | None, tokens_of: Callable[[Line, dict], np.ndarray]) -> Trace:
+                        name: str | None, tokens_of: Callable[[Line, dict], np.ndarray], **options) -> Trace:
     """The shared loop: ``tokens_of(line, record)`` gives a record's token ids."""
-    b = Builder(path, int(block_tokens), context_tokens)
+    b = Builder(path, int(block_tokens), context_tokens, "s", hashed=False, **options)
     sessions = Sessions()
     n_partial = 0
     for lineno, obj in iter_objects(b.path):

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..trace import Trace
 from .builder import DEFAULT_CONTEXT_TOKENS
-from .format import TraceFormat
+from .format import TIME_UNIT, TraceFormat
 from .lines import Line
 from .token_records import read_token_requests, token_array
 
@@ -33,18 +33,18 @@ DEFAULT_BLOCK_TOKENS = 16
 
 def load_tokens(path: str | Path, *, name: str | None = None,
                 context_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
-                block_tokens: int | None = None) -> Trace:
+                block_tokens: int | None = None, time_unit: str | None = None) -> Trace:
     """Token-id JSONL trace, hashed into chained blocks of `block_tokens` (default 16)."""
     def tokens_of(ln: Line, obj: dict):
         return token_array(ln, ln.required(obj, "token_ids"), "token_ids")
 
     return read_token_requests(path, "tokens", block_tokens or DEFAULT_BLOCK_TOKENS, context_tokens, name,
-                               tokens_of)
+                               tokens_of, time_unit=time_unit)
 
 
 FORMAT = TraceFormat(
     name="tokens", read=load_tokens, order=50, hashes_tokens=True,
     description="JSONL of prompt token ids, hashed into chained blocks of any size",
     sniff=lambda obj: "token_ids" in obj,
-    options=("context_tokens", "block_tokens"),
+    options=("context_tokens", "block_tokens", "time_unit"), settings=(TIME_UNIT,),
 )

@@ -64,8 +64,12 @@ def summary_table(curves: Mapping[str, Mapping[str, Sequence[dict]]], capacities
     n_unsat = sum(1 for c in capacities if saturation_blocks is None or c.blocks < saturation_blocks)
     saturated = n_unsat < len(capacities)
     idx = pick_points(n_unsat, points - 1 if saturated and n_unsat else points) + ([n_unsat] if saturated else [])
-    heads = [human_gib(capacities[i].gib) + ("+" if saturated and i == n_unsat else "") for i in idx]
     regimes = [r for r in REGIMES if any(r.lo_gib - 1e-9 <= c.gib <= r.hi_gib + 1e-9 for c in capacities)]
+    # a column in neither regime is in no mean: marked ~ so it is not read as one of them
+    outside = {i for i in idx if regimes and not any(r.lo_gib - 1e-9 <= capacities[i].gib <= r.hi_gib + 1e-9
+                                                     for r in REGIMES)}
+    heads = [human_gib(capacities[i].gib) + ("+" if saturated and i == n_unsat else "") + ("~" if i in outside else "")
+             for i in idx]
     regimes = regimes or [Regime("all", "all swept capacities", 0.0, math.inf)]
     short = {"hbm": "HBM", "pool": "pool", "all": "all"}
     mark = {p: " [oracle]" if p in REGISTRY and get_policy(p).offline else "" for per in curves.values() for p in per}
@@ -77,8 +81,11 @@ def summary_table(curves: Mapping[str, Mapping[str, Sequence[dict]]], capacities
     if sample_rate is not None:
         title += f"; sampled replay at r={sample_rate:g} (miniature simulation), * = replayed exactly"
     if saturated:
-        title += (f"; {heads[-1]} = every capacity from {heads[-1][:-1]} up ({len(capacities) - n_unsat} of "
+        title += (f"; {heads[-1]} = every capacity from {human_gib(capacities[n_unsat].gib)} up ({len(capacities) - n_unsat} of "
                   f"{len(capacities)}) holds the whole trace")
+    if outside:
+        title += ("; ~ = in neither regime (" + ", ".join(f"{r.title} {r.lo_gib:g}-{r.hi_gib:g} GiB" for r in REGIMES)
+                  + "): shown, in no mean")
     means_h = [f"{short[r.name]} mean" for r in regimes]
     vs_h = [f"{short[r.name]} vs LRU" for r in regimes]
     mw = max([10] + [len(h) for h in means_h + vs_h])
