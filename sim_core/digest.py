@@ -25,14 +25,16 @@ def source_digest() -> str:
 
 def trace_digest(trace) -> str:
     """blake2b over the trace's arrays (dtype, shape and bytes), its blocks' source ids
-    when it has them (W-TinyLFU's libcachesim mode hashes them) and block size; cached on
+    when it has them (W-TinyLFU's libcachesim mode hashes them), its tool waits when it has
+    them (ttl_pin reads them) and block size; cached on
     the trace. Names and provenance are not part of it: the same requests are the same
     trace. About 1 s per GB of arrays."""
     cached = getattr(trace, "_content_digest", None)
     if cached is None:
         h = hashlib.blake2b(digest_size=16)
         h.update(f"block_tokens={int(trace.block_tokens)}".encode())
-        names = _TRACE_ARRAYS + (("source_ids",) if getattr(trace, "source_ids", None) is not None else ())
+        # optional arrays join only when present, so a trace without them keeps its digest
+        names = _TRACE_ARRAYS + tuple(n for n in ("source_ids", "tool_wait_s") if getattr(trace, n, None) is not None)
         for name in names:
             a = np.ascontiguousarray(getattr(trace, name))
             h.update(f"{name}:{a.dtype.str}:{a.shape}".encode())

@@ -167,7 +167,8 @@ def sample(trace: Trace, rate: float, seed: int = 0, by: str = "block") -> Trace
                  trace.input_tokens[kept_req], trace.output_tokens[kept_req], block_tokens=trace.block_tokens,
                  name=trace.name, source=trace.source, dropped_requests=trace.dropped_requests, meta=meta,
                  depth=depth, source_ids=None if trace.source_ids is None else trace.source_ids[old],
-                 full_blocks=(trace.request_lengths if trace.full_blocks is None else trace.full_blocks)[kept_req])
+                 full_blocks=(trace.request_lengths if trace.full_blocks is None else trace.full_blocks)[kept_req],
+                 tool_wait_s=None if trace.tool_wait_s is None else trace.tool_wait_s[kept_req])
     s.__dict__["_source_dense"] = old  # the trace's id of each of the sample's blocks (samples_of)
     return s
 
@@ -256,7 +257,8 @@ def _subsample(trace: Trace, fine: Trace, m: int, seed: int, rate: float) -> Tra
               fine.output_tokens[kept_req], block_tokens=fine.block_tokens, name=fine.name, source=fine.source,
               dropped_requests=fine.dropped_requests, meta=meta, depth=fine.depth[idx],
               source_ids=None if fine.source_ids is None else fine.source_ids[sub_old],
-              full_blocks=fine.full_blocks[kept_req])
+              full_blocks=fine.full_blocks[kept_req],
+              tool_wait_s=None if fine.tool_wait_s is None else fine.tool_wait_s[kept_req])
     s.__dict__["_source_dense"] = old[sub_old]
     return s
 

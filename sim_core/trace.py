@@ -48,6 +48,10 @@ class Trace:
             hashes given to `from_requests` or read from a trace file; int64 hashes as
             their two's-complement bits), indexed by dense id. None when there were none
             (synthetic traces, native files with dense ids). See :meth:`object_ids`.
+        tool_wait_s: float64[R] or None: seconds between request r's answer and its
+            session's next turn while the agent ran a tool (NaN: r did not end in a tool
+            call); None when the trace records none. Read by the ttl_pin policy
+            (sim_core/policies/agent.py, docs/agents.md).
     """
 
     req_offsets: np.ndarray
@@ -65,6 +69,7 @@ class Trace:
     tail_first: bool = False
     source_ids: np.ndarray | None = None
     full_blocks: np.ndarray | None = None
+    tool_wait_s: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.req_offsets = np.ascontiguousarray(self.req_offsets, dtype=np.int64)
@@ -79,6 +84,8 @@ class Trace:
             self.source_ids = _as_uint64(self.source_ids)
         if self.full_blocks is not None:
             self.full_blocks = np.ascontiguousarray(self.full_blocks, dtype=np.int32)
+        if self.tool_wait_s is not None:
+            self.tool_wait_s = np.ascontiguousarray(self.tool_wait_s, dtype=np.float64)
         self.validate()
 
     # ------------------------------------------------------------------ shape
@@ -194,6 +201,8 @@ class Trace:
             raise ValueError(f"depth has {len(self.depth)} entries, expected {len(self.blocks)}")
         if self.full_blocks is not None and len(self.full_blocks) != R:
             raise ValueError(f"full_blocks has {len(self.full_blocks)} entries, expected {R}")
+        if self.tool_wait_s is not None and len(self.tool_wait_s) != R:
+            raise ValueError(f"tool_wait_s has {len(self.tool_wait_s)} entries, expected {R}")
         if self.source_ids is not None and self.source_ids.shape != (self.n_unique,):
             raise ValueError(f"source_ids has shape {self.source_ids.shape}, expected ({self.n_unique},): "
                              f"one id per dense block")
