@@ -2,12 +2,15 @@
 of "class first, LRU within a class", LRU equivalences, and the Belady bound."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
 
 from sim_core import Trace, simulate
+from sim_core.digest import trace_digest
+from sim_core.sample import sample
 from tests.helpers import session_trace
 
 W, Y, Z, V = 1, 2, 3, 4
@@ -198,11 +201,6 @@ def test_residency_and_accounting_invariants(policy):
 def test_tool_waits_travel_with_the_trace():
     """ttl_pin reads Trace.tool_wait_s on whatever the replay runs: the tail-first view and
     a session sample carry it, and it is part of the trace's identity (result keys)."""
-    import dataclasses
-
-    from sim_core.digest import trace_digest
-    from sim_core.sample import sample
-
     t = session_trace(n_sessions=30, seed=4)
     waits = np.arange(t.n_requests, dtype=np.float64)
     w = dataclasses.replace(t, tool_wait_s=waits)
