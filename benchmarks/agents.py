@@ -6,8 +6,9 @@ Prints the markdown table of docs/agents.md. For each trace and regime (the pape
 and memory-pool capacities, sweep/report/regimes.py), every policy's hit ratio at each
 capacity and its share of the gap recovered, (hint - LRU) / (Belady - LRU), of hit
 ratios summed over the regime's capacities (a capacity where Belady and LRU tie adds
-nothing), and the mean TTFT over those capacities (service time on an H100, no lower
-tier, no queueing: docs/tiers.md). Traces:
+nothing), and the mean TTFT over those capacities (service time on an H100, no queueing:
+docs/tiers.md), HBM alone and, for the HBM regime, above a 1 TiB DRAM pool (LRU, written
+on eviction from HBM, host link). Traces:
 
 - `freeinference`: one full-scale week of sim_core.synth's FreeInference stand-in (seed
   `--seed`, true sessions), every policy replayed sampled by depth at `--rate` as a sweep
@@ -68,9 +69,14 @@ def traces(args):
     yield "mooncake (inferred sessions)", m, 1.0, HINTS
 
 
+def _ttft_ms(results) -> float:
+    return 1e3 * float(np.mean([r.ttft_mean_s for r in results]))
+
+
 def rows(args) -> list[str]:
     out = ["| trace | regime | capacities (blocks) | LRU | Belady | policy | hit ratio | gap recovered | "
-           "TTFT ms (LRU: hint) |", "|---|---|---|---:|---:|---|---:|---:|---:|"]
+           "TTFT ms, HBM alone (LRU: hint) | TTFT ms, over 1 TiB DRAM (LRU: hint) |",
+           "|---|---|---|---:|---:|---|---:|---:|---:|---:|"]
     for label, t, rate, hints in traces(args):
         for regime, sizes in REGIME_GIB:
             caps = [to_blocks(f"{g}GiB", QWEN3_CODER_30B, t.block_tokens) for g in sizes]
@@ -79,7 +85,12 @@ def rows(args) -> list[str]:
                 kw.update(sample_rate=rate, sample_by="depth", sample_seed=args.seed)
             lru_r = simulate(t, "lru", caps, **kw)
             lru = [r.hit_ratio for r in lru_r]
-            lru_ms = 1e3 * float(np.mean([r.ttft_mean_s for r in lru_r]))
+            lru_ms = _ttft_ms(lru_r)
+            dram = None
+            if regime == "HBM":
+                dram = [{"name": "dram", "capacity": to_blocks("1TiB", QWEN3_CODER_30B, t.block_tokens),
+                         "policy": "lru", "write": "on_evict", "link": "host"}]
+                lru_dram = _ttft_ms(simulate(t, "lru", caps, tiers=dram, **kw))
             # hit ratios, not hits: a sampled replay's counts are estimates at each capacity's rate
             opt = [r.hit_ratio for r in simulate(t, "belady", caps, **kw)]
             k = len(caps)
@@ -87,13 +98,15 @@ def rows(args) -> list[str]:
             for name, policy, params in hints:
                 res = simulate(t, policy, caps, params=params, **kw)
                 got = [r.hit_ratio for r in res]
-                ms = 1e3 * float(np.mean([r.ttft_mean_s for r in res]))
+                ms = _ttft_ms(res)
+                tiered = (f"{lru_dram:.1f}: {_ttft_ms(simulate(t, policy, caps, params=params, tiers=dram, **kw)):.1f}"
+                          if dram else "-")
                 gap = sum(opt) - sum(lru)
                 share = (sum(got) - sum(lru)) / gap if gap > 0 else float("nan")
                 head = (f"| {label} | {regime} | {', '.join(f'{c:,}' for c in caps)} | {sum(lru) / k:.4f} | "
                         f"{sum(opt) / k:.4f} |") if first else "| | | | | |"
                 out.append(f"{head} {name} | {sum(got) / k:.4f} | {share:+.1%} | "
-                           f"{lru_ms:.1f}: {ms:.1f} |")
+                           f"{lru_ms:.1f}: {ms:.1f} | {tiered} |")
                 first = False
     return out
 

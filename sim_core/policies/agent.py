@@ -168,6 +168,9 @@ def evict(st, j, r, pin):
 register_hooks(AgentState, on_hit, on_insert, evict)
 
 _NO_SERVING = "its classes follow the request being served, which the serving replay's shared pins do not name"
+# weight 2.0: a guess from lru_session's 1.5 (a heap update per tail change), not yet
+# measured with benchmarks.speed; sampling by depth as a sweep samples lru, error not yet
+# measured with benchmarks.sampling (docs/sampling.md has no row for them)
 
 SPEC = [
     PolicySpec(
