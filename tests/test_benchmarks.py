@@ -3,11 +3,13 @@ traces, their helpers by hand, and their tables against the policy registry."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
 from benchmarks import fidelity, speed
-from sim_core import REGISTRY
+from benchmarks.agents import gap_to_next_turn
+from sim_core import REGISTRY, Trace
 from tests.helpers import session_trace
 
 
@@ -107,3 +109,13 @@ def test_rechain_bench_prints_the_before_after_table(capsys):
     out = capsys.readouterr().out
     assert "| LRU capacity (blocks) | hit ratio, raw ids | hit ratio, re-chained |" in out
     assert out.count("\n| 1") == 1 and "| 400 |" in out
+
+
+def test_agents_bench_derives_tool_waits_from_the_next_turn():
+    """benchmarks.agents' tool waits: the gap to the same session's next request, NaN for a
+    last turn and for requests without a session."""
+    t = Trace.from_requests([[1], [2], [1, 3], [4], [2, 5]], arrival_s=[0.0, 1.0, 4.0, 5.0, 11.0],
+                            session=[7, 3, 7, -1, 3])
+    got = gap_to_next_turn(t)
+    assert got[:2].tolist() == [4.0, 10.0]
+    assert all(math.isnan(x) for x in got[2:])

@@ -189,3 +189,22 @@ def test_tier_section_with_modes_and_the_bound(tmp_path):
         assert cells[m][2] == f"{served[m]:.4f}"
         assert cells[m][-1] == f"{(LRU[0] + 0.3 - served[m]) * 100:+.2f}"
     assert '<tr data-policy="tier_bound"' in first
+
+
+def test_the_agent_hint_section_has_the_gap_recovered_by_hand():
+    from sweep.report.agents import gap_rows
+    from sweep.report.html import render_html
+
+    assert 'id="agents"' not in render_html(table(), {})  # no hint swept: no section
+    t = table()
+    # agent_end: LRU + 9 points everywhere, half of Belady's 18-point lead at 24 GiB only;
+    # over the HBM capacities (24, 32, 48, 64, 96 GiB) Belady leads by 18 x (1 + .8 + .6 + .4 + .2) = 54
+    # points in sum, agent_end by 9 x 5 = 45: 45 / 54 recovered. The pool regime (1 TiB) has
+    # no gap (saturation): no share.
+    t.curves["uniform"]["agent_end"] = _rows([v + 0.09 if i < 5 else v for i, v in enumerate(LRU)])
+    rows = {r["regime"]: r for r in gap_rows(t)}
+    assert rows["HBM"]["share"] == pytest.approx(45 / 54)
+    assert rows["HBM"]["capacities"] == 5
+    assert math.isnan(rows["memory pool"]["share"])
+    html = render_html(t, {})
+    assert 'id="agents"' in html and "+83.3%" in html

@@ -22,7 +22,8 @@ from sim_core.capacity import parse_size
 #: Ordered so that the policies most often swept together (lru, fifo, the quick-demotion
 #: family, lfu) get nine different colours.
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#e377c2", "#bcbd22", "#17becf", "#8c564b")
-ORACLE_COLOURS = ("#000000", "#555555", "#999999")
+# a fourth, dark brown, since four oracles (belady, belady_compute, ilp, agent_next) share the family
+ORACLE_COLOURS = ("#000000", "#555555", "#999999", "#7a4a1e")
 
 #: Family display order (legend, tables): (first member's palette index, line style).
 FAMILIES: dict[str, tuple[int, object]] = {
@@ -35,6 +36,7 @@ FAMILIES: dict[str, tuple[int, object]] = {
     "session": (7, (0, (3, 1, 1, 1, 1, 1))),
     "prefix_specific": (2, (0, (10, 2, 2, 2, 2, 2))),
     "compute_aware": (3, (0, (2, 1))),
+    "agent": (4, (0, (1, 2, 5, 2))),  # sim_core's agent hints (ttl_pin, agent_end)
     "oracle": (0, "--"),
     "bound": (0, ":"),  # sim_core's tier_bound: black, dotted, its own marker
 }
@@ -123,7 +125,8 @@ def styles(names: Iterable[str]) -> dict[str, Style]:
     than len(PALETTE) members repeats colours, told apart by marker)."""
     out: dict[str, Style] = {}
     seen: dict[str, int] = {}
-    for p in ordered(names):
+    # belady numbered first among the oracles: it keeps black dashes whatever joins them
+    for p in sorted(ordered(names), key=lambda p: p.name != "belady"):
         i = seen.get(p.family, 0)
         seen[p.family] = i + 1
         marker = _MARKERS[i % len(_MARKERS)]

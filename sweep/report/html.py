@@ -24,6 +24,7 @@ from typing import Sequence
 from .regimes import HEADLINES, REGIMES, Regime, at_size, in_regime, summary
 from .families import POOL_SEP, ordered, policy_info
 from .plots import drawn_once, plot_cost_model, size_label
+from .agents import agents_html, gap_rows
 from .sections import cap_labels, tiers, tiers_html, window_caps, windows_html
 from .serving import is_serving, write_serving
 from .sweeps import SweepTable
@@ -260,9 +261,11 @@ def render_html(table: SweepTable, pngs: dict[str, Path], tiers_png: Path | None
         meta.append("Partial curves (drawn, not ranked): " + e(", ".join(partial)) + ".")
     meta.append(f"Regenerate: <code>python -m analysis report {e(table.run_id)}</code>.")
     tier = tiers(table)
+    agents = gap_rows(table)
     nav = " | ".join([f'<a href="#cost-{e(m)}">{e(m)}</a>' for m in table.cost_models]
                      + (['<a href="#tiers">pool sizing</a>'] if tier else [])
-                     + (['<a href="#windows">windows</a>'] if table.windows else []))
+                     + (['<a href="#windows">windows</a>'] if table.windows else [])
+                     + (['<a href="#agents">agent hints</a>'] if agents else []))
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{e(table.experiment)}: sweep report</title>"
              f"<style>{_CSS}</style></head><body>",
              f"<h1>Sweep report: {e(table.experiment)}</h1>",
@@ -291,6 +294,7 @@ def render_html(table: SweepTable, pngs: dict[str, Path], tiers_png: Path | None
         parts.append(tiers_html(tier, tiers_png))
     if table.windows:
         parts.append(windows_html(table, window_caps(table), windows_png))
+    parts.append(agents_html(agents))
     parts.append("</body></html>")
     return "\n".join(parts)
 
