@@ -25,26 +25,16 @@ def source_digest() -> str:
 
 def trace_digest(trace) -> str:
     """blake2b over the trace's arrays (dtype, shape and bytes), its blocks' source ids
-<<<<<<< HEAD
     when it has them (W-TinyLFU's libcachesim mode hashes them), its tool waits when it
     has them (policies may read them) and block size; cached on
-=======
-    when it has them (W-TinyLFU's libcachesim mode hashes them), its tool waits when it has
-    them (ttl_pin reads them) and block size; cached on
->>>>>>> issue35b
     the trace. Names and provenance are not part of it: the same requests are the same
     trace. About 1 s per GB of arrays."""
     cached = getattr(trace, "_content_digest", None)
     if cached is None:
         h = hashlib.blake2b(digest_size=16)
         h.update(f"block_tokens={int(trace.block_tokens)}".encode())
-<<<<<<< HEAD
         # optional arrays only when present: a trace without them keeps the digest it had
         names = _TRACE_ARRAYS + tuple(k for k in ("source_ids", "tool_wait_s") if getattr(trace, k, None) is not None)
-=======
-        # optional arrays join only when present, so a trace without them keeps its digest
-        names = _TRACE_ARRAYS + tuple(n for n in ("source_ids", "tool_wait_s") if getattr(trace, n, None) is not None)
->>>>>>> issue35b
         for name in names:
             a = np.ascontiguousarray(getattr(trace, name))
             h.update(f"{name}:{a.dtype.str}:{a.shape}".encode())
