@@ -11,7 +11,9 @@ import numpy as np
 from .result import Mode
 from .trace import Trace
 
-# a one-pass curve (sim_core.onepass) costs about this many single-capacity replays
+# a one-pass curve (sim_core.onepass) costs about this many single-capacity replays,
+# whatever its number of capacities (`python -m benchmarks.speed --skip speed,jit,ray`
+# measures the crossover: docs/performance.md)
 ONE_PASS_COST = 2.0
 
 
@@ -81,16 +83,18 @@ def replay_units(capacities: Sequence[int], *, saturation: int, max_request_bloc
     """How `simulate` batches capacities (the sweep's planner costs jobs with it).
 
     A one-pass curve covers every capacity from the largest request up in request mode
-    (smaller ones evict the request's own blocks: replayed one by one); capacities at or
-    above `saturation` (see `saturation_capacity`) share one replay."""
+    (smaller ones evict the request's own blocks: replayed one by one). It is chosen only
+    where it is cheaper than replaying those capacities directly, i.e. where they would
+    take more than ONE_PASS_COST replays. Capacities at or above `saturation` (see
+    `saturation_capacity`) share one replay."""
     caps = sorted(dict.fromkeys(int(c) for c in capacities))
     units = []
     if one_pass:
         lo = max_request_blocks if Mode(mode) is Mode.REQUEST else 1
         big = tuple(c for c in caps if c >= lo)
-        if big:
+        if len({min(c, saturation) for c in big}) > ONE_PASS_COST:  # the direct replays they take
             units.append(ReplayUnit("one_pass", big))
-        caps = [c for c in caps if c < lo]
+            caps = [c for c in caps if c < lo]
     sat = tuple(c for c in caps if c >= saturation)
     units += [ReplayUnit("single", (c,)) for c in caps if c < saturation]
     if sat:

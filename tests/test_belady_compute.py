@@ -13,7 +13,7 @@ from sim_core.cost import cost_per_depth
 from sim_core.engine import EVICTIONS, FAILED, new_engine_state, replay_range
 from sim_core.policies import PolicyContext, get_policy
 from sim_core.policies import belady_compute as bc
-from sim_core.structures.kinetic import advance, new_tree, set_leaf, top
+from sim_core.structures.kinetic import _H, advance, clear_leaf, drop_leaf, flush, new_tree, put_leaf, set_leaf, top
 from sim_core.units import depth_totals
 
 MODELS = ["linear", "qwen3_coder_30b"]
@@ -320,6 +320,38 @@ def test_kinetic_tree_tracks_the_argmax_over_time():
                     return (Fraction(nn - int(now)) / Fraction(c) if inverse
                             else Fraction(c) * (nn - int(now)), -s)
                 assert top(kt) == max(items, key=sc)
+
+
+def test_deferred_updates_equal_immediate_ones():
+    """put_leaf / drop_leaf then flush leave the tree as set_leaf / clear_leaf do, node
+    for node, on bursts of neighbouring leaves (a request's depths) and scattered ones."""
+    rng = np.random.default_rng(2)
+    for inverse in (True, False):
+        n, tmax = 300, 10**7
+        now, lazy = new_tree(n, inverse, tmax), new_tree(n, inverse, tmax)
+        t = 0
+        for _ in range(400):
+            lo = int(rng.integers(n))
+            burst = (range(lo, min(n, lo + int(rng.integers(1, 40)))) if rng.random() < 0.5
+                     else rng.integers(0, n, int(rng.integers(1, 20))))
+            for s in burst:
+                s = int(s)
+                if rng.random() < 0.15:
+                    clear_leaf(*now, s)
+                    drop_leaf(lazy[0], s)
+                else:
+                    c = float(rng.choice([1.0, 2.0, 3.0, 0.1, 7.5, 1e9 + 1, 1e9]))
+                    nn = int(rng.integers(t - 50, t + 30000))
+                    set_leaf(*now, s, c, nn, s)
+                    put_leaf(*lazy, s, c, nn, s)
+            flush(*lazy)
+            P = int(now[0][0])
+            tree = slice(0, _H + 6 * P)  # header, winners, melt times, leaves (not the scratch)
+            assert np.array_equal(now[0][tree], lazy[0][tree]) and np.array_equal(now[1], lazy[1])
+            t += int(rng.integers(0, 400))
+            advance(*now, t)
+            advance(*lazy, t)
+            assert top(now[0]) == top(lazy[0])
 
 
 def test_bad_params():

@@ -6,6 +6,7 @@ import pytest
 
 from sim_core import Trace, simulate
 from sim_core.onepass import percentile_from_hist
+from sim_core.units import ONE_PASS_COST, replay_units, saturation_capacity
 from tests.helpers import mooncake_trace, session_trace
 
 KEYS = ["hits", "hit_ratio", "recomputed_blocks", "holes_total", "holes_per_request_mean",
@@ -14,6 +15,9 @@ KEYS = ["hits", "hit_ratio", "recomputed_blocks", "holes_total", "holes_per_requ
 
 
 def _compare(trace, caps, mode, hits, order=None):
+    units = replay_units(caps, saturation=saturation_capacity(trace), max_request_blocks=trace.max_request_blocks,
+                         mode=mode, one_pass=True)
+    assert any(u.kind == "one_pass" for u in units), "the comparison must run a one-pass curve"
     one = simulate(trace, "lru", caps, mode=mode, hits=hits, order=order, cost_models=["uniform", "linear"])
     each = simulate(trace, "lru", caps, mode=mode, hits=hits, order=order, cost_models=["uniform", "linear"],
                     one_pass=False)
@@ -56,11 +60,40 @@ def test_one_pass_equals_replay_every_capacity_of_a_random_trace(mode):
 
 def test_small_capacities_fall_back_to_replay():
     # capacity 3 is below the largest request: oversized there, one-pass above
-    t = Trace.from_requests([[1, 2, 3, 4], [1, 2], [5], [1, 2, 3, 4]])
-    recs = simulate(t, "lru", [3, 4, 6])
+    t = Trace.from_requests([[1, 2, 3, 4], [1, 2], [5], [6, 7], [1, 2, 3, 4], [8]])
+    recs = simulate(t, "lru", [3, 4, 5, 6])
     assert recs[0].oversized_requests == 2
-    assert [r.capacity_blocks for r in recs] == [3, 4, 6]
-    _compare(t, [4, 5, 6, 9], "request", "block")
+    assert [r.capacity_blocks for r in recs] == [3, 4, 5, 6]
+    _compare(t, [3, 4, 5, 6, 9], "request", "block")
+
+
+def test_one_pass_only_where_it_is_cheaper():
+    """A curve costs ONE_PASS_COST replays: fewer capacities are replayed directly, and
+    capacities at or above saturation count as one replay."""
+    assert ONE_PASS_COST == 2.0  # the cases below are written for it
+    kinds = lambda caps, **kw: [(u.kind, u.capacities) for u in replay_units(
+        caps, saturation=100, max_request_blocks=10, one_pass=True, **kw)]
+    assert kinds([50]) == [("single", (50,))]
+    assert kinds([20, 50]) == [("single", (20,)), ("single", (50,))]
+    assert kinds([50, 100, 200]) == [("single", (50,)), ("saturated", (100, 200))]
+    assert kinds([20, 50, 100]) == [("one_pass", (20, 50, 100))]
+    assert kinds([5, 20, 50, 60]) == [("one_pass", (20, 50, 60)), ("single", (5,))]
+    assert kinds([5], mode="block") == [("single", (5,))]
+    assert kinds([5, 6, 7], mode="block") == [("one_pass", (5, 6, 7))]
+
+
+@pytest.mark.parametrize("mode", ["request", "block"])
+def test_a_single_capacity_equals_its_point_of_the_curve(mode):
+    """The same numbers whichever way the rule sends a capacity: alone (a direct replay)
+    and among many (the one-pass curve)."""
+    t = session_trace(n_sessions=120, seed=3)
+    lo = t.max_request_blocks
+    caps = [lo, 2 * lo, 5 * lo, t.n_unique]
+    curve = simulate(t, "lru", caps, mode=mode, cost_models=["uniform", "linear"])
+    for cap, a in zip(caps, curve):
+        b = simulate(t, "lru", [cap], mode=mode, cost_models=["uniform", "linear"])[0]
+        for k in KEYS:
+            assert getattr(a, k) == pytest.approx(getattr(b, k), rel=1e-12, abs=1e-12), (cap, k)
 
 
 def test_percentile_from_hist_matches_numpy():

@@ -35,7 +35,9 @@ Data structures (flat arrays; O(log n) per hook plus amortised kinetic events):
     classes being numbered by increasing cost).
   * the class heads (heap tops) are the leaves of a kinetic tournament (`structures/kinetic.py`):
     each head's score is a line in `now`; the tree keeps the max at its clock and only
-    repairs nodes whose winner changed since the last eviction. The clock is the time
+    repairs nodes whose winner changed since the last eviction. Hooks only mark the
+    leaves they change; the eviction repairs them all at once (`flush`), which costs
+    about two nodes per leaf since a request's depths are neighbouring classes. The clock is the time
     of the latest eviction (eviction times never decrease); hooks update leaves at that
     clock, which is valid because a line does not depend on when it was written.
   * pinned blocks met at the top during request-mode evictions are "parked" (taken out
@@ -52,7 +54,7 @@ import numpy as np
 from ..future import NEVER, next_use
 from ..jit import njit
 from ..structures.heap import push_at, rekey_at, remove_at
-from ..structures.kinetic import advance, clear_leaf, leaf_is, leaf_used, new_tree, set_leaf, top, top_id
+from ..structures.kinetic import advance, drop_leaf, flush, leaf_is, leaf_used, new_tree, put_leaf, top, top_id
 from ..result import Mode
 from .api import PolicySpec, register_hooks
 
@@ -177,12 +179,12 @@ def _refresh(I, kt, kc, k):
     """Make leaf k of the tournament show the current head of class heap k."""
     if I[I[_O_SZ] + k] == 0:
         if leaf_used(kt, k):
-            clear_leaf(kt, kc, k)
+            drop_leaf(kt, k)
         return
     h = I[I[I[_O_BASE] + k]]
     n = I[I[_O_KEY] + h]
     if not leaf_is(kt, k, n, h):
-        set_leaf(kt, kc, k, kc[k], n, h)
+        put_leaf(kt, kc, k, kc[k], n, h)
 
 
 # ---------------------------------------------------------------------- hooks
@@ -246,13 +248,18 @@ def _place(nxt, I, kt, kc, b, j, r, d):
         _unpark(I, b)
         w = _ABSENT
     if finite and w == _FIN and I[ocl + b] == k:
+        top_slot = I[I[_O_BASE] + k]
+        was_head = I[top_slot] == b
         _hrekey(I, k, b, nu)
-        _refresh(I, kt, kc, k)
+        if was_head or I[top_slot] == b:  # otherwise the class's head is as it was
+            _refresh(I, kt, kc, k)
         return
     if w == _FIN:
         k0 = I[ocl + b]
+        was_head = I[I[I[_O_BASE] + k0]] == b
         _hremove(I, k0, b)
-        _refresh(I, kt, kc, k0)
+        if was_head:
+            _refresh(I, kt, kc, k0)
     elif w == _INF:
         _hremove(I, K, b)
     I[ocl + b] = k
@@ -260,7 +267,8 @@ def _place(nxt, I, kt, kc, b, j, r, d):
         I[ost + b] = _FIN
         I[I[_O_KEY] + b] = nu
         _hpush(I, k, b)
-        _refresh(I, kt, kc, k)
+        if I[I[I[_O_BASE] + k]] == b:
+            _refresh(I, kt, kc, k)
     else:
         I[ost + b] = _INF
         I[I[_O_KEY] + b] = -k
@@ -271,6 +279,7 @@ def _place(nxt, I, kt, kc, b, j, r, d):
 def _evict(I, kt, kc, j, r, pin):
     if I[_NPARK] > 0 and I[_PARK_R] != r:
         _restore(I, kt, kc)
+    flush(kt, kc)
     advance(kt, kc, j)
     K = I[_K]
     ost = I[_O_ST]
@@ -283,6 +292,7 @@ def _evict(I, kt, kc, j, r, pin):
                 return v
             I[ost + v] = _PARKED_INF
         else:
+            flush(kt, kc)
             k = top(kt)
             if k < 0:
                 return np.int64(-1)

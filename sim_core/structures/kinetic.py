@@ -13,6 +13,11 @@ which any certificate in its subtree fails (a loser's line overtakes its winner)
 passed; leaf updates recompute one root path at the current clock, stopping early once
 nothing changes. Scores at the clock are queried with `top`.
 
+Deferred updates (`put_leaf` / `drop_leaf`, then `flush` before `top` or `advance`) mark
+leaves dirty and repair their ancestors level by level in one go: a request's accesses
+touch neighbouring leaves (consecutive depths), whose root paths share all but their
+lowest nodes, so the repair visits about two nodes per leaf instead of log2(P).
+
 Exactness: every comparison decides the sign of a*x - b*y (a, b float64 weights, x, y
 integers) exactly, from the rounded products and, when those are equal, from their
 exact rounding errors (Dekker's two-product). The order is therefore that of exact
@@ -25,7 +30,9 @@ Layout (flat arrays, so hot calls pass two arrays): `kt` int64 and `kc` float64[
     kt[_H + k]            winner slot of node k (k in 1..2P-1; leaves at P + s), -1 = none
     kt[_H + 2P + k]       melt time of node k (NO_EVENT = never before tmax)
     kt[_H + 4P + s]       n of slot s          kt[_H + 5P + s]   id of slot s
-    kt[_H + 6P ...]       scratch stack for `advance`
+    kt[_H + 6P ...]       scratch stack for `advance` (_STACK words)
+    then, for `flush`      the dirty leaves (P), two node lists (P each), a mark per node (2P)
+    kt[4]                 number of dirty leaves
     kc[s]                 c of slot s
 tmax is the last time anyone will query; crossings after it are ignored.
 """
@@ -47,7 +54,7 @@ def new_tree(n_slots: int, inverse: bool, tmax: int):
     P = 1
     while P < max(1, n_slots):
         P *= 2
-    kt = np.zeros(_H + 6 * P + _STACK, np.int64)
+    kt = np.zeros(_H + 6 * P + _STACK + 5 * P, np.int64)
     kt[0] = P
     kt[2] = 1 if inverse else 0
     kt[3] = max(0, int(tmax))
@@ -221,6 +228,84 @@ def set_leaf(kt, kc, s, c, n, ident):
     kt[_H + 5 * P + s] = ident
     kt[_H + P + s] = s
     _fix_path(kt, kc, s)
+
+
+# flush's regions after the stack: dirty leaves (P), two node lists (P each), marks (2P)
+@njit
+def _regions(P):
+    lb = _H + 6 * P + _STACK
+    return lb, lb + P, lb + 2 * P, lb + 3 * P
+
+
+@njit
+def _mark_dirty(kt, s):
+    P = kt[0]
+    lb, _, _, mk = _regions(P)
+    if kt[mk + P + s] == 0:
+        kt[mk + P + s] = 1
+        kt[lb + kt[4]] = P + s
+        kt[4] += 1
+
+
+@njit
+def put_leaf(kt, kc, s, c, n, ident):
+    """`set_leaf` deferred: the ancestors are repaired by the next `flush`."""
+    P = kt[0]
+    kc[s] = c
+    kt[_H + 4 * P + s] = n
+    kt[_H + 5 * P + s] = ident
+    kt[_H + P + s] = s
+    _mark_dirty(kt, s)
+
+
+@njit
+def drop_leaf(kt, s):
+    """`clear_leaf` deferred to the next `flush`."""
+    kt[_H + kt[0] + s] = -1
+    _mark_dirty(kt, s)
+
+
+@njit
+def flush(kt, kc):
+    """Repair the ancestors of every dirty leaf at the clock, a level at a time: a node
+    is recomputed once however many of its descendants changed, and its parent only if
+    it changed or its winner is a dirty leaf (where `_fix_path` would go on)."""
+    nd = kt[4]
+    if nd == 0:
+        return
+    P = kt[0]
+    T = kt[1]
+    inv = kt[2] != 0
+    tmax = kt[3]
+    mb = _H + 2 * P
+    nb = _H + 4 * P
+    ib = _H + 5 * P
+    lb, cur, nxt, mk = _regions(P)
+    src = lb
+    n = nd
+    while n > 0:
+        m = 0  # the distinct parents of the nodes in src
+        for i in range(n):
+            k = kt[src + i] >> 1
+            if k >= 1 and kt[mk + k] == 0:
+                kt[mk + k] = 1
+                kt[cur + m] = k
+                m += 1
+        n = 0  # those that changed (kept in place)
+        for i in range(m):
+            k = kt[cur + i]
+            kt[mk + k] = 0
+            w0 = kt[_H + k]
+            m0 = kt[mb + k]
+            w, mm = _node(kt, kc, k, T, tmax, inv, mb, nb, ib)
+            if w != w0 or mm != m0 or (w0 >= 0 and kt[mk + P + w0] != 0):
+                kt[cur + n] = k
+                n += 1
+        src = cur
+        cur, nxt = nxt, cur
+    for i in range(nd):
+        kt[mk + kt[lb + i]] = 0
+    kt[4] = 0
 
 
 @njit
