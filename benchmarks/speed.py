@@ -179,7 +179,35 @@ def engine_figures(trace, capacity, reps):
     out["ratio_lru_vs_yardstick"] = out["lru_block_s"] / out["yardstick_lru_s"]
     out["ratio_request_vs_block"] = out["lru_request_s"] / out["lru_block_s"]
     out["ratio_one_pass_vs_single"] = out["lru_one_pass_s"] / out["lru_single_capacity_s"]
+    # the crossover replay_units decides by (ONE_PASS_COST): a curve over k capacities
+    # against k direct replays, k = 3 the smallest it takes the curve for
+    for k in (3, 9):
+        few = caps[len(caps) // 4::max(1, len(caps) // (2 * k))][:k]
+        curve_k = lambda: simulate(trace, "lru", few, mode="request")
+        direct_k = lambda: simulate(trace, "lru", few, mode="request", one_pass=False)
+        curve_k(), direct_k()
+        out[f"lru_{k}_capacities_curve_s"] = _median_time(curve_k, reps)
+        out[f"lru_{k}_capacities_direct_s"] = _median_time(direct_k, reps)
+    # one capacity through simulate's default (one_pass=True): the direct replay is chosen
+    dflt = lambda: simulate(trace, "lru", capacity, mode="block")
+    dflt()
+    out["lru_one_capacity_default_s"] = _median_time(dflt, reps)
+    out.update(belady_compute_ratio(trace, capacity, reps))
     out["accesses"] = n
+    return out
+
+
+def belady_compute_ratio(trace, capacity, reps) -> dict:
+    """BeladyCompute's time per replay over Belady's, at one capacity in request mode,
+    per cost model (Belady's replay does not depend on it)."""
+    out = {}
+    for model in ("uniform", "qwen3_coder_30b"):
+        runs = {p: (lambda p=p: simulate(trace, p, capacity, mode="request", cost_models=[model]))
+                for p in ("belady", "belady_compute")}
+        for f in runs.values():
+            f()
+        secs = {p: _median_time(f, reps) for p, f in runs.items()}
+        out[f"belady_compute_over_belady_{model}"] = secs["belady_compute"] / secs["belady"]
     return out
 
 

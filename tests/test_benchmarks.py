@@ -2,6 +2,7 @@
 traces, their helpers by hand, and their tables against the policy registry."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -10,6 +11,7 @@ import pytest
 from benchmarks import fidelity, speed
 from benchmarks.agents import gap_to_next_turn
 from sim_core import REGISTRY, Trace
+from sim_core.policies.agent import tool_waits
 from tests.helpers import session_trace
 
 
@@ -37,6 +39,7 @@ def test_bench_smoke(tmp_path):
     assert rows["random_compute"]["lcs_policy"] == "Hyperbolic"
     eng = res["engine"]
     assert eng["ratio_request_vs_block"] > 0 and eng["one_pass_capacities"] > 1
+    assert eng["lru_3_capacities_curve_s"] > 0 and eng["belady_compute_over_belady_qwen3_coder_30b"] > 0
     assert "| lru |" in (tmp_path / "bench.md").read_text()
 
 
@@ -112,10 +115,12 @@ def test_rechain_bench_prints_the_before_after_table(capsys):
 
 
 def test_agents_bench_derives_tool_waits_from_the_next_turn():
-    """benchmarks.agents' tool waits: the gap to the same session's next request, NaN for a
-    last turn and for requests without a session."""
+    """benchmarks.agents' tool waits (Trace.tool_wait_s: the wait before a request): the gap
+    from the same session's previous request, 0 for a first turn and without a session;
+    ttl_pin reads them back as the wait after each turn."""
     t = Trace.from_requests([[1], [2], [1, 3], [4], [2, 5]], arrival_s=[0.0, 1.0, 4.0, 5.0, 11.0],
                             session=[7, 3, 7, -1, 3])
     got = gap_to_next_turn(t)
-    assert got[:2].tolist() == [4.0, 10.0]
-    assert all(math.isnan(x) for x in got[2:])
+    assert got.tolist() == [0.0, 0.0, 4.0, 0.0, 10.0]
+    after = tool_waits(dataclasses.replace(t, tool_wait_s=got))
+    assert after[:2].tolist() == [4.0, 10.0] and all(math.isnan(x) for x in after[2:])

@@ -167,7 +167,7 @@ def test_policy_all_lists_every_registered_policy_and_skips_slow_ones(compose):
     explicit_only = {n for n, s in REGISTRY.items() if not s.in_all}
     # kept out of policy=all: the ILP's size limit refuses most traces; tier_bound is Belady
     # on a flat cache (a tiered sweep adds it itself)
-    assert explicit_only == {"ilp", "tier_bound"}
+    assert explicit_only == {"ilp", "tier_bound", "ttl_pin", "agent_end", "agent_next"}
     assert set(cfg.policy) == set(REGISTRY) - explicit_only
     names = [p.name for p in resolve_policies(cfg, exclude_slow=False)[0]]
     assert set(names) == set(REGISTRY) - explicit_only

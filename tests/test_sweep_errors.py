@@ -49,7 +49,7 @@ def test_help_describes_the_tool_and_groups(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "sweep", "--help"], cwd=tmp_path, capture_output=True,
                           text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == 0, proc.stderr
-    for w in ("prefix-cache", "== Configuration groups ==", "policy: all", "capacity: custom",
+    for w in ("prefix-cache", "== Configuration groups ==", "policy: agent_end, agent_next, all,", "capacity: custom",
               "trace: chutes", "cluster: local, ray", "tracking: local, server", "sim.mode"):
         assert w in proc.stdout, w
     # the summary comes before the long config dump
