@@ -220,13 +220,18 @@ def _fix_path(kt, kc, s):
 
 
 @njit
-def set_leaf(kt, kc, s, c, n, ident):
-    """Put (or replace) item (c, n, ident) in slot s."""
+def _write_leaf(kt, kc, s, c, n, ident):
     P = kt[0]
     kc[s] = c
     kt[_H + 4 * P + s] = n
     kt[_H + 5 * P + s] = ident
     kt[_H + P + s] = s
+
+
+@njit
+def set_leaf(kt, kc, s, c, n, ident):
+    """Put (or replace) item (c, n, ident) in slot s."""
+    _write_leaf(kt, kc, s, c, n, ident)
     _fix_path(kt, kc, s)
 
 
@@ -250,11 +255,7 @@ def _mark_dirty(kt, s):
 @njit
 def put_leaf(kt, kc, s, c, n, ident):
     """`set_leaf` deferred: the ancestors are repaired by the next `flush`."""
-    P = kt[0]
-    kc[s] = c
-    kt[_H + 4 * P + s] = n
-    kt[_H + 5 * P + s] = ident
-    kt[_H + P + s] = s
+    _write_leaf(kt, kc, s, c, n, ident)
     _mark_dirty(kt, s)
 
 
