@@ -33,7 +33,7 @@ import numpy as np
 
 from sim_core import QWEN3_CODER_30B, simulate, to_blocks
 from sim_core.loaders import bundled_path, load_trace
-from sim_core.sessions import infer_links
+from sim_core.sessions import infer_links, next_in_session
 from sim_core.synth import generate
 
 #: (regime, sizes in GiB): inside the paper's HBM (24-120 GiB) and pool (0.25-12 TiB) ranges
@@ -49,12 +49,8 @@ TOOL_WAIT_HINT = ("ttl_pin (tool wait + 1 s)", "ttl_pin", {"ttl": 1.0, "source":
 def gap_to_next_turn(trace) -> np.ndarray:
     """float64[R]: as a tool wait (Trace.tool_wait_s: the wait before each request), the
     whole gap from the previous turn of its session to it (0 for a session's first)."""
-    s = trace.session
     out = np.zeros(trace.n_requests)
-    idx = np.flatnonzero(s >= 0)
-    order = idx[np.argsort(s[idx], kind="stable")]
-    same = s[order[1:]] == s[order[:-1]]
-    a, b = order[:-1][same], order[1:][same]
+    a, b = next_in_session(trace)
     out[b] = trace.arrival_s[b] - trace.arrival_s[a]
     return out
 

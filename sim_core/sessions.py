@@ -261,16 +261,23 @@ def turn_index(trace) -> np.ndarray:
     return out
 
 
+def next_in_session(trace) -> tuple[np.ndarray, np.ndarray]:
+    """(a, b): every request a that has a next request in its session, and that request b
+    (requests without a session have none)."""
+    s = np.asarray(trace.session)
+    has = np.flatnonzero(s >= 0)
+    order = has[np.argsort(s[has], kind="stable")]  # by session, then by index
+    same = s[order][1:] == s[order][:-1]
+    return order[:-1][same], order[1:][same]
+
+
 def next_arrival_s(trace) -> np.ndarray:
     """float64[R]: arrival of the next request of the same session (inf for a session's
     last request and for requests without a session): what an agent framework knows of
     when a session comes back."""
-    s = np.asarray(trace.session)
-    out = np.full(len(s), np.inf)
-    has = np.flatnonzero(s >= 0)
-    order = has[np.argsort(s[has], kind="stable")]
-    same = s[order][1:] == s[order][:-1]
-    out[order[:-1][same]] = trace.arrival_s[order[1:][same]]
+    out = np.full(trace.n_requests, np.inf)
+    a, b = next_in_session(trace)
+    out[a] = trace.arrival_s[b]
     return out
 
 

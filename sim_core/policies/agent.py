@@ -39,6 +39,7 @@ from ..result import Mode
 from ..structures.sessclass import (LAST, attach, expire, hold_until, new_classes, pop_victim, request_at,
                                     set_class)
 from .api import PolicySpec, register_hooks
+from ..sessions import next_in_session
 from .session import session_of_request
 
 TTL_SOURCES = ("auto", "fixed", "tool_wait")
@@ -54,12 +55,8 @@ def tool_waits(trace) -> np.ndarray | None:
     w = trace.tool_wait_s
     if w is None:
         return None
-    s = trace.session
     out = np.full(trace.n_requests, np.nan)
-    idx = np.flatnonzero(s >= 0)
-    order = idx[np.argsort(s[idx], kind="stable")]  # by session, then by index
-    same = s[order[1:]] == s[order[:-1]]
-    a, b = order[:-1][same], order[1:][same]
+    a, b = next_in_session(trace)
     out[a] = np.where(w[b] > 0, w[b], np.nan)
     return out
 
