@@ -177,7 +177,7 @@ def sample(trace: Trace, rate: float, seed: int = 0, by: str = "block") -> Trace
 # capacity is sampled at a higher rate. The floors come from the error table of
 # docs/sampling.md ("The floor" groups its errors by scaled cache size; PartialNode keeps
 # a higher floor through its PolicySpec.sample_floor).
-MIN_SAMPLED_BLOCKS = {"depth": 128, "block": 256, "session": 256}
+MIN_SAMPLED_BLOCKS = {"depth": 64, "block": 256, "session": 256}
 
 
 def sample_of(trace: Trace, rate: float, seed: int = 0, by: str = "block") -> Trace:

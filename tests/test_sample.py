@@ -187,7 +187,7 @@ def test_depth_sampling_is_the_default_and_close_to_exact(big):
     from sim_core import get_policy
 
     assert get_policy("lru").sample_by == "depth" and get_policy("partial_node").sample_by == "depth"
-    caps = [3000, 5000, 9000]  # scaled: >= 128 blocks, the floor
+    caps = [3000, 5000, 9000]  # scaled: >= 64 blocks, the floor
     exact = simulate(big, "lru", caps)
     got = simulate(big, "lru", caps, sample_rate=0.1, sample_seed=3)
     assert [g.sample_rate for g in got] == [0.1] * 3
@@ -198,14 +198,16 @@ def test_depth_sampling_is_the_default_and_close_to_exact(big):
 
 
 def test_a_policy_keeps_its_own_floor(big):
-    """Depth samples: 128 blocks; PartialNode asks for 512 (PolicySpec.sample_floor), so
-    a capacity scaling to 128-511 blocks runs at a raised rate for it only."""
+    """Depth samples: 64 blocks; PartialNode asks for 512 (PolicySpec.sample_floor), so
+    a capacity scaling to 64-511 blocks runs at a raised rate for it only."""
     from sim_core import get_policy
 
-    assert MIN_SAMPLED_BLOCKS["depth"] == 128 and get_policy("partial_node").sample_floor == 512
-    assert get_policy("random_compute_session").sample_floor == get_policy("lecar").sample_floor == 256
+    assert MIN_SAMPLED_BLOCKS["depth"] == 64 and get_policy("partial_node").sample_floor == 512
+    assert get_policy("random_compute_session").sample_floor == get_policy("lecar").sample_floor == 128
     cap = 2000  # depth, r = 0.1: ceil(2000 / 10) = 200 sampled blocks
     assert capacity_rates(big, [cap], 0.1, 0, "depth", "request") == {cap: 0.1}
+    assert capacity_rates(big, [1000], 0.1, 0, "depth", "request") == {1000: 0.1}  # 100 >= 64
+    assert capacity_rates(big, [600], 0.1, 0, "depth", "request") == {600: 0.2}  # 60 < 64
     assert capacity_rates(big, [cap], 0.1, 0, "depth", "request", floor=256) == {cap: 0.2}
     assert simulate(big, "random_compute", [cap], sample_rate=0.1)[0].sample_rate == 0.1
     assert simulate(big, "partial_node", [cap], sample_rate=0.1)[0].sample_rate == 0.4  # 200, 400, 800 blocks

@@ -129,7 +129,11 @@ def make_state(ctx) -> BeladyComputeState:
     D = len(cls_of_d)
     U = t.n_unique
     cap = max(1, min(U, int(ctx.capacity)))
-    bound = np.minimum(_class_bounds(t.req_offsets, t.blocks, t.engine_depth(), cls_of_d, U, K), cap)
+    cache = t.__dict__.setdefault("_class_bounds", {})  # per cost model, whatever the capacity
+    key = cls_of_d.tobytes()
+    if key not in cache:  # K words each
+        cache[key] = _class_bounds(t.req_offsets, t.blocks, t.engine_depth(), cls_of_d, U, K)
+    bound = np.minimum(cache[key], cap)
     sizes = np.append(np.maximum(bound, 1), cap + 1)  # heap K: infinite scores
     o_st = _HDR
     o_sz = o_st + 4 * U
@@ -279,8 +283,6 @@ def _place(nxt, I, kt, kc, b, j, r, d):
 def _evict(I, kt, kc, j, r, pin):
     if I[_NPARK] > 0 and I[_PARK_R] != r:
         _restore(I, kt, kc)
-    flush(kt, kc)
-    advance(kt, kc, j)
     K = I[_K]
     ost = I[_O_ST]
     while True:
@@ -292,7 +294,10 @@ def _evict(I, kt, kc, j, r, pin):
                 return v
             I[ost + v] = _PARKED_INF
         else:
+            # the tournament is brought to time j only when a finite score is needed: most
+            # victims come from the infinite heap, and the dirty leaves wait for one that does not
             flush(kt, kc)
+            advance(kt, kc, j)  # a no-op after the first pass of this loop
             k = top(kt)
             if k < 0:
                 return np.int64(-1)

@@ -226,4 +226,4 @@ SPEC = PolicySpec(
                "single request",
     # at the default floor its 24 GiB values sit 0.13-0.15 point above the doubled rate's
     # (128 against 256 sampled blocks, 4 weeks; docs/performance.md): docs/sampling.md ("The floor")
-    sample_floor=256, weight=3.5, libcachesim="LeCaR")
+    sample_floor=128, weight=3.5, libcachesim="LeCaR")

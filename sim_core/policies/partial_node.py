@@ -108,7 +108,11 @@ def make_state(ctx) -> PartialNodeState:
     if chunk < 1:
         raise ValueError(f"chunk_blocks must be >= 1, got {chunk}")
     chunk = min(chunk, max(1, int(ctx.capacity)))
-    child, nstart, nidx = radix_nodes(t.req_offsets, t.blocks, t.n_unique, t.tail_first)
+    # the tree is the trace's (read-only in the hooks): built once per trace, not per capacity
+    cache = t.__dict__.setdefault("_radix_nodes", {})
+    if t.tail_first not in cache:
+        cache[t.tail_first] = radix_nodes(t.req_offsets, t.blocks, t.n_unique, t.tail_first)
+    child, nstart, nidx = cache[t.tail_first]
     return PartialNodeState(new_pool(ctx), child=child, nstart=nstart, nidx=nidx,
                             hint=nstart.copy(), chunk=np.array([chunk, -1, 0], np.int64))
 

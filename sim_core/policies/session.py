@@ -234,5 +234,5 @@ SPEC = [
         # at the default floor its 24 GiB savings sit 0.2 point above the doubled rate's
         # (4 weeks, 128 against 256 sampled blocks; docs/performance.md), the largest
         # sampling error of the default study; docs/sampling.md ("The floor")
-        sample_floor=256, weight=2.0),
+        sample_floor=128, weight=2.0),
 ]

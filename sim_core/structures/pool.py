@@ -30,7 +30,7 @@ import numpy as np
 
 from ..jit import hook_njit
 from .pins import keeps_cursor
-from .rng import below, new_rng
+from .rng import _STAR, _step, new_rng
 
 CLOCKS = ("access", "seconds")
 
@@ -224,6 +224,7 @@ def pool_pick(p, j, r, pin):
     exact = p.pinfo[P_M] <= k  # few sampleable blocks: scan them all instead
     i = 0  # scan position (exact)
     cnt = 0  # draws scored (sampled)
+    x = p.rng[0]
     while True:
         if exact:
             if i >= p.pinfo[P_M]:
@@ -232,7 +233,8 @@ def pool_pick(p, j, r, pin):
         else:
             if cnt >= k or p.pinfo[P_M] <= 0:
                 break
-            c = below(p.rng, p.pinfo[P_M])
+            x = _step(x)  # below(), with the state in a register until the loop ends
+            c = np.int64((((x * _STAR) >> np.uint64(33)) * np.uint64(p.pinfo[P_M])) >> np.uint64(31))
         if check_pin and pin[p.res[c]] == r:
             _park(p, c)  # slot c now holds another block: score it next (exact)
             continue
@@ -243,6 +245,7 @@ def pool_pick(p, j, r, pin):
             bj = p.sj[c]
         i += 1
         cnt += 1
+    p.rng[0] = x
     return best
 
 
