@@ -108,3 +108,19 @@ def test_oversized_warnings_and_resumed_note_by_hand():
     caps = [Capacity(0, "20", 20, 0.1), Capacity(1, "40", 40, 0.2)]
     assert len(oversized_warnings(caps, [30, 10], Mode.REQUEST)) == 1  # 20 < 30 <= 40
     assert oversized_warnings(caps, [30, 10], Mode.BLOCK) == [] and oversized_warnings(caps, [30], "block") == []
+
+
+def test_sweep_summary_marks_the_issues_columns(tmp_path):
+    """As the issue ran it: capacities in blocks on the 512-token Mooncake trace (48 MiB a
+    block for Qwen3-Coder-30B): 500 blocks = 23.4375 GiB, 4,000 = 187.5 GiB, both outside
+    HBM (24-120 GiB) and the pool (256 GiB-12 TiB); 1,000 blocks = 46.875 GiB is in HBM."""
+    from tests.helpers import run_module
+
+    out = run_module(tmp_path, "trace=mooncake_conversation", "trace.max_requests=300", "policy=lru",
+                     "cost=[uniform]", "capacity=custom", "capacity.sizes=[500,1000,4000]", "cluster.num_cpus=1",
+                     "tracking.offline=true")
+    assert out.returncode == 0, out.stderr[-3000:]
+    table = out.stdout[out.stdout.index("compute-savings ratio"):]
+    assert "~ = in neither regime (HBM 24-120 GiB, memory pool 256-12288 GiB): shown, in no mean" in table
+    head = next(line for line in table.splitlines() if line.startswith("policy"))
+    assert "23.44GiB~" in head and "187.5GiB~" in head and "46.88GiB " in head + " " and "46.88GiB~" not in head
