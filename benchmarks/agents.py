@@ -20,19 +20,34 @@ on eviction from HBM, host link). Traces:
   its session's next turn (Trace.tool_wait_s; an agent framework that knows how long its
   tool calls take); ttl_pin then holds a session for its wait plus `ttl`;
 - `mooncake (inferred sessions)`: the bundled Mooncake conversation trace (no session
-  ids; sessions inferred from prefix chains by sim_core.sessions.infer_links), unscaled.
+  ids; sessions inferred from prefix chains by sim_core.sessions.infer_links), unscaled;
+- `lmcache miniswe`, `lmcache magagent`: the bundled excerpt of LMCache's agent traces
+  (sim_core/data/lmcache_agent_trace, one directory per agent kind, their own session
+  ids), tokenized with a byte-level BPE of 8,192 entries trained here on the excerpt's
+  prompts (no model's tokenizer ships with the repository; about 3.9 characters a token,
+  near a code model's). Each kind fits whole in the smallest HBM size (24 GiB), where LRU
+  and Belady both miss only first uses: their regime is `contexts`, room for 1, 2 and 4
+  of the trace's largest prompts (the printed footprint says how small). The recorded
+  sessions ran one after another; `sessions overlaid` starts them together (the i-th at
+  i seconds, each with its own gaps between turns), as a server shared by concurrent
+  agents would see them.
+
+`--traces` picks the traces (freeinference, mooncake, lmcache; default all).
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import platform
 import sys
+import tempfile
+from pathlib import Path
 
 import numpy as np
 
-from sim_core import QWEN3_CODER_30B, simulate, to_blocks
-from sim_core.loaders import bundled_path, load_trace
+from sim_core import QWEN3_CODER_30B, Trace, simulate, to_blocks
+from sim_core.loaders import DATA_DIR, bundled_path, load_trace
 from sim_core.sessions import infer_links, next_in_session
 from sim_core.synth import generate
 
@@ -44,6 +59,53 @@ HINTS = (("ttl_pin (10 s)", "ttl_pin", {"ttl": 10.0, "source": "fixed"}),
          ("agent_end", "agent_end", None),
          ("agent_next", "agent_next", None))
 TOOL_WAIT_HINT = ("ttl_pin (tool wait + 1 s)", "ttl_pin", {"ttl": 1.0, "source": "tool_wait"})
+AGENT_DIR = DATA_DIR / "lmcache_agent_trace"
+AGENT_KINDS = ("miniswe", "magagent")
+#: the contexts regime: room for this many of the trace's largest prompts
+CONTEXTS = (1, 2, 4)
+OVERLAY_STAGGER_S = 1.0
+TRACES = ("freeinference", "mooncake", "lmcache")
+
+
+def excerpt_tokenizer(where: Path) -> Path:
+    """A byte-level BPE (8,192 entries) trained on the prompts of the bundled excerpt,
+    saved as tokenizer.json in `where`: a stand-in for a model's tokenizer that the
+    repository cannot ship. Training is deterministic (the same file each run)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    texts = [json.loads(line)["input"] for kind in AGENT_KINDS
+             for f in sorted((AGENT_DIR / kind).glob("*.jsonl")) for line in f.open()]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.train_from_iterator(texts, trainers.BpeTrainer(
+        vocab_size=8192, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
+    path = where / "tokenizer.json"
+    tok.save(str(path))
+    return path
+
+
+def paper_regimes(t) -> list[tuple[str, list[int]]]:
+    return [(regime, [to_blocks(f"{g}GiB", QWEN3_CODER_30B, t.block_tokens) for g in sizes])
+            for regime, sizes in REGIME_GIB]
+
+
+def contexts_regime(t) -> list[tuple[str, list[int]]]:
+    """Room for 1, 2 and 4 of the trace's largest prompts (below its footprint)."""
+    return [("contexts", [k * t.max_request_blocks for k in CONTEXTS])]
+
+
+def overlaid(t, stagger_s: float = OVERLAY_STAGGER_S):
+    """The same sessions started together, the i-th (by first arrival) at i * stagger_s,
+    each keeping its own gaps between turns: the recorded runs were one after another."""
+    first: dict[int, float] = {}
+    for s, a in zip(t.session.tolist(), t.arrival_s.tolist()):
+        first.setdefault(s, a)
+    start = {s: i * stagger_s for i, s in enumerate(sorted(first, key=first.get))}
+    arrival = np.array([a - first[s] + start[s] for s, a in zip(t.session.tolist(), t.arrival_s.tolist())])
+    order = np.argsort(arrival, kind="stable")
+    return Trace.from_requests([t.request_blocks(r) for r in order], arrival[order], t.session[order],
+                               t.block_tokens, input_tokens=t.input_tokens[order],
+                               output_tokens=t.output_tokens[order], name=f"{t.name}-overlaid", source="real")
 
 
 def gap_to_next_turn(trace) -> np.ndarray:
@@ -56,14 +118,29 @@ def gap_to_next_turn(trace) -> np.ndarray:
 
 
 def traces(args):
-    t = generate("freeinference", scale=1.0, seed=args.seed)
-    yield "freeinference", t, args.rate, HINTS
-    # a new Trace, not an assignment: the replay views cached on `t` would not see it
-    t = dataclasses.replace(t, tool_wait_s=gap_to_next_turn(t))
-    yield "freeinference + tool waits", t, args.rate, HINTS[2:] + (TOOL_WAIT_HINT,)
-    m = load_trace(bundled_path("mooncake_conversation"))
-    m = dataclasses.replace(m, session=infer_links(m)[1])
-    yield "mooncake (inferred sessions)", m, 1.0, HINTS
+    """(label, trace, sampling rate, hints, [(regime, capacities in blocks)]) per trace."""
+    if "freeinference" in args.traces:
+        t = generate("freeinference", scale=1.0, seed=args.seed)
+        yield "freeinference", t, args.rate, HINTS, paper_regimes(t)
+        # a new Trace, not an assignment: the replay views cached on `t` would not see it
+        t = dataclasses.replace(t, tool_wait_s=gap_to_next_turn(t))
+        yield "freeinference + tool waits", t, args.rate, HINTS[2:] + (TOOL_WAIT_HINT,), paper_regimes(t)
+    if "mooncake" in args.traces:
+        m = load_trace(bundled_path("mooncake_conversation"))
+        m = dataclasses.replace(m, session=infer_links(m)[1])
+        yield "mooncake (inferred sessions)", m, 1.0, HINTS, paper_regimes(m)
+    if "lmcache" in args.traces:
+        with tempfile.TemporaryDirectory() as tmp:
+            tok = excerpt_tokenizer(Path(tmp))
+            for kind in AGENT_KINDS:
+                t = load_trace(AGENT_DIR / kind, tokenizer=tok)
+                hbm = to_blocks("24GiB", QWEN3_CODER_30B, t.block_tokens)
+                unique = int(t.blocks.max()) + 1
+                args.notes.append(f"lmcache {kind}: {t.n_requests} requests in {t.meta['sessions']} sessions, "
+                                  f"{int(t.input_tokens.sum()):,} prompt tokens, {unique:,} unique blocks "
+                                  f"({100 * unique / hbm:.1f}% of 24 GiB = {hbm:,} blocks)")
+                yield f"lmcache {kind}", t, 1.0, HINTS, contexts_regime(t)
+                yield f"lmcache {kind}, sessions overlaid", overlaid(t), 1.0, HINTS, contexts_regime(t)
 
 
 def _ttft_ms(results) -> float:
@@ -74,9 +151,8 @@ def rows(args) -> list[str]:
     out = ["| trace | regime | capacities (blocks) | LRU | Belady | policy | hit ratio | gap recovered | "
            "TTFT ms, HBM alone (LRU: hint) | TTFT ms, over 1 TiB DRAM (LRU: hint) |",
            "|---|---|---|---:|---:|---|---:|---:|---:|---:|"]
-    for label, t, rate, hints in traces(args):
-        for regime, sizes in REGIME_GIB:
-            caps = [to_blocks(f"{g}GiB", QWEN3_CODER_30B, t.block_tokens) for g in sizes]
+    for label, t, rate, hints, regimes in traces(args):
+        for regime, caps in regimes:
             kw = dict(mode=args.mode, hardware="h100_sxm")
             if rate < 1:
                 kw.update(sample_rate=rate, sample_by="depth", sample_seed=args.seed)
@@ -114,11 +190,15 @@ def main(argv=None) -> int:
     ap.add_argument("--rate", type=float, default=0.01, help="depth sampling rate of the generated week")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--mode", default="request", choices=("request", "block"))
+    ap.add_argument("--traces", nargs="+", default=list(TRACES), choices=TRACES)
     args = ap.parse_args(argv)
+    args.notes = []
     cmd = " ".join(["python -m benchmarks.agents"] + (argv if argv is not None else sys.argv[1:]))
     print(f"`{cmd}` ({platform.node()}, Python {platform.python_version()}); mode={args.mode}, hits=block, "
           f"order=tail_first; hit ratios are means over the regime's capacities\n")
     print("\n".join(rows(args)))
+    if args.notes:
+        print("\n" + "\n".join(f"- {n}" for n in args.notes))
     return 0
 
 

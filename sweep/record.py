@@ -67,7 +67,9 @@ def start_runs(st) -> None:
         p, ps = pols[c.policy], get_policy(c.policy)
         replay = st.fleet.params(c.route) if st.fleet else {"mode": str(st.spec.mode), "hits": str(st.spec.hits),
                                                      "order": str(st.spec.order),
-                                                     **{f"sim.{k}": v for k, v in st.spec.engine.items()}}
+                                                     **{f"sim.{k}": v for k, v in st.spec.engine.items()},
+                                                     **({"sim.engine": st.spec.engine_preset}
+                                                        if st.spec.engine_preset else {})}
         st.tracker.open_curve(c, {"trace": st.trace.name, **replay,
                                   "model": st.spec.model.name, "block_tokens": st.trace.block_tokens,
                                   "cost_aware": p.cost_aware, "offline": p.offline,
@@ -79,6 +81,7 @@ def start_runs(st) -> None:
                               {"trace_source": st.trace.source, "family": ps.family,
                                "cost_aware": str(p.cost_aware).lower(), "offline": str(p.offline).lower(),
                                "sampled": f"r={c.identity.sample[0]:g}" if c.identity.sample else "false",
+                               **({"engine": st.spec.engine_preset} if st.spec.engine_preset else {}),
                                **(st.fleet.tags(c.route) if st.fleet else {})})
     st.delivery = Delivery(st.tracker, st.journal, st.uri)
     for c in st.curves:  # known results the run lacks (journal, another capacity list)
@@ -98,6 +101,8 @@ def _parent_record(st) -> tuple[dict, dict, dict, dict]:
         tags.update({"git_commit": sha, "mlflow.source.git.commit": sha, "git_dirty": str(dirty).lower()})
     if st.cap_notes:
         tags["capacity_dedup"] = "; ".join(st.cap_notes)[:5000]
+    if st.spec.engine_preset:  # sim.engine: the runs are this preset's own
+        tags["engine"] = st.spec.engine_preset
     if st.fleet is not None:  # the report names the engine (sweep.report.sweeps reads it back)
         tags["kvsweep.fleet"] = f"fleet={st.fleet.name}: {st.fleet.describe()}"
     if st.spec.tiers:  # the report names the tiers' rules (sweep.report.sweeps reads it back)

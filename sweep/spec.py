@@ -72,11 +72,16 @@ class SweepSpec:
     tiers: list = field(default_factory=list)  # [(name, capacities as given, settings)], top down
     engine: dict = field(default_factory=dict)  # simulate()'s hbm_admit, partial_blocks, warmup, window, overlap
     hardware: Any = None  # a sim_core.hardware mapping {part, overrides}, or None (no TTFT)
+    engine_preset: str | None = None  # sim.engine: its results are its own (keys, run names, tags)
 
-    def engine_key(self) -> tuple:
+    def engine_key(self, preset: bool = True) -> tuple:
         """The engine settings that change results, for a curve's identity: () when all
-        are the defaults, so a flat sweep keeps the keys it had before tiers existed."""
+        are the defaults, so a flat sweep keeps the keys it had before tiers existed. A
+        preset (sim.engine) is part of it: presets with equal switches (lmcache and vllm)
+        replay alike, yet each records its own runs, as a user who names one expects."""
         d = {k: v for k, v in self.engine.items() if v != ENGINE_DEFAULTS[k]}
+        if preset and self.engine_preset is not None:
+            d["preset"] = self.engine_preset
         if self.hardware is not None:
             d["hardware"] = tuple(sorted(self.hardware.items()))
             d["overlap"] = self.engine.get("overlap", ENGINE_DEFAULTS["overlap"])
@@ -389,16 +394,10 @@ def apply_engine(cfg: DictConfig, overrides: list[str]) -> str | None:
              if p.block_tokens else "") + _twins_note(str(name)))
 
 
-def resumed_engine_note(name) -> str:
-    """For a sweep whose every result was found: why, when its preset replays as others."""
-    same = twins(str(name)) if name else []
-    return f" (sim.engine={name} replays as {', '.join(same)} do: the results may be theirs)" if same else ""
-
-
 def _twins_note(name: str) -> str:
     same = twins(name)
-    return (f"; the same switches as {', '.join(same)}: one replay, so results computed under any of them are "
-            f"these (resumed, not simulated again)" if same else "")
+    return (f"; the same switches as {', '.join(same)} (they count alike), recorded as {name}'s own runs"
+            if same else "")
 
 
 def resolve(cfg: DictConfig, policy_choice: str = "all") -> SweepSpec:
@@ -431,8 +430,10 @@ def resolve(cfg: DictConfig, policy_choice: str = "all") -> SweepSpec:
             not any(p.name == "tier_bound" for p in policies):
         policies.append(choice(REGISTRY["tier_bound"]))  # every policy's gap to it: the pool sizing table
     engine, hardware = resolve_engine(cfg)
+    preset_name = cfg.sim.get("engine")
     return SweepSpec(policies=policies, cost_models=costs, capacity_sizes=sizes,
                      tier_name=tier_name, tiers=tiers, tier_rules=tier_rules, engine=engine, hardware=hardware,
+                     engine_preset=None if preset_name is None else str(preset_name),
                      capacity_name=str(cfg.capacity.get("name", "custom")), model=model,
                      mode=Mode(mode), hits=Hits(hits), seed=seed, order=order,
                      sample_rate=None if rate is None or rate == 1 else rate, sample_seed=sample_seed, notes=notes,

@@ -28,7 +28,7 @@ from .plan import (counted, format_plan, make_plan, oversized_warnings, resolve_
                    without_sessions)
 from .progress import Progress
 from .report.families import pool_parts
-from .spec import PolicyChoice, apply_engine, resolve, resumed_engine_note
+from .spec import PolicyChoice, apply_engine, resolve
 from .store import check_reachable, default_uri
 from .tracking import REFERENCE
 
@@ -125,7 +125,7 @@ def variants(sp, pools) -> list:
     """Every policy once per pool size (a flat sweep: the policies themselves). A stack
     policy's one-pass curve models no tiers, admission, windows or TTFT, so it replays
     each capacity then; a policy solved over the whole trace runs a flat cache only."""
-    flat = not sp.tiers and not sp.engine_key()
+    flat = not sp.tiers and not sp.engine_key(preset=False)  # a preset's name replays nothing
     if not flat:
         solved = [p.name for p in sp.policies if get_policy(p.name).solve is not None]
         if solved:
@@ -369,9 +369,8 @@ def known_line(st: Study) -> str | None:
     if not n_known:
         return None
     if n_known == n_points:
-        why = resumed_engine_note(st.cfg.sim.get("engine"))
         return (f"resume: all {n_points} results ({len(st.curves)} curves x {len(st.caps)} capacities) are "
-                f"already computed{why}; nothing to simulate (sweep.resume=false recomputes)")
+                f"already computed; nothing to simulate (sweep.resume=false recomputes)")
     return (f"resume: {n_known} of {n_points} results already computed (same trace, policy, parameters, "
             f"engine, cost model and simulator); simulating the other {n_points - n_known}")
 

@@ -253,7 +253,8 @@ class Tracker:
             return
         caps = self.capacities
         run = self.client.create_run(
-            self.experiment_id, run_name=f"{c.label} | {c.cost_model}",
+            self.experiment_id, run_name=f"{c.label} | {c.cost_model}" + (f" | {tags['engine']}" if tags.get("engine")
+                                                                          else ""),
             tags={"mlflow.parentRunId": self.parent_id, "policy": c.policy, "cost_model": c.cost_model,
                   **({"pool": c.pool} if c.pool else {}), **({"load": f"{c.load:g}"} if c.load else {}),
                   **({"route": c.route} if c.route else {}),

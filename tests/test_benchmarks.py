@@ -9,7 +9,7 @@ import math
 import pytest
 
 from benchmarks import fidelity, speed
-from benchmarks.agents import gap_to_next_turn
+from benchmarks.agents import contexts_regime, gap_to_next_turn, main as agents_main, overlaid
 from sim_core import REGISTRY, Trace
 from sim_core.policies.agent import tool_waits
 from tests.helpers import session_trace
@@ -124,3 +124,27 @@ def test_agents_bench_derives_tool_waits_from_the_next_turn():
     assert got.tolist() == [0.0, 0.0, 4.0, 0.0, 10.0]
     after = tool_waits(dataclasses.replace(t, tool_wait_s=got))
     assert after[:2].tolist() == [4.0, 10.0] and all(math.isnan(x) for x in after[2:])
+
+
+def test_agents_bench_overlays_sessions_by_hand():
+    """Sessions that ran one after another, started together: the i-th (by first arrival)
+    at i seconds, each keeping its own gaps; blocks and token counts travel with requests."""
+    t = Trace.from_requests([[1, 2], [1, 2, 3], [9], [9, 8]], arrival_s=[100.0, 102.0, 200.0, 205.0],
+                            session=[0, 0, 1, 1], input_tokens=[30, 45, 10, 20])
+    o = overlaid(t)
+    assert o.arrival_s.tolist() == [0.0, 1.0, 2.0, 6.0]
+    assert o.session.tolist() == [0, 1, 0, 1] and o.input_tokens.tolist() == [30, 10, 45, 20]
+    assert [t.source_ids[o.source_ids[o.request_blocks(r)]].tolist() for r in range(4)] == [[1, 2], [9], [1, 2, 3], [9, 8]]
+    assert contexts_regime(t) == [("contexts", [3, 6, 12])]  # room for 1, 2, 4 of the 3-block prompt
+
+
+def test_agents_bench_lmcache_rows(capsys):
+    """The bundled LMCache excerpt's rows: every hint of each of the four traces, in the
+    contexts regime, and a footprint line per agent kind."""
+    assert agents_main(["--traces", "lmcache"]) == 0
+    out = capsys.readouterr().out
+    for label in ("lmcache miniswe", "lmcache miniswe, sessions overlaid", "lmcache magagent",
+                  "lmcache magagent, sessions overlaid"):
+        assert f"| {label} | contexts |" in out
+    assert out.count("| agent_next |") == 4 and "freeinference" not in out
+    assert "- lmcache miniswe: 38 requests in 5 sessions" in out and "- lmcache magagent: 34 requests in 3 sessions" in out

@@ -32,14 +32,57 @@ def test_engine_presets_with_the_same_switches_are_named():
     assert twins("paper") == []
 
 
-def test_engine_note_says_lmcache_replays_as_vllm():
+def test_engine_note_says_lmcache_counts_as_vllm_and_records_its_own():
     from omegaconf import OmegaConf
 
     from sweep.spec import apply_engine
 
     cfg = OmegaConf.create({"sim": {"engine": "lmcache"}})
     note = apply_engine(cfg, [])
-    assert "the same switches as vllm" in note and "resumed, not simulated again" in note
+    assert "the same switches as vllm" in note and "recorded as lmcache's own runs" in note
+
+
+def test_a_preset_is_part_of_a_results_identity(compose):
+    """Presets with equal switches replay alike, but each is its own result (key), so a
+    sweep under sim.engine=lmcache after one under vllm simulates and records its runs."""
+    from sweep import study
+
+    def spec(*over):
+        cfg = compose("trace=mooncake_conversation", "policy=lru", *over)
+        return study.configure(cfg, list(over), "mooncake_conversation", "lru").spec
+
+    vllm, lmc, none = spec("sim.engine=vllm"), spec("sim.engine=lmcache"), spec()
+    assert vllm.engine == lmc.engine and vllm.mode == lmc.mode and vllm.hits == lmc.hits
+    assert dict(lmc.engine_key())["preset"] == "lmcache" and dict(vllm.engine_key())["preset"] == "vllm"
+    assert lmc.engine_key(preset=False) == vllm.engine_key(preset=False)
+    paper = spec("sim.engine=paper")  # the default switches: a flat sweep still, with its own key
+    assert paper.engine_key(preset=False) == none.engine_key() == () and paper.engine_key() == (("preset", "paper"),)
+
+
+def test_sweep_under_lmcache_after_vllm_records_its_own_runs(tmp_path):
+    from tests.helpers import child_runs, run_module
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(json.dumps({"timestamp": i, "input_length": 64 * (i % 5 + 1),
+                                         "hash_ids": list(range(i % 5 + 1))}) + "\n" for i in range(40)))
+    common = ["trace=file", f"trace.path={trace}", "trace.file_block_tokens=64", "policy=lru", "cost=[uniform]",
+              "capacity=custom", "capacity.sizes=[2,4]", "cluster.num_cpus=1"]
+    first = run_module(tmp_path, *common, "sim.engine=vllm")
+    assert first.returncode == 0, first.stderr[-3000:]
+    second = run_module(tmp_path, *common, "sim.engine=lmcache")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "nothing to simulate" not in second.stderr
+    assert "recorded as lmcache's own runs" in second.stderr
+    runs = child_runs(tmp_path / "mlflow.db", "t")
+    assert sorted(r.data.tags.get("engine") for r in runs) == ["lmcache", "vllm"]
+    assert sorted(r.info.run_name for r in runs) == ["lru | uniform | lmcache", "lru | uniform | vllm"]
+    for r in runs:
+        assert r.info.status == "FINISHED" and r.data.params["sim.engine"] == r.data.tags["engine"]
+    # same switches, same numbers
+    hits = {r.data.tags["engine"]: r.data.metrics["hit_ratio_mean"] for r in runs}
+    assert hits["lmcache"] == hits["vllm"]
+    third = run_module(tmp_path, *common, "sim.engine=lmcache")  # its own results now: resumed
+    assert third.returncode == 0 and "nothing to simulate" in third.stderr
 
 
 def test_oversized_warning_only_where_requests_must_fit(tmp_path, compose, caplog):
@@ -61,10 +104,23 @@ def test_oversized_warning_only_where_requests_must_fit(tmp_path, compose, caplo
 def test_oversized_warnings_and_resumed_note_by_hand():
     from sim_core import Mode
     from sweep.plan import oversized_warnings
-    from sweep.spec import resumed_engine_note
 
     caps = [Capacity(0, "20", 20, 0.1), Capacity(1, "40", 40, 0.2)]
     assert len(oversized_warnings(caps, [30, 10], Mode.REQUEST)) == 1  # 20 < 30 <= 40
     assert oversized_warnings(caps, [30, 10], Mode.BLOCK) == [] and oversized_warnings(caps, [30], "block") == []
-    assert resumed_engine_note("lmcache") == " (sim.engine=lmcache replays as vllm, dynamo do: the results may be theirs)"
-    assert resumed_engine_note(None) == resumed_engine_note("paper") == ""
+
+
+def test_sweep_summary_marks_the_issues_columns(tmp_path):
+    """As the issue ran it: capacities in blocks on the 512-token Mooncake trace (48 MiB a
+    block for Qwen3-Coder-30B): 500 blocks = 23.4375 GiB, 4,000 = 187.5 GiB, both outside
+    HBM (24-120 GiB) and the pool (256 GiB-12 TiB); 1,000 blocks = 46.875 GiB is in HBM."""
+    from tests.helpers import run_module
+
+    out = run_module(tmp_path, "trace=mooncake_conversation", "trace.max_requests=300", "policy=lru",
+                     "cost=[uniform]", "capacity=custom", "capacity.sizes=[500,1000,4000]", "cluster.num_cpus=1",
+                     "tracking.offline=true")
+    assert out.returncode == 0, out.stderr[-3000:]
+    table = out.stdout[out.stdout.index("compute-savings ratio"):]
+    assert "~ = in neither regime (HBM 24-120 GiB, memory pool 256-12288 GiB): shown, in no mean" in table
+    head = next(line for line in table.splitlines() if line.startswith("policy"))
+    assert "23.44GiB~" in head and "187.5GiB~" in head and "46.88GiB " in head + " " and "46.88GiB~" not in head

@@ -216,3 +216,11 @@ def test_tool_waits_travel_with_the_trace():
     assert trace_digest(w) != trace_digest(t) == trace_digest(dataclasses.replace(t))
     with pytest.raises(ValueError, match="tool_wait_s"):
         dataclasses.replace(t, tool_wait_s=waits[:-1])
+
+
+def test_the_hints_are_registered_under_their_names():
+    """The interface outside checks use (issue 35): the three names in policy_names()."""
+    from sim_core import get_policy, policy_names
+
+    assert {"ttl_pin", "agent_end", "agent_next"} <= set(policy_names())
+    assert get_policy("agent_next").offline and not get_policy("ttl_pin").offline and not get_policy("agent_end").offline

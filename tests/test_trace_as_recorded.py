@@ -74,7 +74,8 @@ def test_us_read_as_seconds_warns_with_the_unit(tmp_path, caplog):
 
 
 def test_short_span_for_many_requests_warns(tmp_path, caplog):
-    rows = [{"timestamp": i / 1000, "input_length": 512, "hash_ids": [i]} for i in range(1001)]  # 1 ms in total
+    # 1e-4 ms in total: under a second in ms and in every coarser unit (so no unit is plausible)
+    rows = [{"timestamp": i * 1e-7, "input_length": 512, "hash_ids": [i]} for i in range(1001)]
     with caplog.at_level(logging.WARNING, LOG):
         load_trace(write(tmp_path / "t.jsonl", rows))
     assert any("read in ms span" in r.getMessage() and "1001 requests" in r.getMessage() for r in caplog.records)
@@ -82,6 +83,54 @@ def test_short_span_for_many_requests_warns(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, LOG):
         load_trace(write(tmp_path / "u.jsonl", rows[:1000]))
     assert not [r for r in caplog.records if "span" in r.getMessage()]
+
+
+# Relative stamps (the first near 0): the unit from the span. 3,001 requests; read in the
+# format's unit each file is implausible (a year or more, a request every 20 minutes, or
+# 3,001 requests inside a second), read in the unit it was written in it is plausible.
+@pytest.mark.parametrize("fmt_row, step, unit, last_s", [
+    ("mooncake", 1_200_000, "us", 3600.0),            # µs in a ms format: 41.7 days in ms, 1 h in µs
+    ("mooncake", 1_200_000_000, "ns", 3600.0),        # ns in ms: 114 years; in µs 41.7 days; in ns 1 h
+    ("mooncake", 0.2, "s", 600.0),                    # s in ms: 0.6 s for 3,001 requests; in s 10 min
+    ("mooncake", 1200, "ms", 3600.0),                 # the format's own unit, plausible: kept
+    ("qwen", 1200, "ms", 3600.0),                     # ms in a s format: 41.7 days in s, 1 h in ms
+    ("qwen", 1.2, "s", 3600.0),                       # the format's own
+])
+def test_relative_timestamps_unit_from_the_span(tmp_path, caplog, fmt_row, step, unit, last_s):
+    def row(i):
+        ts = i * step
+        if fmt_row == "qwen":
+            return {"chat_id": i, "timestamp": ts, "hash_ids": [i]}
+        return {"timestamp": str(ts) if unit == "ns" else ts, "input_length": 512, "hash_ids": [i]}
+
+    with caplog.at_level(logging.WARNING, LOG):
+        t = load_trace(write(tmp_path / "t.jsonl", [row(i) for i in range(3001)]))
+    assert t.meta["time"]["unit"] == unit and t.meta["time"]["absolute"] is False
+    assert t.arrival_s[0] == 0.0 and t.arrival_s[-1] == pytest.approx(last_s)
+    own = {"mooncake": "ms", "qwen": "s"}[fmt_row]
+    changed = [r.getMessage() for r in caplog.records if "not the format's" in r.getMessage()]
+    assert bool(changed) == (unit != own)
+    if unit != own:
+        assert f"read in {unit}, not the format's {own}" in changed[0] and "by the span" in changed[0]
+    assert "span_warning" not in t.meta["time"]
+
+
+def test_relative_span_needs_many_requests_and_yields_to_the_override(tmp_path):
+    rows = [{"timestamp": i * 1_200_000, "input_length": 512, "hash_ids": [i]} for i in range(1001)]
+    p = write(tmp_path / "t.jsonl", rows)
+    assert load_trace(p).meta["time"]["unit"] == "us"                    # 1,001 requests: judged
+    q = write(tmp_path / "q.jsonl", rows[:1000])                        # 1,000: the format's unit
+    assert load_trace(q).meta["time"]["unit"] == "ms" and load_trace(q).arrival_s[-1] == pytest.approx(999 * 1200.0)
+    t = load_trace(p, time_unit="ms")                                   # the user's word wins
+    assert t.meta["time"]["why"] == "trace.time_unit" and t.arrival_s[-1] == pytest.approx(1_200_000.0)
+
+
+def test_relative_span_plausible_in_no_unit_keeps_the_format_and_warns(tmp_path, caplog):
+    # 3,001 requests within 3 ns in a ms format: too short in every coarser unit too
+    rows = [{"timestamp": i * 1e-6, "input_length": 512, "hash_ids": [i]} for i in range(3001)]
+    with caplog.at_level(logging.WARNING, LOG):
+        t = load_trace(write(tmp_path / "t.jsonl", rows))
+    assert t.meta["time"]["unit"] == "ms" and "3001 requests" in t.meta["time"]["span_warning"]
 
 
 # ------------------------------------------------------------------ block size

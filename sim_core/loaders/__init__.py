@@ -85,8 +85,8 @@ for _fmt in REGISTRY.values():
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 # Bump when parsing changes in a way that alters the produced arrays: invalidates caches.
-_LOADER_VERSION = 4  # 2: traces keep the file's block hashes (Trace.source_ids); 3: format options;
-# 4: time units, block-size inference, re-chaining, tool waits
+_LOADER_VERSION = 5  # 2: traces keep the file's block hashes (Trace.source_ids); 3: format options;
+# 4: time units, block-size inference, re-chaining, tool waits; 5: relative times' unit from the span
 
 
 # ---------------------------------------------------------------- bundled data

@@ -31,6 +31,9 @@ def check_exists(path: Path, directory: bool = False) -> None:
         raise FileNotFoundError(errno.ENOENT, "trace file not found", str(path))
     if path.is_dir() and (not directory or not trace_files(path)):
         what = "a directory without *.jsonl or *.json files" if directory else "a directory"
+        subs = sorted(d.name for d in path.iterdir() if d.is_dir() and trace_files(d)) if directory else []
+        if subs:  # a checkout of LMCache's agent traces: one directory per agent kind
+            what += f"; its subdirectories {', '.join(subs[:8])} hold some: load one of them"
         raise IsADirectoryError(errno.EISDIR, f"expected a trace file, got {what}", str(path))
 
 

@@ -21,8 +21,13 @@ field           required  meaning
 The prompt is tokenized with a local tokenizer file, as the ``text`` format does
 (``trace.tokenizer``; nothing is downloaded), and hashed into prefix-chained blocks of
 ``trace.block_tokens`` (default 16) as :mod:`.token_records` describes. Records may be
-out of time order inside a file (``magagent/`` files are): requests are sorted by
-arrival, as in every format.
+out of time order inside a file (``miniswe/`` and ``magagent/`` files are): requests are
+sorted by arrival, as in every format. A checkout's root (one directory per agent kind) is
+refused with the kinds' names: load one of them.
+
+An excerpt of the published files (8 whole sessions of ``miniswe/`` and ``magagent/``)
+ships in ``sim_core/data/lmcache_agent_trace/`` with its NOTICE; the files at 16a14ad are
+read as this module expects (tests/test_lmcache_agent_excerpt.py).
 """
 from __future__ import annotations
 

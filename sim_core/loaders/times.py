@@ -9,11 +9,19 @@ file (:func:`resolve`):
 * else the smallest stamp read as a Unix time: a value that is a date between 1980 and
   2100 in exactly one unit (3.2e8-4.1e9 s, 3.2e11-4.1e12 ms, 3.2e14-4.1e15 µs,
   3.2e17-4.1e18 ns: the ranges do not overlap) is an absolute time in that unit;
-* else (relative times) the format's own unit.
+* else (relative times) the unit from the span: the format's own unit when, read in it,
+  the trace is plausible, else the nearest unit that makes it so (finer when the span
+  is too long, coarser when too short; :func:`span_unit`). Plausible: a span of at most
+  a year and, for more than a thousand requests (enough to judge a rate), of at least a
+  second with a mean gap between arrivals of at most 300 s. Relative µs stamps spanning
+  3.6e9 over 3,000 requests in a ms format are 41.7 days with a request every 20
+  minutes in ms, one hour in µs: read as µs. With a thousand requests or fewer the span
+  says too little (ten arrivals may well be days apart): the format's unit is kept.
 
 Absolute times are made relative (the first request arrives at 0). The unit and why it
-was chosen are logged; a span above a year, or below a second for more than a thousand
-requests, is a warning naming the unit read (a µs trace read as seconds spans years).
+was chosen are logged (a warning when the span overrode the format's unit); a span above
+a year, or below a second for more than a thousand requests, is a warning naming the
+unit read (a µs trace read as seconds spans years).
 """
 from __future__ import annotations
 
@@ -33,6 +41,8 @@ ALIASES = {"µs": "us", "sec": "s", "seconds": "s", "msec": "ms", "usec": "us", 
 _EPOCH_S = (3.2e8, 4.1e9)  # 1980-02 .. 2099-12 as Unix seconds
 _YEAR_S = 365.25 * 86400
 _MAX_DIGITS = 40  # a numeric string longer than this is not a timestamp
+_MANY = 1000  # more requests than this: a span below a second, or a sparse rate, is implausible
+_MAX_MEAN_GAP_S = 300.0  # fewer than 12 requests an hour over more than a thousand: not a serving trace
 
 
 def unit_name(unit: str) -> str:
@@ -64,6 +74,30 @@ def absolute_unit(first: float) -> str | None:
     return None
 
 
+def plausible(span_s: float, n: int) -> bool:
+    """Whether `n` requests spanning `span_s` seconds look like a recorded trace."""
+    if span_s > _YEAR_S:
+        return False
+    if n <= _MANY:
+        return True
+    return span_s >= 1.0 and span_s / (n - 1) <= _MAX_MEAN_GAP_S
+
+
+def span_unit(raw_span: float, n: int, default: str) -> str:
+    """The unit of relative stamps spanning `raw_span` (in the file's numbers) over `n`
+    requests: `default` if plausible in it, else the nearest plausible unit in the
+    direction the span asks for, else `default` (the caller warns)."""
+    if n <= _MANY or plausible(raw_span / UNITS[default], n):
+        return default
+    names = list(UNITS)
+    i = names.index(default)
+    finer = raw_span / UNITS[default] > 1.0  # too long or too sparse: finer; too short: coarser
+    for unit in (names[i + 1:] if finer else names[:i][::-1]):
+        if plausible(raw_span / UNITS[unit], n):
+            return unit
+    return default
+
+
 def resolve(raw: np.ndarray, default: str, override: str | None, where: str) -> tuple[np.ndarray, dict]:
     """(arrival seconds, what was decided) for a file's raw stamps (NaN: none given).
     The dict goes to ``Trace.meta["time"]``: unit, why, absolute, origin (raw)."""
@@ -78,7 +112,15 @@ def resolve(raw: np.ndarray, default: str, override: str | None, where: str) -> 
     elif guess is not None:
         unit, why, absolute = guess, "absolute (Unix time) by magnitude", True
     else:
-        unit, why, absolute = default, "relative; the format's unit", False
+        n_stamps = len(finite)
+        raw_span = float(finite.max() - first) if n_stamps else 0.0
+        unit, absolute = span_unit(raw_span, n_stamps, default), False
+        why = ("relative; the format's unit" if unit == default else
+               f"relative; by the span: {n_stamps} requests over {raw_span / UNITS[default]:.6g} s in the "
+               f"format's {default}, {raw_span / UNITS[unit]:.6g} s in {unit}")
+        if unit != default:
+            log.warning("%s: timestamps read in %s, not the format's %s (%s); trace.time_unit=%s keeps the "
+                        "format's", where, unit, default, why, default)
     origin = first if absolute else 0.0
     seconds = (raw - origin) / UNITS[unit]
     info = {"unit": unit, "why": why, "absolute": absolute, "origin": origin}
