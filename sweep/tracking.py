@@ -41,6 +41,7 @@ from .report.slo import serve_summary
 from .report.sweeps import SweepTable
 from .serving import SERVE, complete as serve_complete, from_row as serve_from_row
 from .store import quiet_mlflow, sqlite_path, store_lock
+from .views import publish
 
 
 log = logging.getLogger("sweep")
@@ -51,6 +52,14 @@ HEARTBEAT_S = 60
 T_KIND, T_SWEEP, T_CURVE, T_BASE = "kvsweep.kind", "kvsweep.sweep_key", "kvsweep.curve_key", "kvsweep.base_key"
 T_HOST, T_PID, T_BEAT = "kvsweep.driver_host", "kvsweep.driver_pid", "kvsweep.heartbeat"
 REFERENCE = "lru"  # the baseline of the *_vs_lru_* metrics
+EXPERIMENT_NOTE = (
+    "kvsweep: one run per sweep (named by trace, flat / tier / fleet, engine preset, windows), a child run per "
+    "curve. Open a sweep run: its Description links to its views (every policy's curve per cost model over "
+    "capacity, log axis; the runs ranked) and its Artifacts hold report.html. MLflow opens in GenAI mode (traces) "
+    "unless the address has `?workflowType=machine_learning` or you pick *Model training* at the top left; "
+    "the links the sweep prints have it.")
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -85,11 +94,11 @@ class Tracker:
         exp = self.client.get_experiment_by_name(name)
         if exp is None:
             try:
-                # MLflow 3's UI opens an untagged experiment in GenAI mode (traces,
-                # "evaluation runs"); these are model-development runs with metrics
+                # the kind is for MLflow versions that read it: 3.17's UI takes the mode from the
+                # browser (?workflowType=machine_learning, or its switch), so the note says so
                 return self.client.create_experiment(
                     name, artifact_location=artifact_location,
-                    tags={"mlflow.experimentKind": "custom_model_development"})
+                    tags={"mlflow.experimentKind": "custom_model_development", "mlflow.note.content": EXPERIMENT_NOTE})
             except MlflowException:  # created by a concurrent sweep since we looked
                 exp = self.client.get_experiment_by_name(name)
                 if exp is None:
@@ -237,7 +246,7 @@ class Tracker:
             self.client.set_tag(self.parent_id, T_BEAT, f"{time.time():.0f}")
 
     # ------------------------------------------------------------------ children
-    def open_curve(self, c: Curve, params: dict, tags: dict) -> None:
+    def open_curve(self, c: Curve, params: dict, tags: dict, run_name: str | None = None) -> None:
         """Give curve `c` a run under the parent: its own again (resumed) or a new one.
         A REUSED (finished) curve is left where it is."""
         from mlflow.entities import Param
@@ -253,7 +262,7 @@ class Tracker:
             return
         caps = self.capacities
         run = self.client.create_run(
-            self.experiment_id, run_name=f"{c.label} | {c.cost_model}",
+            self.experiment_id, run_name=run_name or f"{c.label} | {c.cost_model}",
             tags={"mlflow.parentRunId": self.parent_id, "policy": c.policy, "cost_model": c.cost_model,
                   **({"pool": c.pool} if c.pool else {}), **({"load": f"{c.load:g}"} if c.load else {}),
                   **({"route": c.route} if c.route else {}),
@@ -367,6 +376,27 @@ class Tracker:
         except Exception as e:  # noqa: BLE001 - the status update matters more
             log.warning("could not tag the sweep run with %s: %s", key, e)
 
+    def log_parent_text(self, name: str, text: str) -> None:
+        """A text artifact on the sweep run (summary.txt). Never raises."""
+        if self.parent_id is None:
+            return
+        try:
+            self.client.log_text(self.parent_id, text, name)
+        except Exception as e:  # noqa: BLE001 - the status update matters more
+            log.warning("could not attach %s to the sweep run: %s", name, e)
+
+    def write_views(self, curves: Sequence[Curve], experiment_url: str) -> dict[str, str]:
+        """The sweep's MLflow views and its runs' colours (sweep.views.publish): cost model
+        -> the view's address. Never raises."""
+        if self.parent_id is None:
+            return {}
+        try:
+            return publish(self.client, self.experiment_id, self.parent_id, curves, [x.gib for x in self.capacities],
+                           experiment_url)
+        except Exception as e:  # noqa: BLE001 - the status update matters more
+            log.warning("could not write the sweep's MLflow views: %s", e)
+            return {}
+
     def log_parent_rows(self, tables: dict[str, list[dict]]) -> None:
         """CSV artifacts on the sweep run (file name -> rows). Never raises."""
         if self.parent_id is None:
@@ -418,7 +448,8 @@ class Tracker:
                                n_capacities=len(self.capacities), curves=per_model, cost_models=order,
                                saturation_blocks=facts.saturation_blocks, sample_rate=facts.sample_rate,
                                windows=list(facts.windows), window_ranking=list(facts.window_ranking),
-                               fleet=facts.fleet, tier_rules=facts.tier_rules)
+                               fleet=facts.fleet, tier_rules=facts.tier_rules, setup=facts.setup,
+                               warnings=list(facts.warnings))
             out = Path(d) / "report"
             write_report(table, out)
             log_report(self.client, self.parent_id, out)
