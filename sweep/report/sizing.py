@@ -6,7 +6,8 @@ The knee is the smallest pool within KNEE_POINTS of the saturated served ratio: 
 mode's at the largest pool swept. When that is the largest pool itself, the served ratio
 still rises by more than KNEE_POINTS there: the curve is not saturated in the range swept,
 and every reader says so (`Sizing.saturated`, `knee_text`) instead of calling the largest
-pool a knee. The mode that wins at the knee is the one serving the most there. The console table (`tier_table`), the report's section
+pool a knee. The mode that wins at the knee is the one serving the most there; tables give
+the knee on that mode's row. The console table (`tier_table`), the report's section
 (sweep.report.sections) and `advise` read the same `Sizing`.
 """
 from __future__ import annotations
@@ -150,26 +151,29 @@ def tier_table(curves, capacities: Sequence[Capacity], points: int = 4) -> str:
     mw = max([len("mode")] + [len(m) for s in sized.values() for m in s.modes]) if swept else 0
     knees = {k: knee_text(s, short=True) for k, s in sized.items()}
     kw = max([len("knee")] + [len(t) for t in knees.values()])
-    wins = {k: s.mode + (" (tie)" if len(s.tied) > 1 else "") for k, s in sized.items()}
-    ww = max([len("wins")] + [len(w) for w in wins.values()])
+    ties = any(len(s.tied) > 1 for s in sized.values())  # the row is the winner's: only a tie needs a column
+    wins = {k: "tie" if len(s.tied) > 1 else "" for k, s in sized.items()}
+    ww = len("tie")
+    cw = max([8] + [len(z) + 1 for z in sizes])
     lines = ["pool sizing: served ratio (block accesses served by HBM or a lower tier) at each pool size",
              f"knee: the smallest pool within {KNEE_POINTS * 100:g} point of the saturated served ratio"
-             + ("; on the row of the mode serving the most there (wins)" if swept else ""),
+             + (",\n  on the row of the mode serving the most there (tie: another mode serves as much)"
+                if swept else ""),
              "TTFT ms: mean time to first token at the knee (service time, no queueing)"]
     if has_bound:
         lines.append("gap: tier_bound [oracle: Belady over HBM + every tier] minus the policy at the knee, in points")
     lines.append("")
     head = (f"{'policy':<{pw}}  {'HBM':>8}  " + (f"{'mode':<{mw}}  " if swept else "")
-            + "  ".join(f"{s:>12}" for s in sizes) + f"  {'knee':>{kw}}" + (f"  {'wins':<{ww}}" if swept else "")
+            + "  ".join(f"{s:>{cw}}" for s in sizes) + f"  {'knee':>{kw}}" + (f"  {'tie':<{ww}}" if ties else "")
             + f"  {'TTFT ms':>8}" + (f"  {'gap':>6}" if has_bound else ""))
     lines += [head, "-" * len(head)]
     for (p, i), s in sized.items():
         for m in s.modes:
-            cells = "  ".join(f"{s.at(z, m):>12.4f}" if s.at(z, m) == s.at(z, m) else f"{'-':>12}" for z in sizes)
+            cells = "  ".join(f"{s.at(z, m):>{cw}.4f}" if s.at(z, m) == s.at(z, m) else f"{'-':>{cw}}" for z in sizes)
             row = f"{names[p]:<{pw}}  {human_gib(capacities[i].gib):>8}  " + (f"{m:<{mw}}  " if swept else "") + cells
             if m == s.mode:  # the knee, its TTFT and gap on the row of the mode that wins there
                 gap = f"{s.gap_points:>+6.2f}" if s.gap_points == s.gap_points and p != BOUND else f"{'-':>6}"
-                row += (f"  {knees[(p, i)]:>{kw}}" + (f"  {wins[(p, i)]:<{ww}}" if swept else "")
+                row += (f"  {knees[(p, i)]:>{kw}}" + (f"  {wins[(p, i)]:<{ww}}" if ties else "")
                         + f"  {_ms(s.ttft.get((s.knee, s.mode), math.nan)):>8}" + (f"  {gap}" if has_bound else ""))
             lines.append(row.rstrip())
     if any(not s.saturated for s in sized.values()):

@@ -9,7 +9,7 @@ from sim_core.capacity import human_gib
 from sim_core.policies import REGISTRY, get_policy
 
 from ..plan import Capacity
-from .families import POOL_SEP, reference_of
+from .families import POOL_SEP, pool_key, reference_of
 from .regimes import IDENTICAL_TOL as SAME, REGIMES, Regime, identical_groups
 from .routing import console_lines
 from .slo import Slo, by_load, capacity_sentence, limit_text, load_limit, route_of, routes
@@ -77,7 +77,7 @@ def summary_table(curves: Mapping[str, Mapping[str, Sequence[dict]]], capacities
     mark = {p: " [oracle]" if b in REGISTRY and get_policy(b).offline else "" for p, b in base.items()}
     tiered = any(POOL_SEP in p for p in base)
     pw = max([len("policy")] + [len(p) + len(mark[p]) for per in curves.values() for p in per])
-    col = max([8] + [len(h) for h in heads])
+    col = max([7] + [len(h) for h in heads])  # "0.1234" and a space: lines stay within 100 characters
     title = (f"compute-savings ratio, ranked by the mean over {regimes[0].title}"
              + (f" ({regimes[0].lo_gib:g}-{regimes[0].hi_gib:g} GiB)" if regimes[0].name != "all" else "")
              + "; vs LRU = mean minus LRU's" + (" above the same pool" if tiered else "") + ", in points")
@@ -91,9 +91,10 @@ def summary_table(curves: Mapping[str, Mapping[str, Sequence[dict]]], capacities
                   + "): shown, in no mean")
     means_h = [f"{short[r.name]} mean" for r in regimes]
     vs_h = [f"{short[r.name]} vs LRU" for r in regimes]
-    mw = max([10] + [len(h) for h in means_h + vs_h])
+    mw = [max(7, len(h)) for h in means_h]
+    vw = [max(7, len(h)) for h in vs_h]
     header = (f"{'policy':<{pw}}  " + "  ".join(f"{h:>{col}}" for h in heads) + "  "
-              + "  ".join(f"{h:>{mw}}" for h in means_h + vs_h))
+              + "  ".join(f"{h:>{w}}" for h, w in zip(means_h + vs_h, mw + vw)))
     lines = [title]
     order = {p: i for i, p in enumerate(policy_order)}
     corder = {m: i for i, m in enumerate(cost_order)}
@@ -113,27 +114,31 @@ def summary_table(curves: Mapping[str, Mapping[str, Sequence[dict]]], capacities
                      if i in by[p] else f"{'-':>{col}}" for i in idx]
             complete = len(by[p]) == len(capacities)
             vs = [(means[p][r.name] - ref[r.name]) * 100 if ref and complete else float("nan") for r in regimes]
-            tail = [f"{means[p][r.name]:>{mw}.4f}" if means[p][r.name] == means[p][r.name] else f"{'-':>{mw}}"
-                    for r in regimes] + \
-                [f"{v:>+{mw}.2f}" if v == v else f"{'-':>{mw}}" for v in vs]
+            tail = [f"{means[p][r.name]:>{w}.4f}" if means[p][r.name] == means[p][r.name] else f"{'-':>{w}}"
+                    for r, w in zip(regimes, mw)] + \
+                [f"{v:>+{w}.2f}" if v == v else f"{'-':>{w}}" for v, w in zip(vs, vw)]
             partial = "" if complete else f"  ({len(by[p])}/{len(capacities)} capacities)"
             key = means[p][regimes[0].name]
-            rows.append((not complete, -(key if key == key else -math.inf), order.get(p, len(order)), p,
+            pk = pool_key(p.split(POOL_SEP, 1)[1]) if POOL_SEP in p else ()  # with tiers: a block per pool
+            rows.append((not complete, pk, -(key if key == key else -math.inf), order.get(p, len(order)), p,
                          f"{p + mark[p]:<{pw}}  " + "  ".join(cells) + "  " + "  ".join(tail) + partial))
         lines += [r[-1] for r in sorted(rows)]
         online = [p for p in by if not mark[p] and len(by[p]) == len(capacities)]
+        groups: dict[str, list[str]] = {}  # with tiers, policies compete above the same pool only
+        for p in online:
+            groups.setdefault(p.split(POOL_SEP, 1)[1] if POOL_SEP in p else "", []).append(p)
         for r in regimes:
-            top = max((means[p][r.name] for p in online), default=None)
-            if top is None:
-                continue
-            best = [p for p in online if means[p][r.name] >= top - SAME]
-            ref = refs[best[0]]
-            if not ref:
-                continue
-            names = ", ".join(best[:3]) + (f" and {len(best) - 3} more" if len(best) > 3 else "")
-            over = "LRU" + (" above the same pool" if POOL_SEP in best[0] else "")
-            lines.append(f"best online over {r.title}: {names}{' (tie)' if len(best) > 1 else ''}, "
-                         f"{(top - ref[r.name]) * 100:+.2f} points over {over}")
+            for pool in sorted(groups, key=lambda x: pool_key(x) if x else ()):
+                top = max(means[p][r.name] for p in groups[pool])
+                best = [p for p in groups[pool] if means[p][r.name] >= top - SAME]
+                ref = refs[best[0]]
+                if not ref:
+                    continue
+                short = [p.split(POOL_SEP, 1)[0] for p in best]
+                names = ", ".join(short[:3]) + (f" and {len(short) - 3} more" if len(short) > 3 else "")
+                lines.append(f"best online over {r.title}" + (f" above {pool}" if pool else "") + f": {names}"
+                             f"{' (tie)' if len(best) > 1 else ''}, {(top - ref[r.name]) * 100:+.2f} points over LRU"
+                             + (" there" if pool else ""))
         whole = {p: rs for p, rs in curves[m].items() if len(by[p]) == len(capacities)}
         for g in identical_groups(whole, SAME, ("compute_savings",), "capacity_index"):
             why = "; ".join(w for w in (identical_note(g[0], q, m) for q in g[1:]) if w)
