@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
-from .report.families import POOL_SEP, styles
+from .report.families import POOL_SEP, policy_info, styles
 from .report.regimes import HEADLINES, REGIMES
 
 VIEW_TAG = "mlflow.sharedViewState."
@@ -103,11 +103,25 @@ def _state(ids: str, order: str, ascending: bool, cols: list[str], charts: list[
             "globalLineChartConfig": {"xAxisKey": "step", "lineSmoothness": 0, "selectedXAxisMetricKey": ""}}
 
 
+#: With tiers a chart holds every (policy, pool): one colour each, oracles in greys.
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf",
+           "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5")
+GREYS = ("#000000", "#555555", "#888888", "#aaaaaa")
+
+
 def colours(labels: Sequence[str]) -> dict[str, str]:
-    """curve label -> the report's colour of its policy (a pool's curves share it)."""
-    policies = sorted({lab.split(POOL_SEP, 1)[0] for lab in labels})
-    style = styles(policies)
-    return {lab: style[lab.split(POOL_SEP, 1)[0]].colour for lab in labels}
+    """curve label -> its colour: the report's colour of its policy in a flat sweep; with
+    tiers, one per (policy, pool) in the order of the labels."""
+    if not any(POOL_SEP in lab for lab in labels):
+        style = styles(sorted(set(labels)))
+        return {lab: style[lab].colour for lab in labels}
+    out, online, oracle = {}, 0, 0
+    for lab in sorted(set(labels), key=lambda x: (policy_info(x).offline, x)):
+        if policy_info(lab).offline:
+            out[lab], oracle = GREYS[oracle % len(GREYS)], oracle + 1
+        else:
+            out[lab], online = PALETTE[online % len(PALETTE)], online + 1
+    return out
 
 
 def write_views(client, experiment_id: str, parent_id: str, runs: dict[str, list[str]],

@@ -158,7 +158,7 @@ def plot_cost_model(curves: Mapping[str, Sequence[Mapping]], path: str | Path, *
     # Narrow and tall: MLflow's artifact viewer scales an image to its pane (about 600 px
     # beside the run's file tree), so panels are stacked rather than side by side.
     with matplotlib.rc_context({"font.size": 15, "axes.titlesize": 16, "axes.labelsize": 15,
-                                "xtick.labelsize": 14, "ytick.labelsize": 14, "legend.fontsize": 14}):
+                                "xtick.labelsize": 16, "ytick.labelsize": 16, "legend.fontsize": 14}):
         fig = Figure(figsize=(11.0, max(10.5, 8.5 * len(keys) + 0.5)), layout="constrained")
         FigureCanvasAgg(fig)
         grid = fig.add_gridspec(2 * len(keys), 1, height_ratios=[3, 2] * len(keys))

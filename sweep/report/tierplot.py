@@ -48,11 +48,13 @@ def plot_tiers(series: Series, cap_labels: Mapping[int, str], sizes: Sequence[st
     lines = {(p, m): f"{p} [{m}]" if m and swept else p for p in policies for m in own[p]}
     panels = [("served_ratio", "served ratio", 1.0)] + ([("ttft_mean_s", "TTFT mean (ms)", 1e3)]
                                                         if has_ttft(series) else [])
-    # two HBM capacities a row: MLflow's artifact pane is about 1,000 px wide, and a figure
-    # 1,200 px wide keeps 13-point ticks above 10 px there (four side by side made them 7 px)
+    # two HBM capacities a row: MLflow's artifact pane is 570-1,000 px wide (less with its
+    # assistant open), and a figure 1,200 px wide keeps 15-point ticks (23 px) above 10 px
+    # there (four side by side made them 7 px)
     ncols = min(WIDE, len(cap_indices))
     nblocks = -(-len(cap_indices) // ncols)
-    with matplotlib.rc_context({"font.size": 13, "axes.titlesize": 14, "legend.fontsize": 12}):
+    with matplotlib.rc_context({"font.size": 13, "axes.titlesize": 14, "legend.fontsize": 12,
+                                "xtick.labelsize": 15, "ytick.labelsize": 15}):
         fig = Figure(figsize=(4.2 * ncols + 2.5, (3.6 * len(panels)) * nblocks + 0.7), layout="constrained")
         FigureCanvasAgg(fig)
         axes = fig.subplots(len(panels) * nblocks, ncols, squeeze=False)
