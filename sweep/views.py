@@ -96,7 +96,8 @@ def _state(ids: str, order: str, ascending: bool, cols: list[str], charts: list[
     return {"searchFilter": f"attributes.run_id IN ({ids})", "orderByKey": order,
             "orderByAsc": ascending, "startTime": "ALL", "lifecycleFilter": "Active",
             "runsHiddenMode": "SHOW_ALL", "selectedColumns": cols, "compareRunCharts": charts,
-            "columnWidths": {c: 250 for c in cols if c.startswith("metrics.")},
+            # MLflow applies widths to the columns of columnOrder only
+            "columnOrder": cols, "columnWidths": {c: 230 for c in cols if c.startswith("metrics.")},
             "compareRunSections": [{"uuid": SECTION, "name": f"kvsweep: {title}", "display": True,
                                     "isReordered": False, "columns": 1, "cardHeight": 460}],
             "isAccordionReordered": True, "hideEmptyCharts": True, "useGroupedValuesInCharts": False,
