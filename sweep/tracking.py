@@ -1,18 +1,16 @@
 """MLflow records of a sweep, and what a new sweep can reuse from them.
 
-experiment   one per trace (its name; synthetic traces get a "-synthetic" suffix)
+experiment   one per trace (its name; synthetic traces get a "-synthetic" suffix), with
+             the views of its sweeps (sweep.views)
 parent run   one per sweep (tag kvsweep.sweep_key): resolved config, trace summary, tags
-             trace_source / git commit / package versions / driver host and pid; at the
-             end curves.csv (every curve), report.html and one PNG per cost model
-             (sweep.report.html)
+             trace_source / git commit / versions / driver host and pid; at the end
+             curves.csv, summary.txt, report.html and its PNGs (sweep.report.html)
 child run    one per curve = (policy, cost model, capacity list), tag kvsweep.curve_key:
-             every sim_core.Result metric as `curve/<field>` with step = capacity in MiB
-             (a serving sweep, fleet=...: one per (policy, load, route), cost model `serve`,
-             every sim_core.ServeResult field as `curve/<field>`; tags load, route, router,
-             replicas),
-             params with the capacity list in blocks and GiB, curve.csv; FINISHED once
-             every capacity is in, with summary metrics (sweep.report.regimes) a runs table
-             can sort by, and start/end times that span its jobs' replay time.
+             every sim_core.Result metric as `curve/<field>`, step = capacity in MiB (a
+             serving sweep: one per (policy, load, route), cost model `serve`, every
+             ServeResult field; tags load, route, router, replicas), params with the
+             capacity list in blocks and GiB, curve.csv; FINISHED once every capacity is
+             in, with summary metrics (sweep.report.regimes) a runs table can sort by.
 
 Identity (sweep.keys): a re-run finds its parent by sweep key and its curves by curve
 key. A FINISHED curve is reused, never duplicated; a partial one (KILLED, FAILED, or
@@ -41,7 +39,7 @@ from .report.slo import serve_summary
 from .report.sweeps import SweepTable
 from .serving import SERVE, complete as serve_complete, from_row as serve_from_row
 from .store import quiet_mlflow, sqlite_path, store_lock
-from .views import publish
+from .views import EXPERIMENT_NOTE, publish
 
 
 log = logging.getLogger("sweep")
@@ -52,14 +50,6 @@ HEARTBEAT_S = 60
 T_KIND, T_SWEEP, T_CURVE, T_BASE = "kvsweep.kind", "kvsweep.sweep_key", "kvsweep.curve_key", "kvsweep.base_key"
 T_HOST, T_PID, T_BEAT = "kvsweep.driver_host", "kvsweep.driver_pid", "kvsweep.heartbeat"
 REFERENCE = "lru"  # the baseline of the *_vs_lru_* metrics
-EXPERIMENT_NOTE = (
-    "kvsweep: one run per sweep (named by trace, flat / tier / fleet, engine preset, windows), a child run per "
-    "curve. Open a sweep run: its Description links to its views (every policy's curve per cost model over "
-    "capacity, log axis; the runs ranked) and its Artifacts hold report.html. MLflow opens in GenAI mode (traces) "
-    "unless the address has `?workflowType=machine_learning` or you pick *Model training* at the top left; "
-    "the links the sweep prints have it.")
-
-
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -28,6 +28,13 @@ from typing import Sequence
 from .report.families import POOL_SEP, policy_info, styles
 from .report.regimes import HEADLINES, REGIMES
 
+EXPERIMENT_NOTE = (
+    "kvsweep: one run per sweep (named by trace, flat / tier / fleet, engine preset, windows), a child run per "
+    "curve. Open a sweep run: its Description links to its views (every policy's curve per cost model over "
+    "capacity, log axis; the runs ranked) and its Artifacts hold report.html. MLflow opens in GenAI mode (traces) "
+    "unless the address has `?workflowType=machine_learning` or you pick *Model training* at the top left; "
+    "the links the sweep prints have it.")
+
 VIEW_TAG = "mlflow.sharedViewState."
 COLOUR_TAG = "mlflow.runColor"
 SECTION = "kvsweep"

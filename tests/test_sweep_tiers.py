@@ -188,6 +188,9 @@ def test_windows_reach_mlflow_as_time_series(tmp_path):
     hist = sorted(c.get_metric_history(run.info.run_id, "window/8/accesses"), key=lambda m: m.step)
     assert [int(m.value) for m in hist] == [a for a in want["accesses"] if a == a]
     assert len(hist) > 1 and sum(m.value for m in hist) == sum(want["accesses"])
+    # step: the window's start in seconds of trace time (5-minute windows)
+    assert [m.step for m in hist] == [round(s) for s, a in zip(want["start_s"], want["accesses"]) if a == a]
+    assert all(b - a >= 300 for a, b in zip([m.step for m in hist], [m.step for m in hist][1:]))
     parent = c.get_run(run.data.tags["mlflow.parentRunId"])
     assert {"windows.csv", "window_ranking.csv"} <= {a.path for a in c.list_artifacts(parent.info.run_id)}
     assert "per window of trace time" in p.stdout
