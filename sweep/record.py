@@ -22,6 +22,7 @@ from .delivery import Delivery
 from .keys import sweep_key
 from .metrics import MAX_TAG
 from .plan import counted, pool_count
+from .report.families import pool_parts
 from .report.sizing import BOUND, tier_table
 from .report.tables import serving_table, summary_table
 from .serving import SERVE
@@ -77,7 +78,8 @@ def start_runs(st) -> None:
         st.tracker.open_curve(c, {"trace": st.trace.name, **replay,
                                   "model": st.spec.model.name, "block_tokens": st.trace.block_tokens,
                                   "cost_aware": p.cost_aware, "offline": p.offline,
-                                  **({"tier": st.spec.tier_name, "tier_rules": st.spec.tier_rules}
+                                  **({"tier": st.spec.tier_name, "tier_rules": st.spec.tier_rules,
+                                      "pool_gib": pool_gib(st, c.pool)}
                                      if c.pool else {}),
                                   **({"hardware": st.spec.hardware.get("part")}
                                      if st.spec.hardware and not st.fleet else {}),
@@ -172,6 +174,14 @@ def finish(st, status: str, wait_s: float) -> str:
 def tier_rules(st) -> str:
     """Which tier config a tiered sweep ran, with whose rules ("" without tiers)."""
     return f"tier={st.spec.tier_name}, the rules of {st.spec.tier_rules}" if st.spec.tiers else ""
+
+
+def pool_gib(st, pool: str) -> float:
+    """The lower tiers' size of a pool label in GiB (all tiers together), a number a chart
+    can plot (the label is text)."""
+    tiers = next((t for label, t in st.pools if label == pool or pool_parts(label)[0] == pool), ())
+    per_block = st.caps[0].gib / st.caps[0].blocks if st.caps else 0.0
+    return round(sum(int(t.get("capacity", 0)) for t in tiers) * per_block, 6)
 
 
 def sweep_name(st, stamp: str) -> str:

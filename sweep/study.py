@@ -376,7 +376,7 @@ def known_line(st: Study) -> str | None:
         return None
     if n_known == n_points:
         why = resumed_engine_note(st.cfg.sim.get("engine"))
-        return (f"resume: all {n_points} results ({len(st.curves)} curves x {len(st.caps)} capacities) are "
+        return (f"resume: all {n_points} results ({counted(len(st.curves), 'curve')} x {counted(len(st.caps), 'capacity', 'capacities')}) are "
                 f"already computed{why}; nothing to simulate (sweep.resume=false recomputes)")
     return (f"resume: {n_known} of {n_points} results already computed (same trace, policy, parameters, "
             f"engine, cost model and simulator); simulating the other {n_points - n_known}")

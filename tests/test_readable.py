@@ -135,3 +135,12 @@ def test_a_view_draws_one_cost_model_over_capacity_on_a_log_axis():
     url = view_url("http://127.0.0.1:5000/#/experiments/3?workflowType=machine_learning", "k")
     assert re.fullmatch(r"http://127\.0\.0\.1:5000/#/experiments/3/runs\?workflowType=machine_learning"
                         r"&compareRunsMode=CHART&viewStateShareKey=k", url)
+
+
+def test_a_pool_is_a_number_a_chart_can_plot():
+    from sweep.record import pool_gib
+
+    st = _study()
+    st.pools = [("dram=0", ({"capacity": 0},)), ("dram=1TiB[on_evict]", ({"capacity": 699051},))]
+    assert pool_gib(st, "dram=1TiB[on_evict]") == pool_gib(st, "dram=1TiB") == round(699051 * 1.5 / 1024, 6)
+    assert pool_gib(st, "dram=0") == 0.0

@@ -171,7 +171,7 @@ def _fmt(x: float | None, spec: str) -> str:
 def _ranking_html(table: SweepTable, cost_model: str, reg: Regime) -> str:
     rank = ranking(table, cost_model, reg)
     n, _ = _regime_caps(table, cost_model, reg)
-    title = f"Ranking, {reg.title} ({_span(reg)}{n} capacities)"
+    title = f"Ranking, {reg.title} ({_span(reg)}{_n(n, 'capacity', 'capacities')})"
     if not rank:
         return f"<h3>{html.escape(title)}</h3><p>No complete curve to rank.</p>"
     rows = []
