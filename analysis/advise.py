@@ -194,8 +194,8 @@ def recommend(diag: list[dict], work: dict, primary: str, sessions: str = "given
     head = max(diag, key=lambda d: d["belady_headroom_points"])
     recs.append({"topic": "baseline", "verdict": "LRU",
                  "action": "Keep LRU (recency) as the baseline eviction policy; the steps below add to it.",
-                 "because": f"LRU's hit ratio: {', '.join(f'{v} at {c}' for c, v in lru)}. The offline ceiling "
-                            f"(Belady) is at most {head['belady_headroom_points']} points above the better of LRU and "
+                 "because": f"LRU's hit ratio: {', '.join(f'{v:.4f} at {c}' for c, v in lru)}. The offline ceiling "
+                            f"(Belady) is at most {head['belady_headroom_points']:.2f} points above the better of LRU and "
                             f"S3-FIFO (at {at(head)}).",
                  "numbers": {"lru_hit_ratio": dict(lru), "max_belady_headroom_points": head["belady_headroom_points"]}})
 
@@ -204,10 +204,10 @@ def recommend(diag: list[dict], work: dict, primary: str, sessions: str = "given
     holes = g["holes_per_request_mean"]
     holes_text = (f"; holes per request: PartialNode {holes['partial_node']:.2f}, LRU {holes['lru']:.2f}"
                   if np.isfinite(holes["partial_node"]) and np.isfinite(holes["lru"]) else "")
-    because = (f"BeladyCompute's compute savings exceed Belady's by {gap} points at {at(g)} under cost model "
-               f"{primary} (the largest gap over the capacities); online, PartialNode's minus LRU's: {pn:+} points "
+    because = (f"BeladyCompute's compute savings exceed Belady's by {gap:.2f} points at {at(g)} under cost model "
+               f"{primary} (the largest gap over the capacities); online, PartialNode's minus LRU's: {pn:+.2f} points "
                f"there{holes_text}.")
-    online = "" if pn > NEGLIGIBLE_POINTS else (f" But PartialNode gains only {pn:+} points over LRU there: the "
+    online = "" if pn > NEGLIGIBLE_POINTS else (f" But PartialNode gains only {pn:+.2f} points over LRU there: the "
                                                 f"headroom exists, this online policy does not capture it here.")
     if primary == "uniform":
         verdict, action = "not measured", ("Compute-awareness cannot be judged under the uniform cost model (every "
@@ -234,7 +234,7 @@ def recommend(diag: list[dict], work: dict, primary: str, sessions: str = "given
                f"{work['one_hit_access_share']:.1%} of accesses")
     if "single_turn_request_share" in work:
         one_hit += f"; single-turn requests are {work['single_turn_request_share']:.1%} of requests{inferred}"
-    listed = ", ".join(f"{v:+} at {c}" for c, v in qd.items())
+    listed = ", ".join(f"{v:+.2f} at {c}" for c, v in qd.items())
     if gains:
         verdict = "enable"
         action = (f"Enable quick demotion (S3-FIFO) at {', '.join(gains)}"
@@ -258,8 +258,8 @@ def recommend(diag: list[dict], work: dict, primary: str, sessions: str = "given
     block_only = [c for c, v in loss.items() if v > NEGLIGIBLE_POINTS]
     hbm_ok = [c for c, v in loss.items() if v <= NEGLIGIBLE_POINTS and regime[c] == "HBM"]
     pool_ok = [c for c, v in loss.items() if v <= NEGLIGIBLE_POINTS and regime[c] == "pool"]
-    detail = ", ".join(f"{d['session_loss_points']['hit_ratio']:+} hit ratio / "
-                       f"{d['session_loss_points']['compute_savings']:+} compute savings at {at(d)}" for d in diag)
+    detail = ", ".join(f"{d['session_loss_points']['hit_ratio']:+.2f} hit ratio / "
+                       f"{d['session_loss_points']['compute_savings']:+.2f} compute savings at {at(d)}" for d in diag)
     parts = []
     if block_only:
         parts.append(f"Evict blocks at {', '.join(block_only)}: session-level eviction loses more than "
@@ -328,10 +328,10 @@ def markdown(report: dict, figure_paths: dict[str, Path], out: Path) -> str:
     for d in report["diagnostics"]:
         s = d.get("session_loss_points")
         lines.append(f"| {d['capacity']} ({d['capacity_blocks']:,} blocks) | {d['regime']} | "
-                     f"{d['compute_gap_points']:+} | {d['partial_node_gain_points']:+} | "
-                     f"{d['quick_demotion_gain_points']['hit_ratio']:+} | "
-                     + (f"{s['hit_ratio']:+} / {s['compute_savings']:+} | " if s else "")
-                     + f"{d['belady_headroom_points']:+} |")
+                     f"{d['compute_gap_points']:+.2f} | {d['partial_node_gain_points']:+.2f} | "
+                     f"{d['quick_demotion_gain_points']['hit_ratio']:+.2f} | "
+                     + (f"{s['hit_ratio']:+.2f} / {s['compute_savings']:+.2f} | " if s else "")
+                     + f"{d['belady_headroom_points']:+.2f} |")
     w = report["workload"]
     lines += ["", "## Workload", "", "| measure | value |", "| --- | --- |"]
     lines += [f"| {k} | {v:.4f} |" for k, v in w.items()]

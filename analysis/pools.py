@@ -15,7 +15,7 @@ import time
 from sim_core import simulate
 from sweep.plan import resolve_pools
 from sweep.report.families import pool_parts
-from sweep.report.sizing import BOUND, KNEE_POINTS, by_capacity
+from sweep.report.sizing import BOUND, KNEE_POINTS, NOT_SATURATED, by_capacity, knee_text
 from sweep.spec import resolve_engine, resolve_tiers
 
 from .config import replay_kwargs
@@ -64,7 +64,8 @@ def sizing(series: dict, caps, policies=POLICIES) -> list[dict]:
             if s is None:
                 continue
             ttft = s.ttft.get((s.knee, s.mode), math.nan)
-            rows.append({"capacity": c.label, "policy": p, "knee": s.knee, "mode": s.mode, "tied": list(s.tied),
+            rows.append({"capacity": c.label, "policy": p, "knee": s.knee, "knee_text": knee_text(s),
+                         "knee_saturated": s.saturated, "mode": s.mode, "tied": list(s.tied),
                          "served": {f"{z}" + (f"[{m}]" if m else ""): round(s.at(z, m), 4)
                                     for z in s.sizes for m in s.modes},
                          "served_at_knee": round(s.at(s.knee), 4),
@@ -88,12 +89,12 @@ def recommendation(rows: list[dict]) -> dict | None:
     for r in best.values():
         mode = f" with {r['mode']}" + (" (tied with " + ", ".join(m for m in r["tied"] if m != r["mode"]) + ")"
                                        if len(r["tied"]) > 1 else "") if r["modes_swept"] else ""
-        ttft = f", TTFT {r['ttft_ms_at_knee']} ms" if r["ttft_ms_at_knee"] is not None else ""
+        ttft = f", TTFT {r['ttft_ms_at_knee']:.1f} ms" if r["ttft_ms_at_knee"] is not None else ""
         g = r["bound_gap_points"]
         gap = "" if g is None else f", {abs(g):.2f} points {'below' if g >= 0 else 'above'} the bound"
-        parts.append(f"HBM {r['capacity']}: {r['knee']}{mode} under {r['policy']} serves {r['served_at_knee']} "
-                     f"(saturated: {r['saturated']}){ttft}{gap}")
-    return {"topic": "pool_size", "verdict": "; ".join(f"{r['capacity']}: {r['knee']}" for r in best.values()),
+        parts.append(f"HBM {r['capacity']}: {r['knee_text']}{mode} under {r['policy']} serves {r['served_at_knee']:.4f} "
+                     f"(saturated: {r['saturated']:.4f}){ttft}{gap}")
+    return {"topic": "pool_size", "verdict": "; ".join(f"{r['capacity']}: {r['knee_text']}" for r in best.values()),
             "action": "Give each GPU the smallest pool within "
                       f"{KNEE_POINTS * 100:g} point of the saturated served ratio (the knee); larger pools serve "
                       "almost nothing more.",
@@ -106,12 +107,13 @@ def markdown(rows: list[dict], tier_name: str) -> list[str]:
     pools = list(rows[0]["served"])
     lines = ["", f"## Pool sizing (tier={tier_name})", "",
              f"Served ratio (HBM + lower tiers) per pool; knee: the smallest pool within {KNEE_POINTS * 100:g} "
-             "point of the saturated served ratio; mode: the write/admission mode serving the most there; gap: "
+             f"point of the saturated served ratio ({NOT_SATURATED} where it still rises by more at the largest "
+             "pool); mode: the write/admission mode serving the most there; gap: "
              "`tier_bound` (Belady over HBM + every tier) minus the policy at the knee, in points.", "",
              "| HBM | policy | " + " | ".join(pools) + " | knee | mode | TTFT ms | gap |",
              "| --- | --- |" + " ---: |" * len(pools) + " --- | --- | ---: | ---: |"]
     for r in rows:
         lines.append(f"| {r['capacity']} | {r['policy']} | " + " | ".join(f"{r['served'][p]:.4f}" for p in pools)
-                     + f" | {r['knee']} | {r['mode'] or '-'} | {r['ttft_ms_at_knee'] or '-'} | "
+                     + f" | {r['knee_text']} | {r['mode'] or '-'} | {r['ttft_ms_at_knee'] or '-'} | "
                      + (f"{r['bound_gap_points']:+.2f}" if r["bound_gap_points"] is not None else "-") + " |")
     return lines

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
 
 from . import record, signals, study
 from .config import ConfigError, check_compose, find_conf_dir, precheck_overrides, register_generated
@@ -118,9 +119,22 @@ def run(cfg) -> int:
         db = sqlite_path(st.uri)
         print(f"MLflow experiment {st.experiment!r}, sweep run {st.tracker.parent_id} ({status})")
         print("View the results:  " + ui_command(st.uri if db is None else "sqlite:///" + str(db.resolve())))
-        print(f"  then open {experiment_url(st.uri, st.tracker.experiment_id)}  (report: the sweep run's "
-              f"Artifacts, report.html)")
+        print(f"  then open {experiment_url(st.uri, st.tracker.experiment_id)}")
+        for m, url in st.views.items():
+            print(f"  {m}: {url}")
+        report = _report_path(st)
+        print("Report: the sweep run's Artifacts, report.html" + (f"; here: {report}" if report else ""))
     return code
+
+
+def _report_path(st) -> str:
+    """report.html of the sweep run on this disk (a local store's artifacts), or ''."""
+    try:
+        uri = st.tracker.client.get_run(st.tracker.parent_id).info.artifact_uri
+    except Exception:  # noqa: BLE001 - only a convenience
+        return ""
+    path = Path(uri[len("file://"):]) / "report.html" if uri.startswith("file://") else Path(uri) / "report.html"
+    return str(path) if path.is_file() else ""
 
 
 def main() -> None:

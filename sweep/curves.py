@@ -82,6 +82,8 @@ class SweepFacts:
     window_ranking: list = field(default_factory=list)  # sweep.report.windows.ranking of them
     fleet: str = ""  # a serving sweep's engine, "fleet=dynamo: engine dynamo, ..." ("" = a cache replay)
     tier_rules: str = ""  # a tiered sweep's tier config and whose rules it ran ("" = no tiers)
+    setup: str = ""  # engine preset, hierarchy, hardware (sweep.record.setup)
+    warnings: tuple = ()  # what the sweep warned of at its start (an HBM capacity above the part's)
 
 
 def result_row(res, cost_model: str) -> dict:

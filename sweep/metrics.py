@@ -29,18 +29,21 @@ def capacity_steps(capacities: Sequence[Capacity]) -> list[int]:
 
 
 def window_metrics(res: Result, cost_model: str, label: str, now: int) -> list:
-    """sim.window: `window/<capacity>/<metric>` time series (step = window index) of hit
-    ratio, token hit ratio and compute savings; MLflow charts them over the trace's time."""
+    """sim.window: `window/<capacity>/<metric>` time series of hit ratio, served ratio, token
+    hit ratio and compute savings, step = the window's start in seconds of trace time (an
+    integer, kept increasing), so MLflow charts them over the trace's time, not an index."""
     from mlflow.entities import Metric
 
     w = res.windows
     if not w:
         return []
-    out = []
+    out, step = [], -1
     for i, acc in enumerate(w["accesses"]):
         vals = {k: w[k][i] for k in ("hit_ratio", "served_ratio", "token_hit_ratio")}
         vals.update(compute_savings=w["compute_savings"][cost_model][i], accesses=acc)
-        out += [Metric(f"window/{label}/{k}", float(v), now, i) for k, v in vals.items() if v == v]
+        start = w["start_s"][i]
+        step = max(step + 1, round(start)) if start == start else step + 1
+        out += [Metric(f"window/{label}/{k}", float(v), now, step) for k, v in vals.items() if v == v]
     return out
 
 

@@ -19,10 +19,11 @@ import numpy as np
 
 from sim_core import get_policy, replay_units
 from sim_core.capacity import human_gib, parse_size, to_blocks
+from sim_core.hardware import as_hardware
 from sim_core.sessions import has_session_ids
 
 from .config import ConfigError
-from .report.families import pool_part
+from .report.families import pool_part, pool_parts
 from .spec import MODE_KEYS, untagged
 
 log = logging.getLogger("sweep")
@@ -63,6 +64,25 @@ class Job:
 def counted(n: int, singular: str, plural: str | None = None) -> str:
     """'1 capacity', '65 capacities': counts in messages."""
     return f"{n} {singular if n == 1 else plural or singular + 's'}"
+
+
+def pool_count(pools) -> str:
+    """'3 pool sizes x 2 modes' for pools [(label, tiers)] (a size of 0 runs once, in no mode)."""
+    parts = [pool_parts(label) for label, _ in pools]
+    sizes, modes = {z for z, _ in parts}, {m for _, m in parts if m}
+    return counted(len(sizes), "pool size") + (f" x {counted(len(modes), 'mode')}" if modes else "")
+
+
+def hbm_warning(caps: Sequence[Capacity], hardware) -> str:
+    """'' unless a `hardware` part is set and an HBM capacity swept exceeds its HBM."""
+    hw = as_hardware(hardware) if hardware else None
+    over = [c for c in caps if hw is not None and c.gib * GiB > hw.hbm_bytes]
+    if not over:
+        return ""
+    return (f"hardware={hw.name} has {hw.hbm_bytes / 1e9:g} GB of HBM per GPU, and "
+            f"{counted(len(over), 'HBM capacity', 'HBM capacities')} swept exceed it "
+            f"({', '.join(human_gib(c.gib) for c in over)}): read them as the KV cache of several GPUs (the TTFT "
+            f"estimate is still one part's), or sweep capacities below {hw.hbm_bytes / GiB:.0f} GiB")
 
 
 def _label(size) -> str:

@@ -20,11 +20,16 @@ from .config import ConfigError
 from .curves import SweepFacts, curves_by_model
 from .delivery import Delivery
 from .keys import sweep_key
-from .report.sizing import tier_table
+from .metrics import MAX_TAG
+from .plan import counted, pool_count
+from .report.families import pool_parts
+from .report.sizing import BOUND, tier_table
 from .report.tables import serving_table, summary_table
 from .serving import SERVE
 from .report.windows import ranking, ranking_text, window_rows
+from .store import experiment_url
 from .tracking import Tracker
+from .views import COLOUR_TAG, colours
 
 log = logging.getLogger("sweep")
 
@@ -58,11 +63,12 @@ def start_runs(st) -> None:
                           f"wait for it, or stop it first")
     params, tags, metrics, texts = _parent_record(st)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    pid, resumed = st.tracker.start_parent(run_name=f"sweep-{stamp}", sweep_key=key, params=params, tags=tags,
+    pid, resumed = st.tracker.start_parent(run_name=sweep_name(st, stamp), sweep_key=key, params=params, tags=tags,
                                            metrics=metrics, texts=texts, capacities=st.caps)
     log.info("MLflow: experiment %r, %s run %s (%s)", st.experiment, "resumed sweep" if resumed else "sweep",
              pid, st.uri)
     pols = {p.name: p for p in st.spec.policies}
+    colour = colours([c.label for c in st.curves])
     for c in st.curves:
         p, ps = pols[c.policy], get_policy(c.policy)
         replay = st.fleet.params(c.route) if st.fleet else {"mode": str(st.spec.mode), "hits": str(st.spec.hits),
@@ -73,7 +79,8 @@ def start_runs(st) -> None:
         st.tracker.open_curve(c, {"trace": st.trace.name, **replay,
                                   "model": st.spec.model.name, "block_tokens": st.trace.block_tokens,
                                   "cost_aware": p.cost_aware, "offline": p.offline,
-                                  **({"tier": st.spec.tier_name, "tier_rules": st.spec.tier_rules}
+                                  **({"tier": st.spec.tier_name, "tier_rules": st.spec.tier_rules,
+                                      "pool_gib": pool_gib(st, c.pool)}
                                      if c.pool else {}),
                                   **({"hardware": st.spec.hardware.get("part")}
                                      if st.spec.hardware and not st.fleet else {}),
@@ -81,8 +88,11 @@ def start_runs(st) -> None:
                               {"trace_source": st.trace.source, "family": ps.family,
                                "cost_aware": str(p.cost_aware).lower(), "offline": str(p.offline).lower(),
                                "sampled": f"r={c.identity.sample[0]:g}" if c.identity.sample else "false",
+                               COLOUR_TAG: colour[c.label],
                                **({"engine": st.spec.engine_preset} if st.spec.engine_preset else {}),
-                               **(st.fleet.tags(c.route) if st.fleet else {})})
+                               **(st.fleet.tags(c.route) if st.fleet else {})},
+                              run_name=f"{c.label} | {c.cost_model}" + (f" | engine={st.spec.engine_preset}"
+                                                                        if st.spec.engine_preset else ""))
     st.delivery = Delivery(st.tracker, st.journal, st.uri)
     for c in st.curves:  # known results the run lacks (journal, another capacity list)
         missing = {i: r for i, r in c.rows.items() if i not in c.stored}
@@ -107,6 +117,9 @@ def _parent_record(st) -> tuple[dict, dict, dict, dict]:
         tags["kvsweep.fleet"] = f"fleet={st.fleet.name}: {st.fleet.describe()}"
     if st.spec.tiers:  # the report names the tiers' rules (sweep.report.sweeps reads it back)
         tags["kvsweep.tier_rules"] = tier_rules(st)
+    tags["kvsweep.setup"] = setup(st)  # the report's header (sweep.report.sweeps reads it back)
+    if st.warnings:
+        tags["kvsweep.warnings"] = "\n".join(st.warnings)[:5000]
     tags[NOTE] = description(st)
     resolved = OmegaConf.to_container(st.cfg, resolve=True, enum_to_str=True)
     params = traces.flatten(resolved)
@@ -149,12 +162,17 @@ def finish(st, status: str, wait_s: float) -> str:
         rank = ranking(rows)
         st.tracker.log_parent_rows({"windows.csv": rows, "window_ranking.csv": rank})
     # report.html draws both (and plots/tiers.png for a tiered sweep) from these
-    st.tracker.set_parent_tag(NOTE, description(st, summary_text(st), work_line(st)))
+    text, work = summary_text(st), work_line(st)
+    st.tracker.log_parent_text("summary.txt", text + (f"\n\n{work}" if work else "") + "\n")
+    st.views = st.tracker.write_views(st.curves, experiment_url(st.uri, st.tracker.experiment_id))
+    here = {m: "#" + u.split("#", 1)[1] for m, u in st.views.items()}  # whatever host and port the UI has
+    st.tracker.set_parent_tag(NOTE, description(st, text, work, here))
     st.tracker.close_parent(status, st.curves, SweepFacts(
         trace_source=st.trace.source, saturation_blocks=saturation_capacity(st.trace),
         sample_rate=st.spec.sample_rate, cost_models=st.spec.cost_models, references=st.references,
         windows=rows, window_ranking=rank,
-        fleet=f"fleet={st.fleet.name}: {st.fleet.describe()}" if st.fleet else "", tier_rules=tier_rules(st)))
+        fleet=f"fleet={st.fleet.name}: {st.fleet.describe()}" if st.fleet else "", tier_rules=tier_rules(st),
+        setup=setup(st), warnings=tuple(st.warnings)))
     return status
 
 
@@ -163,46 +181,106 @@ def tier_rules(st) -> str:
     return f"tier={st.spec.tier_name}, the rules of {st.spec.tier_rules}" if st.spec.tiers else ""
 
 
-def description(st, table: str | None = None, work: str | None = None) -> str:
-    """The sweep run's Description in MLflow (markdown): what the run holds and where to
-    look, since MLflow's own views need choices before they show curves; at the end, the
-    table the sweep printed."""
-    caps = f"{len(st.caps)} capacities ({st.caps[0].label}..{st.caps[-1].label})" if st.caps else "no capacities"
+def pool_gib(st, pool: str) -> float:
+    """The lower tiers' size of a pool label in GiB (all tiers together), a number a chart
+    can plot (the label is text)."""
+    tiers = next((t for label, t in st.pools if label == pool or pool_parts(label)[0] == pool), ())
+    per_block = st.caps[0].gib / st.caps[0].blocks if st.caps else 0.0
+    return round(sum(int(t.get("capacity", 0)) for t in tiers) * per_block, 6)
+
+
+def sweep_name(st, stamp: str) -> str:
+    """The sweep run's name: what it is (trace; flat, tiers or fleet; engine preset; windows;
+    sampling), then when it started."""
+    parts = [st.trace.name]
     if st.fleet is not None:
-        return _serving_description(st, caps, table, work)
-    pools = (f" x {len(st.pools)} pool sizes (tier={st.spec.tier_name}, the rules of {st.spec.tier_rules})"
-             if st.spec.tiers else "")
-    lines = [f"**Sweep of `{st.trace.name}`** ({st.trace.source} trace): {len(st.spec.policies)} policies x {caps}"
-             f"{pools} x cost models {', '.join(st.spec.cost_models)}.", "",
-             "- **report.html** (Artifacts, below): the curves, a ranking per regime and what they say; "
-             "`python -m analysis report <this run id>` writes it again.",
-             "- **Curves**: one child run per policy and cost model (expand this run with +). In Chart view, "
-             "plot `curve/compute_savings` or `curve/hit_ratio` with x axis *Step*, which is the capacity in MiB "
-             "(log scale); select the runs to compare (the chart shows the first 10 visible ones).",
-             "- **Runs table**: sort the child runs by `compute_savings_mean_hbm` or `compute_savings_mean_pool` "
-             "(Columns > Metrics): the ranking the report uses.",
-             "- **curves.csv**: every curve, one row per capacity, for your own analysis."]
-    if table:
-        lines += ["", "As the sweep printed it at the end:", "", "```", table, *([work] if work else []), "```"]
-    return "\n".join(lines)
+        parts.append(f"fleet={st.fleet.name}")
+    elif st.spec.tiers:
+        parts.append(f"tier={st.spec.tier_name} ({st.spec.tier_rules})")
+    else:
+        parts.append("flat")
+    if st.cfg.sim.get("engine"):
+        parts.append(f"engine={st.cfg.sim.get('engine')}")
+    if st.spec.engine.get("window") is not None:
+        parts.append(f"window={st.spec.engine['window']}")
+    if st.spec.sample_rate is not None:
+        parts.append(f"r={st.spec.sample_rate:g}")
+    return " | ".join(parts + [stamp])
 
 
-def _serving_description(st, caps: str, table: str | None, work: str | None) -> str:
-    loads = ", ".join(f"{x:g}x" for x in st.fleet.loads)
-    lines = [f"**Serving sweep of `{st.trace.name}`** ({st.trace.source} trace) under load, fleet={st.fleet.name} "
-             f"({st.fleet.describe()}): {len(st.spec.policies)} policies x {caps} of KV cache per replica x loads "
-             f"{loads} (arrival_speedup) x routes {', '.join(r.label for r in st.fleet.routes)} (router x replicas).",
-             "", "- **report.html** (Artifacts, below): TTFT p50/p99 and goodput over the KV cache at each load, and "
-             "where each policy meets the SLO" + ("; with several routes, the best router per replicas and load"
-                                                  if st.fleet.routed else "") + ".",
-             "- **Curves**: one child run per policy, load and route (\"lru @ 2x load, kv_router x8 | serve\"; tags "
-             "router, replicas, load; expand this run with +). "
-             "In Chart view, plot `curve/ttft_p99_s`, `curve/reuse_ratio` or `curve/goodput_rps` with x axis *Step*, "
-             "the KV cache per replica in MiB (log scale).",
-             "- **curves.csv**: every serving result, one row per policy, load, route and capacity."]
-    if table:
-        lines += ["", "As the sweep printed it at the end:", "", "```", table, *([work] if work else []), "```"]
-    return "\n".join(lines)
+def setup(st) -> str:
+    """One line: the engine, hierarchy and hardware a sweep replays (the report's header)."""
+    parts = []
+    preset = st.cfg.sim.get("engine")
+    parts.append(f"engine preset sim.engine={preset} (docs/engines.md)" if preset
+                 else "the paper's counting (no engine preset)")
+    if st.fleet is not None:
+        parts.append(f"fleet={st.fleet.name}: {st.fleet.describe()}")
+    elif st.spec.tiers:
+        parts.append(f"tiers: HBM above {tier_rules(st)}; {pool_count(st.pools)}")
+    else:
+        parts.append("one tier (HBM or one pool of the capacity swept)")
+    if st.spec.hardware:
+        parts.append(f"hardware={st.spec.hardware.get('part')} (TTFT: service time, no queueing)")
+    return "; ".join(parts)
+
+
+def _counts(st) -> str:
+    pols = [p.name for p in st.spec.policies if p.name != BOUND]
+    caps = f"{counted(len(st.caps), 'capacity', 'capacities')} ({st.caps[0].label}..{st.caps[-1].label})" \
+        if st.caps else "no capacities"
+    bound = f" (+ {BOUND} [oracle], the hierarchy's bound)" if len(pols) < len(st.spec.policies) else ""
+    return f"{counted(len(pols), 'policy', 'policies')}{bound} x {caps}"
+
+
+#: Room the Description keeps below MLflow's limit on a tag (MAX_TAG) for its fence and note.
+NOTE_MARGIN = 200
+
+
+def description(st, table: str | None = None, work: str | None = None, views: dict | None = None) -> str:
+    """The sweep run's Description in MLflow (markdown): what the run is, links to its
+    views (sweep.views: every policy's curve per cost model, ranked), where the report is;
+    at the end, the tables the sweep printed, as many whole sections as fit under MLflow's
+    limit (MAX_TAG), always in a closed code fence; all of them are in summary.txt."""
+    what = (f"**{'Serving sweep' if st.fleet else 'Sweep'} of `{st.trace.name}`** ({st.trace.source} trace): "
+            f"{_counts(st)}")
+    if st.fleet is not None:
+        loads = ", ".join(f"{x:g}x" for x in st.fleet.loads)
+        what += (f" of KV cache per replica x loads {loads} (arrival_speedup) x routes "
+                 f"{', '.join(r.label for r in st.fleet.routes)} (router x replicas).")
+    else:
+        what += (f" x {pool_count(st.pools)}" if st.spec.tiers else "") + \
+            f" x cost models {', '.join(st.spec.cost_models)}."
+    lines = [what, "", f"Setup: {setup(st)}."]
+    lines += [f"**Warning:** {w}" for w in st.warnings]
+    if views:
+        lines += ["", "**Views** (MLflow's Chart view, ready to read: every curve of one cost model over capacity on "
+                      "a log axis, x = Step = capacity in MiB; the runs table ranked by the report's ranking, with "
+                      "its columns): " + " | ".join(f"[{m}]({u})" for m, u in views.items())]
+    else:
+        lines += ["", "**Views**: written when the sweep ends (links here then)."]
+    report = ("TTFT p50/p99 and goodput over the KV cache at each load, and where each policy meets the SLO"
+              if st.fleet else "the curves, a ranking per regime and what they say")
+    lines += ["", f"- **report.html** (Artifacts, below): {report}; "
+                  "`python -m analysis report <this run id>` writes it again.",
+              "- **summary.txt** (Artifacts): every table the sweep printed; **curves.csv**: every curve, one row "
+              "per capacity.",
+              "- **Curves**: one child run per " + ("policy, load and route" if st.fleet else
+                                                    "policy" + (", pool" if st.spec.tiers else "") + " and cost model")
+              + "; `curve/<metric>` with step = capacity in MiB."]
+    head = "\n".join(lines)
+    if not table:
+        return head
+    body = table + (f"\n\n{work}" if work else "")
+    room = MAX_TAG - NOTE_MARGIN - len(head)
+    blocks, kept = body.split("\n\n"), []
+    for b in blocks:
+        if sum(len(k) + 2 for k in kept) + len(b) > room:
+            break
+        kept.append(b)
+    cut = len(kept) < len(blocks)
+    return "\n".join([head, "", "As the sweep printed it" + (" (the first sections; the rest: summary.txt)" if cut
+                                                             else "") + ":", "", "```", "\n\n".join(kept), "```"])
 
 
 def summary_text(st) -> str:

@@ -24,8 +24,8 @@ from .config import ConfigError
 from .curves import Curve
 from .journal import JobTime, Journal, Point
 from .keys import CurveIdentity
-from .plan import (counted, format_plan, make_plan, oversized_warnings, resolve_capacities, resolve_pools,
-                   without_sessions)
+from .plan import (counted, format_plan, hbm_warning, make_plan, oversized_warnings, pool_count,
+                   resolve_capacities, resolve_pools, without_sessions)
 from .progress import Progress
 from .report.families import pool_parts
 from .spec import PolicyChoice, apply_engine, resolve
@@ -45,6 +45,8 @@ class Study:
     journal: Any = None  # sweep.journal.Journal
     trace: Any = None
     caps: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)  # said at the start, in the Description and the report
+    views: dict = field(default_factory=dict)  # cost model -> its MLflow view's address (sweep.views)
     cap_notes: list = field(default_factory=list)
     curves: list = field(default_factory=list)  # curves.Curve
     references: dict = field(default_factory=dict)  # (cost model, pool) -> LRU curves.Curve (*_vs_lru_* metrics)
@@ -101,9 +103,13 @@ def load(st: Study) -> None:
     _resolve_sampling(st)
     _join_weeks(st)
     st.variants = fleet.variants(st.spec.policies, st.fleet) if st.fleet else variants(st.spec, st.pools)
+    over = hbm_warning(st.caps, st.spec.hardware)
+    if over:
+        st.warnings.append(over)
+        log.warning("%s", over)
     if st.spec.tiers:
         log.info("tier=%s with the rules of %s (sim_core.tier_rules): %s x %s (%s)", st.spec.tier_name,
-                 st.spec.tier_rules, counted(len(st.pools), "pool size"),
+                 st.spec.tier_rules, pool_count(st.pools),
                  counted(len(st.caps), "HBM capacity", "HBM capacities"), ", ".join(lab for lab, _ in st.pools))
     t = st.trace
     log.info("trace %s (%s%s): %d requests, %d block accesses, %d unique %d-token blocks",
@@ -369,8 +375,9 @@ def known_line(st: Study) -> str | None:
     if not n_known:
         return None
     if n_known == n_points:
-        return (f"resume: all {n_points} results ({len(st.curves)} curves x {len(st.caps)} capacities) are "
-                f"already computed; nothing to simulate (sweep.resume=false recomputes)")
+        return (f"resume: all {n_points} results ({counted(len(st.curves), 'curve')} x "
+                f"{counted(len(st.caps), 'capacity', 'capacities')}) are already computed; nothing to simulate "
+                f"(sweep.resume=false recomputes)")
     return (f"resume: {n_known} of {n_points} results already computed (same trace, policy, parameters, "
             f"engine, cost model and simulator); simulating the other {n_points - n_known}")
 

@@ -1,18 +1,16 @@
 """MLflow records of a sweep, and what a new sweep can reuse from them.
 
-experiment   one per trace (its name; synthetic traces get a "-synthetic" suffix)
+experiment   one per trace (its name; synthetic traces get a "-synthetic" suffix), with
+             the views of its sweeps (sweep.views)
 parent run   one per sweep (tag kvsweep.sweep_key): resolved config, trace summary, tags
-             trace_source / git commit / package versions / driver host and pid; at the
-             end curves.csv (every curve), report.html and one PNG per cost model
-             (sweep.report.html)
+             trace_source / git commit / versions / driver host and pid; at the end
+             curves.csv, summary.txt, report.html and its PNGs (sweep.report.html)
 child run    one per curve = (policy, cost model, capacity list), tag kvsweep.curve_key:
-             every sim_core.Result metric as `curve/<field>` with step = capacity in MiB
-             (a serving sweep, fleet=...: one per (policy, load, route), cost model `serve`,
-             every sim_core.ServeResult field as `curve/<field>`; tags load, route, router,
-             replicas),
-             params with the capacity list in blocks and GiB, curve.csv; FINISHED once
-             every capacity is in, with summary metrics (sweep.report.regimes) a runs table
-             can sort by, and start/end times that span its jobs' replay time.
+             every sim_core.Result metric as `curve/<field>`, step = capacity in MiB (a
+             serving sweep: one per (policy, load, route), cost model `serve`, every
+             ServeResult field; tags load, route, router, replicas), params with the
+             capacity list in blocks and GiB, curve.csv; FINISHED once every capacity is
+             in, with summary metrics (sweep.report.regimes) a runs table can sort by.
 
 Identity (sweep.keys): a re-run finds its parent by sweep key and its curves by curve
 key. A FINISHED curve is reused, never duplicated; a partial one (KILLED, FAILED, or
@@ -41,6 +39,7 @@ from .report.slo import serve_summary
 from .report.sweeps import SweepTable
 from .serving import SERVE, complete as serve_complete, from_row as serve_from_row
 from .store import quiet_mlflow, sqlite_path, store_lock
+from .views import EXPERIMENT_NOTE, publish
 
 
 log = logging.getLogger("sweep")
@@ -85,11 +84,11 @@ class Tracker:
         exp = self.client.get_experiment_by_name(name)
         if exp is None:
             try:
-                # MLflow 3's UI opens an untagged experiment in GenAI mode (traces,
-                # "evaluation runs"); these are model-development runs with metrics
+                # the kind is for MLflow versions that read it: 3.17's UI takes the mode from the
+                # browser (?workflowType=machine_learning, or its switch), so the note says so
                 return self.client.create_experiment(
                     name, artifact_location=artifact_location,
-                    tags={"mlflow.experimentKind": "custom_model_development"})
+                    tags={"mlflow.experimentKind": "custom_model_development", "mlflow.note.content": EXPERIMENT_NOTE})
             except MlflowException:  # created by a concurrent sweep since we looked
                 exp = self.client.get_experiment_by_name(name)
                 if exp is None:
@@ -237,7 +236,7 @@ class Tracker:
             self.client.set_tag(self.parent_id, T_BEAT, f"{time.time():.0f}")
 
     # ------------------------------------------------------------------ children
-    def open_curve(self, c: Curve, params: dict, tags: dict) -> None:
+    def open_curve(self, c: Curve, params: dict, tags: dict, run_name: str | None = None) -> None:
         """Give curve `c` a run under the parent: its own again (resumed) or a new one.
         A REUSED (finished) curve is left where it is."""
         from mlflow.entities import Param
@@ -253,8 +252,7 @@ class Tracker:
             return
         caps = self.capacities
         run = self.client.create_run(
-            self.experiment_id, run_name=f"{c.label} | {c.cost_model}" + (f" | {tags['engine']}" if tags.get("engine")
-                                                                          else ""),
+            self.experiment_id, run_name=run_name or f"{c.label} | {c.cost_model}",
             tags={"mlflow.parentRunId": self.parent_id, "policy": c.policy, "cost_model": c.cost_model,
                   **({"pool": c.pool} if c.pool else {}), **({"load": f"{c.load:g}"} if c.load else {}),
                   **({"route": c.route} if c.route else {}),
@@ -368,6 +366,27 @@ class Tracker:
         except Exception as e:  # noqa: BLE001 - the status update matters more
             log.warning("could not tag the sweep run with %s: %s", key, e)
 
+    def log_parent_text(self, name: str, text: str) -> None:
+        """A text artifact on the sweep run (summary.txt). Never raises."""
+        if self.parent_id is None:
+            return
+        try:
+            self.client.log_text(self.parent_id, text, name)
+        except Exception as e:  # noqa: BLE001 - the status update matters more
+            log.warning("could not attach %s to the sweep run: %s", name, e)
+
+    def write_views(self, curves: Sequence[Curve], experiment_url: str) -> dict[str, str]:
+        """The sweep's MLflow views and its runs' colours (sweep.views.publish): cost model
+        -> the view's address. Never raises."""
+        if self.parent_id is None:
+            return {}
+        try:
+            return publish(self.client, self.experiment_id, self.parent_id, curves, [x.gib for x in self.capacities],
+                           experiment_url)
+        except Exception as e:  # noqa: BLE001 - the status update matters more
+            log.warning("could not write the sweep's MLflow views: %s", e)
+            return {}
+
     def log_parent_rows(self, tables: dict[str, list[dict]]) -> None:
         """CSV artifacts on the sweep run (file name -> rows). Never raises."""
         if self.parent_id is None:
@@ -419,7 +438,8 @@ class Tracker:
                                n_capacities=len(self.capacities), curves=per_model, cost_models=order,
                                saturation_blocks=facts.saturation_blocks, sample_rate=facts.sample_rate,
                                windows=list(facts.windows), window_ranking=list(facts.window_ranking),
-                               fleet=facts.fleet, tier_rules=facts.tier_rules)
+                               fleet=facts.fleet, tier_rules=facts.tier_rules, setup=facts.setup,
+                               warnings=list(facts.warnings))
             out = Path(d) / "report"
             write_report(table, out)
             log_report(self.client, self.parent_id, out)

@@ -75,7 +75,7 @@ def test_sweep_under_lmcache_after_vllm_records_its_own_runs(tmp_path):
     assert "recorded as lmcache's own runs" in second.stderr
     runs = child_runs(tmp_path / "mlflow.db", "t")
     assert sorted(r.data.tags.get("engine") for r in runs) == ["lmcache", "vllm"]
-    assert sorted(r.info.run_name for r in runs) == ["lru | uniform | lmcache", "lru | uniform | vllm"]
+    assert sorted(r.info.run_name for r in runs) == ["lru | uniform | engine=lmcache", "lru | uniform | engine=vllm"]
     for r in runs:
         assert r.info.status == "FINISHED" and r.data.params["sim.engine"] == r.data.tags["engine"]
     # same switches, same numbers

@@ -104,11 +104,15 @@ def test_tier_section_when_the_sweep_has_pools(tmp_path):
     assert [int(i) for i, _ in tables] == [0, 2, 3, 5]  # pick_points(6, 4)
     head = re.findall(r"<th>(dram=[^<]+)</th>", tables[0][1])
     assert head[:3] == list(pools) and len(head) == 6  # served ratio, then TTFT, per pool
-    lru = re.search(r'<tr data-policy="lru" data-knee="([^"]+)"><td>lru</td>(.*?)</tr>', tables[0][1])
+    lru = re.search(r'<tr data-policy="lru" data-knee="([^"]+)" data-saturated="([a-z]+)"><td>lru</td>(.*?)</tr>',
+                    tables[0][1])
     served = [(p, min(1.0, LRU[0] + 0.1 * k)) for k, p in enumerate(pools)]
-    assert lru.group(1) == pools[knee(served)]
-    cells = re.findall(r"<td>([^<]*)</td>", lru.group(2))
+    assert lru.group(1) == pools[knee(served)] == "dram=1TiB"
+    # 10 points from 12 GiB to 1 TiB: the largest pool is no knee, and the cell says so
+    assert lru.group(2) == "false"
+    cells = re.findall(r"<td>([^<]*)</td>", lru.group(3))
     assert cells[:3] == [f"{s:.4f}" for _, s in served] and cells[4:] == ["200.0", "150.0", "100.0"]
+    assert cells[3] == "not saturated in the range swept (&gt;dram=1TiB)"
 
 
 def test_a_tiered_sweep_is_compared_with_lru_at_the_smallest_pool():
@@ -168,7 +172,8 @@ def test_a_tiered_sweep_takes_margins_against_lru_above_the_same_pool():
 
 def test_tier_section_with_modes_and_the_bound(tmp_path):
     """Pools swept over two write modes, with the bound's curves: a row per (policy, mode),
-    the knee and the winning mode on each, and each row's gap to the bound at the knee."""
+    the knee and the winning mode on the winning mode's row only, each row's gap to the
+    bound at the knee, and the bound marked as an oracle."""
     from sweep.report.html import write_report
 
     t = table(pools={"dram=0": 0, "dram=1TiB[a]": 1, "dram=1TiB[b]": 2})
@@ -179,16 +184,18 @@ def test_tier_section_with_modes_and_the_bound(tmp_path):
     html = write_report(t, tmp_path).read_text()
     section = re.search(r'<section id="tiers">.*?</section>', html, re.S).group(0)
     first = re.findall(r'<table class="tiers" data-capacity-index="(\d+)">(.*?)</table>', section, re.S)[0][1]
-    rows = re.findall(r'<tr data-policy="lru" data-mode="([^"]+)" data-knee="([^"]+)"><td>lru</td>(.*?)</tr>', first)
+    rows = re.findall(r'<tr data-policy="lru" data-mode="([^"]+)" data-knee="([^"]+)" data-saturated="false">'
+                      r'<td>lru</td>(.*?)</tr>', first)
     assert [(m, k) for m, k, _ in rows] == [("a", "dram=1TiB"), ("b", "dram=1TiB")]
     cells = {m: re.findall(r"<td>([^<]*)</td>", c) for m, _, c in rows}
     # mode, served at 0 and 1 TiB, knee, wins, TTFT at 0 and 1 TiB, gap
     served = {"a": LRU[0] + 0.1, "b": LRU[0] + 0.2}
-    assert cells["a"][4] == cells["b"][4] == "b"  # b serves the most at the knee
+    assert cells["b"][4] == "b" and cells["a"][3:5] == ["", ""]  # b serves the most at the knee: its row
+    assert cells["b"][3].startswith("not saturated in the range swept")
     for m in ("a", "b"):
         assert cells[m][2] == f"{served[m]:.4f}"
         assert cells[m][-1] == f"{(LRU[0] + 0.3 - served[m]) * 100:+.2f}"
-    assert '<tr data-policy="tier_bound"' in first
+    assert re.search(r'<tr data-policy="tier_bound"[^>]* class="oracle"><td>tier_bound \[oracle\]</td>', first)
 
 
 def test_the_agent_hint_section_has_the_gap_recovered_by_hand():

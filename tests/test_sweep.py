@@ -7,6 +7,7 @@ called directly on the same file.
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -368,7 +369,12 @@ def test_e2e_curves_in_mlflow_equal_simulate(e2e):
     assert parent.data.tags["trace_source"] == "real"
     assert json.loads(parent.data.params["capacities_blocks"]) == E2E_BLOCKS
     arts = {a.path for a in c.list_artifacts(parent.info.run_id)}
-    assert {"config.yaml", "curves.csv", "plots"} <= arts
+    assert {"config.yaml", "curves.csv", "plots", "summary.txt"} <= arts
+    # one MLflow view per cost model, linked from the Description and the console
+    tags = c.get_experiment(parent.info.experiment_id).tags
+    views = [k for k in tags if k.startswith("mlflow.sharedViewState.kvsweep-" + parent.info.run_id[:12])]
+    assert len(views) == len(E2E_COSTS)
+    assert all(f"viewStateShareKey={k.split('.', 2)[2]}" in e2e["proc"].stdout for k in views)
     work = {k: v for k, v in parent.data.metrics.items() if k.startswith("work.")}
     assert work["work.accesses_replayed"] > 0 and work["work.actor_cpu_s"] > 0, work
     assert f"block accesses in" in e2e["proc"].stdout and f"{work['work.accesses_replayed']:.4g}" in e2e["proc"].stdout
@@ -380,6 +386,7 @@ def test_e2e_curves_in_mlflow_equal_simulate(e2e):
     children = {(r.data.tags["policy"], r.data.tags["cost_model"]): r for r in runs
                 if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
     assert set(children) == {(p, m) for p in E2E_POLICIES for m in E2E_COSTS}
+    assert all(re.fullmatch(r"#[0-9a-f]{6}", r.data.tags["mlflow.runColor"]) for r in children.values())
 
     trace = load_trace(e2e["trace"], "mooncake")
     for p in E2E_POLICIES:
@@ -432,7 +439,7 @@ def test_a_failing_job_fails_only_its_curves(e2e, tmp_path):
     assert runs["fifo | uniform"].info.status == "FINISHED"
     assert runs["belady | uniform"].info.status == "FAILED"
     assert "horizon" in runs["belady | uniform"].data.tags["error"]
-    parent = [r for n, r in runs.items() if n.startswith("sweep-")]
+    parent = [r for n, r in runs.items() if n.startswith("tiny_mooncake | flat | ")]
     assert len(parent) == 1 and parent[0].info.status == "FAILED"
 
 

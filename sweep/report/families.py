@@ -55,6 +55,13 @@ class PolicyInfo:
     offline: bool  # looks at the future: an oracle, not a deployable policy
 
 
+def reference_of(label: str, reference: str = "lru") -> str:
+    """The curve a curve's margin ("vs LRU") is taken against, everywhere (console, report,
+    figures): LRU, above the same pool in a tiered sweep ("s3fifo @ dram=1TiB" ->
+    "lru @ dram=1TiB"), so a margin is the policy's and never the pool's."""
+    return reference + (POOL_SEP + label.split(POOL_SEP, 1)[1] if POOL_SEP in label else "")
+
+
 def policy_info(name: str) -> PolicyInfo:
     """From sim_core's registry ("lru @ dram=1TiB" is lru's); a name it does not know is
     an online policy of family "other" (a store may hold curves of policies since removed)."""

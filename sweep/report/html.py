@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from .regimes import HEADLINES, REGIMES, Regime, at_size, in_regime, summary
-from .families import POOL_SEP, ordered, policy_info
+from .regimes import HEADLINES, REGIMES, Regime, at_size, in_regime, mean, summary
+from .families import POOL_SEP, ordered, policy_info, pool_key, pool_parts, reference_of
 from .plots import drawn_once, plot_cost_model, size_label
 from .agents import agents_html, gap_rows
 from .sections import cap_labels, tiers, tiers_html, window_caps, windows_html
@@ -60,12 +60,6 @@ def regimes(table: SweepTable, cost_model: str) -> list[Regime]:
     return [r for r in REGIMES if in_regime(rows, r)] or [SWEPT]
 
 
-def reference_of(label: str) -> str:
-    """The curve a policy's margin is taken against: LRU, above the same pool in a tiered
-    sweep ("s3fifo @ dram=1TiB" -> "lru @ dram=1TiB")."""
-    return REFERENCE + (POOL_SEP + label.split(POOL_SEP, 1)[1] if POOL_SEP in label else "")
-
-
 def ranking(table: SweepTable, cost_model: str, regime: Regime) -> list[Ranked]:
     """Complete curves by mean compute savings over the regime's capacities (the child
     runs' compute_savings_mean_<regime>), best first, ties by name."""
@@ -78,9 +72,17 @@ def ranking(table: SweepTable, cost_model: str, regime: Regime) -> list[Ranked]:
             continue
         info = policy_info(p)
         lru = means.get(reference_of(p), {}).get(key)
-        out.append(Ranked(p, info.family, info.offline, s[key], s["hit_ratio_mean" + _suffix(regime)],
+        # with tiers, the served ratio (HBM + lower tiers): the HBM hit ratio would mean one thing for a
+        # policy and another for the bound, which has no HBM of its own
+        ratio = (mean([float(r.get("served_ratio", math.nan)) for r in _in(curves[p], regime)])
+                 if POOL_SEP in p else s["hit_ratio_mean" + _suffix(regime)])
+        out.append(Ranked(p, info.family, info.offline, s[key], ratio,
                           None if lru is None else 100.0 * (s[key] - lru)))
     return sorted(out, key=lambda r: (-r.savings, r.policy))
+
+
+def _in(rows, regime: Regime) -> list:
+    return list(rows) if regime is SWEPT else in_regime(rows, regime)
 
 
 def _span(regime: Regime) -> str:
@@ -103,45 +105,63 @@ def says(table: SweepTable, cost_model: str) -> list[str]:
         n, n_unsat = _regime_caps(table, cost_model, reg)
         rank = ranking(table, cost_model, reg)
         head = f"{reg.title[0].upper() + reg.title[1:]} ({_span(reg)}{n} capacit{'y' if n == 1 else 'ies'})"
-        if not rank:
-            out.append(f"{head}: no complete curve, nothing to rank.")
-            continue
-        online = [r for r in rank if not r.offline]
-        oracles = [r for r in rank if r.offline]
-        if n_unsat == 0:
-            out.append(f"{head}: every capacity here holds the whole trace, so every policy saves the same "
-                       f"({rank[0].savings:.4f}); the regime does not tell policies apart on this trace.")
-            continue
-        if not online:
-            out.append(f"{head}: only oracles were swept; the best is {oracles[0].policy} "
-                       f"({oracles[0].savings:.4f}).")
-            continue
-        best = online[0]
-        s = f"{head}: the best online policy is {best.policy} (mean compute savings {best.savings:.4f})"
-        tied = [r.policy for r in online[1:] if best.savings - r.savings < TIE]
-        if tied:
-            s += f", tied with {', '.join(tied)} to within {100 * TIE:g} points"
-        if best.vs_lru is None:
-            s += "; LRU is not in this sweep, so there is no margin to report."
-        elif best.policy == reference_of(best.policy):
-            nxt = online[1] if len(online) > 1 else None
-            s += (", i.e. LRU itself" + (f"; the next, {nxt.policy}, is {nxt.vs_lru:+.2f} points from it." if nxt
-                                         else "."))
-        elif abs(best.vs_lru) < TIE * 100:
-            s += "." if reference_of(best.policy) in tied else f", level with LRU ({best.vs_lru:+.3f} points)."
+        pools = sorted({_pool(r.policy) for r in rank if not r.offline}, key=pool_key)
+        if pools and pools != [""]:  # a tiered sweep: policies compete above the same pool, never across pools
+            for pool in pools:
+                size = pool_parts(pool)[0]
+                here = [r for r in rank if _pool(r.policy) == pool
+                        or (r.offline and pool_parts(_pool(r.policy))[0] == size)]
+                out.append(_sentence(f"{head}, pool {pool}", here, n, n_unsat, " above the same pool"))
         else:
-            s += f", {best.vs_lru:+.2f} points over LRU."
-        if oracles:
-            o = oracles[0]
-            s += (f" The oracle {o.policy} reaches {o.savings:.4f}: {100 * (o.savings - best.savings):.2f} points "
-                  f"of headroom above {best.policy}.")
-        else:
-            s += " No oracle was swept, so the headroom is unknown."
-        if n_unsat < n:
-            k = n - n_unsat
-            s += f" ({k} of the {n} capacities hold{'s' if k == 1 else ''} the whole trace: all policies are equal there.)"
-        out.append(s)
+            out.append(_sentence(head, rank, n, n_unsat))
     return out
+
+
+def _pool(label: str) -> str:
+    return label.split(POOL_SEP, 1)[1] if POOL_SEP in label else ""
+
+
+def _sentence(head: str, rank: list[Ranked], n: int, n_unsat: int, same: str = "") -> str:
+    """What one ranking says: the best online policy, its margin over LRU, the headroom
+    to the oracle (with tiers: over LRU and below the bound of the same pool)."""
+    if not rank:
+        return f"{head}: no complete curve, nothing to rank."
+    online = [r for r in rank if not r.offline]
+    oracles = [r for r in rank if r.offline]
+    if n_unsat == 0:
+        return (f"{head}: every capacity here holds the whole trace, so every policy saves the same "
+                f"({rank[0].savings:.4f}); the regime does not tell policies apart on this trace.")
+    if not online:
+        return f"{head}: only oracles were swept; the best is {oracles[0].policy} ({oracles[0].savings:.4f})."
+    best = online[0]
+    s = f"{head}: the best online policy is {best.policy} (mean compute savings {best.savings:.4f})"
+    tied = [r.policy for r in online[1:] if best.savings - r.savings < TIE]
+    if tied:
+        s += f", tied with {', '.join(tied)} to within {100 * TIE:g} points"
+    if best.vs_lru is None:
+        s += "; LRU is not in this sweep, so there is no margin to report."
+    elif best.policy == reference_of(best.policy):
+        nxt = online[1] if len(online) > 1 else None
+        s += (", i.e. LRU itself" + (f"; the next, {nxt.policy}, is {nxt.vs_lru:+.2f} points from it." if nxt
+                                     else "."))
+    elif abs(best.vs_lru) < TIE * 100:
+        s += "." if reference_of(best.policy) in tied else f", level with LRU{same} ({best.vs_lru:+.3f} points)."
+    else:
+        s += f", {best.vs_lru:+.2f} points over LRU{same}."
+    if oracles:
+        o = oracles[0]
+        s += (f" The oracle {o.policy} reaches {o.savings:.4f}: {100 * (o.savings - best.savings):.2f} points "
+              f"of headroom above {best.policy}.")
+    else:
+        s += " No oracle was swept, so the headroom is unknown."
+    if n_unsat < n:
+        k = n - n_unsat
+        s += f" ({k} of the {n} capacities hold{'s' if k == 1 else ''} the whole trace: all policies are equal there.)"
+    return s
+
+
+def _n(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 def _fmt(x: float | None, spec: str) -> str:
@@ -151,22 +171,25 @@ def _fmt(x: float | None, spec: str) -> str:
 def _ranking_html(table: SweepTable, cost_model: str, reg: Regime) -> str:
     rank = ranking(table, cost_model, reg)
     n, _ = _regime_caps(table, cost_model, reg)
-    title = f"Ranking, {reg.title} ({_span(reg)}{n} capacities)"
+    title = f"Ranking, {reg.title} ({_span(reg)}{_n(n, 'capacity', 'capacities')})"
     if not rank:
         return f"<h3>{html.escape(title)}</h3><p>No complete curve to rank.</p>"
     rows = []
     online_rank = 0
+    tiered = any(POOL_SEP in r.policy for r in rank)
     for r in rank:
         if not r.offline:
             online_rank += 1
         rows.append(f'<tr data-policy="{html.escape(r.policy)}" class="{"oracle" if r.offline else "online"}">'
-                    f"<td>{'oracle' if r.offline else online_rank}</td><td>{html.escape(r.policy)}</td>"
+                    f"<td>{'oracle' if r.offline else online_rank}</td><td>{html.escape(r.policy)}"
+                    f"{' [oracle]' if r.offline else ''}</td>"
                     f"<td>{html.escape(r.family.replace('_', ' '))}</td><td>{r.savings:.4f}</td>"
                     f"<td>{_fmt(r.vs_lru, '+.2f')}</td><td>{r.hit_ratio:.4f}</td></tr>")
     return (f"<h3>{html.escape(title)}</h3>"
             f'<table class="ranking" data-cost-model="{html.escape(cost_model)}" data-regime="{reg.name}">'
             "<tr><th>rank (online)</th><th>policy</th><th>family</th><th>mean compute savings</th>"
-            "<th>vs LRU (points)</th><th>mean hit ratio</th></tr>" + "".join(rows) + "</table>")
+            + ("<th>vs LRU above the same pool (points)</th><th>mean served ratio (HBM + lower tiers)</th>"
+               if tiered else "<th>vs LRU (points)</th><th>mean hit ratio</th>") + "</tr>" + "".join(rows) + "</table>")
 
 
 def _hole_columns(rows: Sequence[dict], saturation: int | None) -> list[dict]:
@@ -216,9 +239,9 @@ def _holes_html(table: SweepTable, cost_model: str) -> str:
 
 
 _CSS = """
-body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:1.5em;max-width:1400px;color:#222}
+body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:1em;max-width:1400px;color:#222}
 h1{font-size:1.6em}h2{border-bottom:2px solid #ccc;padding-bottom:.2em;margin-top:2em}
-table{border-collapse:collapse;margin:.5em 0 1.2em}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}
+table{border-collapse:collapse;margin:.5em 0 1.2em;display:block;max-width:100%;overflow-x:auto}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}
 td:nth-child(2),td:nth-child(3),th{text-align:left}tr.oracle{color:#555;font-style:italic}
 img{max-width:100%;height:auto;border:1px solid #eee}.says{background:#f5f7fa;padding:.7em 1em;border-left:4px solid #4c72b0}
 .meta{color:#555}code{background:#f2f2f2;padding:0 .2em}
@@ -249,9 +272,10 @@ def render_html(table: SweepTable, pngs: dict[str, Path], tiers_png: Path | None
     policies = sorted({p for per in table.curves.values() for p in per})
     partial = sorted({f"{p} | {m}" for m, per in table.curves.items() for p, rs in per.items()
                       if len(rs) < table.n_capacities})
-    meta = [f"Sweep run <code>{e(table.run_name)}</code> (<code>{e(table.run_id)}</code>), trace source "
-            f"{e(table.trace_source)}; {len(policies)} policies, {table.n_capacities} capacities from {e(span)}, "
-            f"cost models {e(', '.join(table.cost_models))}.",
+    meta = ([f"Setup: {e(table.setup)}."] if table.setup else []) + \
+        [f"<strong>Warning:</strong> {e(w)}" for w in table.warnings] + [f"Sweep run <code>{e(table.run_name)}</code> (<code>{e(table.run_id)}</code>), trace source "
+            f"{e(table.trace_source)}; {_n(len(policies), 'curve')}, {_n(table.n_capacities, 'capacity', 'capacities')} "
+            f"from {e(span)}, cost models {e(', '.join(table.cost_models))}.",
             "Replay: " + ("exact." if table.sample_rate is None else
                           f"sampled at r={table.sample_rate:g} (miniature simulation; estimates, holes unavailable).")]
     if sat_gib is not None:
@@ -261,6 +285,7 @@ def render_html(table: SweepTable, pngs: dict[str, Path], tiers_png: Path | None
         meta.append("Partial curves (drawn, not ranked): " + e(", ".join(partial)) + ".")
     meta.append(f"Regenerate: <code>python -m analysis report {e(table.run_id)}</code>.")
     tier = tiers(table)
+    tiered = any(POOL_SEP in p for per in table.curves.values() for p in per)
     agents = gap_rows(table)
     nav = " | ".join([f'<a href="#cost-{e(m)}">{e(m)}</a>' for m in table.cost_models]
                      + (['<a href="#tiers">pool sizing</a>'] if tier else [])
@@ -275,11 +300,15 @@ def render_html(table: SweepTable, pngs: dict[str, Path], tiers_png: Path | None
              "black or grey and dashed and are not online candidates. Rankings use mean compute savings over the "
              "regime's swept capacities, the child runs' <code>compute_savings_mean_hbm</code> / "
              "<code>_pool</code> metrics (a sweep with no capacity in either regime: over every swept capacity, "
-             "<code>compute_savings_mean</code>).</p>",
+             "<code>compute_savings_mean</code>). <em>vs LRU</em>, everywhere (tables, sentences, figures): "
+             "a policy's value minus LRU's at the same capacities"
+             + (", LRU above the same pool (so it is the policy's gain, not the pool's); with tiers compute "
+                "savings count blocks served from any tier as saved" if tiered else "") + ".</p>",
              f"<p>Cost models: {nav}</p>"]
+    same = "served ratio: HBM + lower tiers" if tiered else "block hit ratio"
     for m in table.cost_models:
         parts.append(f'<section id="cost-{e(m)}"><h2>Cost model {e(m)}'
-                     + (" (compute savings = block hit ratio)" if m == "uniform" else "") + "</h2>")
+                     + (f" (compute savings = {same})" if m == "uniform" else "") + "</h2>")
         parts.append("<h3>What this says</h3>" + "".join(
             f'<p class="says" data-cost-model="{e(m)}">{e(s)}</p>' for s in says(table, m)))
         if m in pngs:

@@ -9,7 +9,7 @@ One PNG per cost model (the parent run's `plots/curves_<cost model>.png`, embedd
   point or two are invisible on a 0-1 axis); that panel is scaled to the online
   policies: an oracle 20 points above LRU would flatten them, so an oracle that leaves
   the scale is clipped, marked at the edge and its largest difference written out (a
-  tiered sweep's reference is LRU at its smallest pool, reference_label);
+  tiered sweep's difference is to LRU above the same pool, families.reference_of);
 - under `uniform` compute savings equal the hit ratio: one pair of panels; otherwise
   compute savings, then hit ratio, stacked (the figure stays narrow enough to read where
   MLflow's artifact viewer scales it down);
@@ -38,7 +38,7 @@ from typing import Mapping, Sequence
 from sim_core.capacity import human_gib
 
 from .regimes import CURVE_KEYS, HEADLINES, REGIMES, diff_points, identical_groups
-from .families import POOL_SEP, ordered, policy_info, pool_key, styles
+from .families import POOL_SEP, ordered, policy_info, pool_key, reference_of, styles
 
 LABELS = {"hit_ratio": "block hit ratio", "compute_savings": "compute-savings ratio"}
 _REGIME_SHADE = {"hbm": "#4c72b0", "pool": "#55a868"}
@@ -139,6 +139,7 @@ def plot_cost_model(curves: Mapping[str, Sequence[Mapping]], path: str | Path, *
     present = {p: rs for p, rs in curves.items() if rs}
     reference = reference_label(present, reference)
     ref_title = reference.upper().split(POOL_SEP.upper(), 1)[0] + reference[len(reference.split(POOL_SEP, 1)[0]):]
+    tiered = any(POOL_SEP in p for p in present)
     once = drawn_once(present, reference)
     hidden = {h for hs in once.values() for h in hs}
     names = [p for p in present if p not in hidden]
@@ -157,7 +158,7 @@ def plot_cost_model(curves: Mapping[str, Sequence[Mapping]], path: str | Path, *
     # Narrow and tall: MLflow's artifact viewer scales an image to its pane (about 600 px
     # beside the run's file tree), so panels are stacked rather than side by side.
     with matplotlib.rc_context({"font.size": 15, "axes.titlesize": 16, "axes.labelsize": 15,
-                                "xtick.labelsize": 14, "ytick.labelsize": 14, "legend.fontsize": 14}):
+                                "xtick.labelsize": 16, "ytick.labelsize": 16, "legend.fontsize": 14}):
         fig = Figure(figsize=(11.0, max(10.5, 8.5 * len(keys) + 0.5)), layout="constrained")
         FigureCanvasAgg(fig)
         grid = fig.add_gridspec(2 * len(keys), 1, height_ratios=[3, 2] * len(keys))
@@ -183,19 +184,26 @@ def plot_cost_model(curves: Mapping[str, Sequence[Mapping]], path: str | Path, *
                           linewidth=s.linewidth)
                 top.plot(*broken([float(r["capacity_gib"]) for r in rs], [float(r[key]) for r in rs], breaks,
                                  all_gib), zorder=z, **kw)
-                if ref is not None and p != reference:
-                    diffs[p] = diff_points(rs, ref, key)
+                mine = reference_of(p, reference.split(POOL_SEP, 1)[0])  # LRU above the same pool
+                base = zoomed(present[mine], saturation_blocks) if mine in present else ref
+                if base is not None and p != reference and p != mine:
+                    diffs[p] = diff_points(rs, base, key)
                     bottom.plot(*broken([x for x, _ in diffs[p]], [y for _, y in diffs[p]], breaks, all_gib), **kw)
             if ref is not None:
                 bottom.axhline(0.0, color=style[reference].colour, linewidth=2.4, zorder=3)
-                bottom.set_ylabel(f"minus {ref_title} (points)")
+                bottom.set_ylabel(f"minus {ref_title.split(POOL_SEP, 1)[0]}" + (" at the same pool" if tiered else "")
+                                  + " (points)")
                 _scale_to_online(bottom, diffs, style)
             else:
                 bottom.text(0.5, 0.5, f"{ref_title} is not in this sweep:\nno difference panel",
                             transform=bottom.transAxes, ha="center", va="center")
                 bottom.set_yticks([])
-            top.set_ylabel(LABELS[key] + (" (= hit ratio)" if cost_model == "uniform" else ""))
-            sub = LABELS[key] if cost_model != "uniform" else f"{LABELS[key]} = block hit ratio"
+            same = "served ratio" if tiered else "hit ratio"  # with tiers, uniform savings = served ratio
+            top.set_ylabel(LABELS[key] + (f" (= {same})" if cost_model == "uniform" and key == "compute_savings"
+                                          else ""))
+            sub = LABELS[key] if cost_model != "uniform" else f"{LABELS[key]} = {'' if tiered else 'block '}{same}"
+            if tiered and key == "hit_ratio":
+                sub += " (HBM only)"
             # the figure's title sits on the first axes: a suptitle would run under the legend
             top.set_title(f"{title}\n{sub}" if row == 0 else sub, loc="left")
             bottom.set_xlabel("cache capacity (log scale)")

@@ -18,7 +18,7 @@ from pathlib import Path
 from .families import POOL_SEP, ordered, pool_key
 from .plots import size_label
 from .sweeps import SweepTable
-from .sizing import BOUND, KNEE_POINTS, axes, by_capacity
+from .sizing import BOUND, KNEE_POINTS, NOT_SATURATED, axes, by_capacity, knee_text
 from .tables import pick_points
 
 #: HBM capacities shown in the tier section (the console table's default summary_points).
@@ -84,12 +84,14 @@ def tiers_html(t: Tiers, png: Path | None) -> str:
              f"<p>{e(t.rules)} (sim_core.tier_rules; docs/tiers.md, Engine hierarchies).</p>" if t.rules else "",
              f"<p>Served ratio: block accesses served from HBM or a lower tier, over all accesses (the first "
              f"cost model's curves; it does not depend on the cost model). Knee: the smallest pool within "
-             f"{KNEE_POINTS * 100:g} point of the saturated served ratio (the best mode's at the largest pool)"
-             + ("; wins: the write/admission mode serving the most at the knee" if swept else "")
+             f"{KNEE_POINTS * 100:g} point of the saturated served ratio (the best mode's at the largest pool); "
+             f"<em>{NOT_SATURATED}</em> where the served ratio still rises by more than that at the largest pool"
+             + ("; the knee stands on the row of the write/admission mode serving the most there (wins)"
+                if swept else "")
              + ("; TTFT: estimated time to first token, mean, service time without queueing" if ttft else
                 "; no <code>hardware</code> part was set, so there is no TTFT estimate")
-             + ("; gap: <code>tier_bound</code> (Belady over HBM plus every tier: no hierarchy of these sizes "
-                "serves more) minus the row's served ratio at the knee, in points" if bound else "")
+             + ("; gap: <code>tier_bound</code> [oracle] (Belady over HBM plus every tier: no hierarchy of "
+                "these sizes serves more) minus the row's served ratio at the knee, in points" if bound else "")
              + ".</p>",
              _img(png, "served ratio and TTFT over the pool size")]
     size_ths = "".join(f"<th>{e(z)}</th>" for z in t.sizes)
@@ -106,17 +108,22 @@ def tiers_html(t: Tiers, png: Path | None) -> str:
             if sz is None or len(sz.sizes) < len(t.sizes):
                 continue
             for m in sz.modes:
+                win = m == sz.mode  # the knee and the winning mode on that mode's row only
+                tie = " (tie)" if len(sz.tied) > 1 else ""
                 cells = ((f"<td>{e(m)}</td>" if swept else "") + "".join(f"<td>{_fmt(sz.at(z, m), '.4f')}</td>"
                                                                        for z in t.sizes)
-                         + f"<td>{e(sz.knee)}</td>" + (f"<td>{e(sz.mode)}</td>" if swept else ""))
+                         + f"<td>{e(knee_text(sz)) if win else ''}</td>"
+                         + (f"<td>{e(sz.mode + tie) if win else ''}</td>" if swept else ""))
                 if ttft:
                     cells += "".join(f"<td>{_fmt(sz.ttft.get((z, m), float('nan')) * 1e3, '.1f')}</td>"
                                      for z in t.sizes)
                 if bound:
                     gap = (sz.bound - sz.at(sz.knee, m)) * 100 if p != BOUND else None  # this row's mode
                     cells += f"<td>{_fmt(gap, '+.2f')}</td>"
+                name = p + (" [oracle]" if p == BOUND else "")
                 trs.append(f'<tr data-policy="{e(p)}"' + (f' data-mode="{e(m)}"' if swept else "")
-                           + f' data-knee="{e(sz.knee)}"><td>{e(p)}</td>{cells}</tr>')
+                           + f' data-knee="{e(sz.knee)}" data-saturated="{str(sz.saturated).lower()}"'
+                           + (' class="oracle"' if p == BOUND else "") + f"><td>{e(name)}</td>{cells}</tr>")
         parts.append(f"<h3>HBM {e(t.cap_labels.get(i, str(i)))}</h3>"
                      f'<table class="tiers" data-capacity-index="{i}">{sub}{head}{"".join(trs)}</table>')
     parts.append("</section>")

@@ -83,10 +83,13 @@ def serving_html(table: SweepTable, png: Path | None, css: str, routing_png: Pat
     names = list(dict.fromkeys(p for per in series.values() for p in per))
     rows = max(curves.values(), key=len, default=[])
     span = f"{size_label(rows[0]['capacity_gib'])} to {size_label(rows[-1]['capacity_gib'])}" if rows else "none"
-    meta = [f"Sweep run <code>{e(table.run_name)}</code> (<code>{e(table.run_id)}</code>), trace source "
+    n_pol = len({n.split(' @ ', 1)[0] for n in names})
+    meta = ([f"Setup: {e(table.setup)}."] if table.setup else []) + \
+        [f"<strong>Warning:</strong> {e(w)}" for w in table.warnings] + \
+        [f"Sweep run <code>{e(table.run_name)}</code> (<code>{e(table.run_id)}</code>), trace source "
             f"{e(table.trace_source)}; serving under load, {e(table.fleet or 'fleet')}; "
-            f"{len({n.split(' @ ', 1)[0] for n in names})} policies, "
-            f"{table.n_capacities} capacities of KV cache per replica from {e(span)}, loads "
+            f"{n_pol} polic{'y' if n_pol == 1 else 'ies'}, "
+            f"{table.n_capacities} capacit{'y' if table.n_capacities == 1 else 'ies'} of KV cache per replica from {e(span)}, loads "
             f"{e(', '.join(f'{x:g}x' for x in series))} (arrival times divided by the load)"
             + (f", routes {e(', '.join(f'{r} x{n}' for r, n in routes(curves)))} (router x replicas)."
                if routed(curves) else "."),

@@ -3,8 +3,11 @@ pool sizes (and the write/admission modes swept), the knee, the mode that wins t
 the mean TTFT there and the gap to the hierarchy's bound (sim_core's `tier_bound`).
 
 The knee is the smallest pool within KNEE_POINTS of the saturated served ratio: the best
-mode's at the largest pool swept. The mode that wins at the knee is the one serving the
-most there. The console table (`tier_table`), the report's section
+mode's at the largest pool swept. When that is the largest pool itself, the served ratio
+still rises by more than KNEE_POINTS there: the curve is not saturated in the range swept,
+and every reader says so (`Sizing.saturated`, `knee_text`) instead of calling the largest
+pool a knee. The mode that wins at the knee is the one serving the most there; tables give
+the knee on that mode's row. The console table (`tier_table`), the report's section
 (sweep.report.sections) and `advise` read the same `Sizing`.
 """
 from __future__ import annotations
@@ -57,6 +60,12 @@ class Sizing:
         return self.served.get((size, self.mode if mode is None else mode), math.nan)
 
     @property
+    def saturated(self) -> bool:
+        """False when the knee is the largest pool swept: the served ratio still rises by more
+        than KNEE_POINTS from the pool below it (or only one pool size was swept)."""
+        return len(self.sizes) > 1 and self.knee != self.sizes[-1]
+
+    @property
     def gap_points(self) -> float:
         """The bound minus this policy's served ratio at the knee, in points."""
         return (self.bound - self.at(self.knee)) * 100
@@ -88,6 +97,16 @@ def pool_sizing(rows: Mapping[str, object], bound: Mapping[str, object] | None =
     tied = tuple(m for m in modes if m in at_knee and at_knee[m] >= at_knee[win] - TIE)
     b = value(bound[k], "served_ratio") if bound and k in bound else math.nan
     return Sizing(tuple(sizes), tuple(modes), served, ttft, k, win, tied, b)
+
+
+NOT_SATURATED = "not saturated in the range swept"
+
+
+def knee_text(s: Sizing, short: bool = False) -> str:
+    """The knee as tables print it: its size, or that there is none in the range swept."""
+    if s.saturated:
+        return s.knee
+    return f">{s.knee}" if short else f"{NOT_SATURATED} (>{s.knee})"
 
 
 def axes(labels) -> tuple[list[str], list[str]]:
@@ -127,28 +146,37 @@ def tier_table(curves, capacities: Sequence[Capacity], points: int = 4) -> str:
     sizes = max((s.sizes for s in sized.values()), key=len)
     swept = any(len(s.modes) > 1 for s in sized.values())
     has_bound = any(s.bound == s.bound for s in sized.values())
-    pw = max([len("policy")] + [len(p) for p in policies])
+    names = {p: p + (" [oracle]" if p == BOUND else "") for p in policies}
+    pw = max([len("policy")] + [len(n) for n in names.values()])
     mw = max([len("mode")] + [len(m) for s in sized.values() for m in s.modes]) if swept else 0
-    kw = max([len("knee")] + [len(s) for s in sizes])
-    wins = {k: s.mode + (" (tie)" if len(s.tied) > 1 else "") for k, s in sized.items()}
-    ww = max([len("wins")] + [len(w) for w in wins.values()])
-    lines = [f"pool sizing: served ratio (HBM + lower tiers) per pool; knee = smallest pool within "
-             f"{KNEE_POINTS * 100:g} point of the saturated served ratio"
-             + ("; mode = the write/admission mode serving the most there" if swept else "")
-             + "; TTFT there (service time, no queueing)"
-             + ("; gap = tier_bound (Belady over HBM + every tier) minus the policy there, in points"
-                if has_bound else ""), ""]
+    knees = {k: knee_text(s, short=True) for k, s in sized.items()}
+    kw = max([len("knee")] + [len(t) for t in knees.values()])
+    ties = any(len(s.tied) > 1 for s in sized.values())  # the row is the winner's: only a tie needs a column
+    wins = {k: "tie" if len(s.tied) > 1 else "" for k, s in sized.items()}
+    ww = len("tie")
+    cw = max([8] + [len(z) + 1 for z in sizes])
+    lines = ["pool sizing: served ratio (block accesses served by HBM or a lower tier) at each pool size",
+             f"knee: the smallest pool within {KNEE_POINTS * 100:g} point of the saturated served ratio"
+             + (",\n  on the row of the mode serving the most there (tie: another mode serves as much)"
+                if swept else ""),
+             "TTFT ms: mean time to first token at the knee (service time, no queueing)"]
+    if has_bound:
+        lines.append("gap: tier_bound [oracle: Belady over HBM + every tier] minus the policy at the knee, in points")
+    lines.append("")
     head = (f"{'policy':<{pw}}  {'HBM':>8}  " + (f"{'mode':<{mw}}  " if swept else "")
-            + "  ".join(f"{s:>12}" for s in sizes) + f"  {'knee':>{kw}}" + (f"  {'wins':<{ww}}" if swept else "")
+            + "  ".join(f"{s:>{cw}}" for s in sizes) + f"  {'knee':>{kw}}" + (f"  {'tie':<{ww}}" if ties else "")
             + f"  {'TTFT ms':>8}" + (f"  {'gap':>6}" if has_bound else ""))
     lines += [head, "-" * len(head)]
     for (p, i), s in sized.items():
-        for j, m in enumerate(s.modes):
-            cells = "  ".join(f"{s.at(z, m):>12.4f}" if s.at(z, m) == s.at(z, m) else f"{'-':>12}" for z in sizes)
-            row = f"{p:<{pw}}  {human_gib(capacities[i].gib):>8}  " + (f"{m:<{mw}}  " if swept else "") + cells
-            if j == 0:
+        for m in s.modes:
+            cells = "  ".join(f"{s.at(z, m):>{cw}.4f}" if s.at(z, m) == s.at(z, m) else f"{'-':>{cw}}" for z in sizes)
+            row = f"{names[p]:<{pw}}  {human_gib(capacities[i].gib):>8}  " + (f"{m:<{mw}}  " if swept else "") + cells
+            if m == s.mode:  # the knee, its TTFT and gap on the row of the mode that wins there
                 gap = f"{s.gap_points:>+6.2f}" if s.gap_points == s.gap_points and p != BOUND else f"{'-':>6}"
-                row += (f"  {s.knee:>{kw}}" + (f"  {wins[(p, i)]:<{ww}}" if swept else "")
+                row += (f"  {knees[(p, i)]:>{kw}}" + (f"  {wins[(p, i)]:<{ww}}" if ties else "")
                         + f"  {_ms(s.ttft.get((s.knee, s.mode), math.nan)):>8}" + (f"  {gap}" if has_bound else ""))
-            lines.append(row)
+            lines.append(row.rstrip())
+    if any(not s.saturated for s in sized.values()):
+        lines += [f">{sizes[-1]}: {NOT_SATURATED}: the served ratio still rises by more than "
+                  f"{KNEE_POINTS * 100:g} point", "  at the largest pool, so no knee is known (TTFT and gap: there)"]
     return "\n".join(lines)

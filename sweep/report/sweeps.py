@@ -43,6 +43,8 @@ class SweepTable:
     window_ranking: list[dict] = field(default_factory=list)  # window_ranking.csv rows (windows.ranking)
     fleet: str = ""  # a serving sweep (fleet=...): its engine, from the sweep run's kvsweep.fleet tag
     tier_rules: str = ""  # a tiered sweep: its tier config and whose rules it ran (kvsweep.tier_rules tag)
+    setup: str = ""  # engine preset, hierarchy, hardware (kvsweep.setup tag)
+    warnings: list = field(default_factory=list)  # what the sweep warned of (kvsweep.warnings tag)
 
     def complete(self, cost_model: str) -> dict[str, list[dict]]:
         """The curves of a cost model that have every capacity (partial ones are left
@@ -155,7 +157,8 @@ def load_sweep(client, run_id: str) -> SweepTable:
                       cost_models=cost_models, saturation_blocks=int(sat) if sat is not None else None,
                       sample_rate=rate, windows=optional["windows.csv"],
                       window_ranking=optional["window_ranking.csv"], fleet=tags.get("kvsweep.fleet", ""),
-                      tier_rules=tags.get("kvsweep.tier_rules", ""))
+                      tier_rules=tags.get("kvsweep.tier_rules", ""), setup=tags.get("kvsweep.setup", ""),
+                      warnings=[w for w in tags.get("kvsweep.warnings", "").split("\n") if w])
 
 
 def _json_list(value: str | None) -> list[str]:

@@ -9,6 +9,7 @@ from sim_core.capacity import human_gib
 from sim_core.policies import REGISTRY, get_policy
 
 from ..plan import Capacity
+from .families import POOL_SEP, pool_key, reference_of
 from .regimes import IDENTICAL_TOL as SAME, REGIMES, Regime, identical_groups
 from .routing import console_lines
 from .slo import Slo, by_load, capacity_sentence, limit_text, load_limit, route_of, routes
@@ -72,12 +73,14 @@ def summary_table(curves: Mapping[str, Mapping[str, Sequence[dict]]], capacities
              for i in idx]
     regimes = regimes or [Regime("all", "all swept capacities", 0.0, math.inf)]
     short = {"hbm": "HBM", "pool": "pool", "all": "all"}
-    mark = {p: " [oracle]" if p in REGISTRY and get_policy(p).offline else "" for per in curves.values() for p in per}
+    base = {p: p.split(POOL_SEP, 1)[0] for per in curves.values() for p in per}
+    mark = {p: " [oracle]" if b in REGISTRY and get_policy(b).offline else "" for p, b in base.items()}
+    tiered = any(POOL_SEP in p for p in base)
     pw = max([len("policy")] + [len(p) + len(mark[p]) for per in curves.values() for p in per])
-    col = max([8] + [len(h) for h in heads])
+    col = max([7] + [len(h) for h in heads])  # "0.1234" and a space: lines stay within 100 characters
     title = (f"compute-savings ratio, ranked by the mean over {regimes[0].title}"
              + (f" ({regimes[0].lo_gib:g}-{regimes[0].hi_gib:g} GiB)" if regimes[0].name != "all" else "")
-             + "; vs LRU = mean minus LRU's, in points")
+             + "; vs LRU = mean minus LRU's" + (" above the same pool" if tiered else "") + ", in points")
     if sample_rate is not None:
         title += f"; sampled replay at r={sample_rate:g} (miniature simulation), * = replayed exactly"
     if saturated:
@@ -88,42 +91,54 @@ def summary_table(curves: Mapping[str, Mapping[str, Sequence[dict]]], capacities
                   + "): shown, in no mean")
     means_h = [f"{short[r.name]} mean" for r in regimes]
     vs_h = [f"{short[r.name]} vs LRU" for r in regimes]
-    mw = max([10] + [len(h) for h in means_h + vs_h])
+    mw = [max(7, len(h)) for h in means_h]
+    vw = [max(7, len(h)) for h in vs_h]
     header = (f"{'policy':<{pw}}  " + "  ".join(f"{h:>{col}}" for h in heads) + "  "
-              + "  ".join(f"{h:>{mw}}" for h in means_h + vs_h))
+              + "  ".join(f"{h:>{w}}" for h, w in zip(means_h + vs_h, mw + vw)))
     lines = [title]
     order = {p: i for i, p in enumerate(policy_order)}
     corder = {m: i for i, m in enumerate(cost_order)}
     for m in sorted(curves, key=lambda m: (corder.get(m, len(corder)), m)):
-        lines += ["", f"cost model {m}" + (" (= block hit ratio)" if m == "uniform" else ""), header,
+        same = " (= served ratio: HBM + lower tiers)" if tiered else " (= block hit ratio)"
+        lines += ["", f"cost model {m}" + (same if m == "uniform" else ""), header,
                   "-" * len(header)]
         by = {p: {r["capacity_index"]: r["compute_savings"] for r in rs} for p, rs in curves[m].items()}
         means = {p: _regime_means(v, capacities, regimes) for p, v in by.items()}
-        ref = means.get("lru") if "lru" in by and len(by["lru"]) == len(capacities) else None
+        refs = {p: means[r] if r in by and len(by[r]) == len(capacities) else None
+                for p in by for r in [reference_of(p)]}
         rows = []
         for p, rs in curves[m].items():
+            ref = refs[p]
             exact = {r["capacity_index"] for r in rs if sample_rate is not None and r.get("sample_rate", 1.0) == 1.0}
             cells = [(f"{by[p][i]:>{col - 1}.4f}*" if i in exact else f"{by[p][i]:>{col}.4f}")
                      if i in by[p] else f"{'-':>{col}}" for i in idx]
             complete = len(by[p]) == len(capacities)
             vs = [(means[p][r.name] - ref[r.name]) * 100 if ref and complete else float("nan") for r in regimes]
-            tail = [f"{means[p][r.name]:>{mw}.4f}" if means[p][r.name] == means[p][r.name] else f"{'-':>{mw}}"
-                    for r in regimes] + \
-                [f"{v:>+{mw}.2f}" if v == v else f"{'-':>{mw}}" for v in vs]
+            tail = [f"{means[p][r.name]:>{w}.4f}" if means[p][r.name] == means[p][r.name] else f"{'-':>{w}}"
+                    for r, w in zip(regimes, mw)] + \
+                [f"{v:>+{w}.2f}" if v == v else f"{'-':>{w}}" for v, w in zip(vs, vw)]
             partial = "" if complete else f"  ({len(by[p])}/{len(capacities)} capacities)"
             key = means[p][regimes[0].name]
-            rows.append((not complete, -(key if key == key else -math.inf), order.get(p, len(order)), p,
+            pk = pool_key(p.split(POOL_SEP, 1)[1]) if POOL_SEP in p else ()  # with tiers: a block per pool
+            rows.append((not complete, pk, -(key if key == key else -math.inf), order.get(p, len(order)), p,
                          f"{p + mark[p]:<{pw}}  " + "  ".join(cells) + "  " + "  ".join(tail) + partial))
         lines += [r[-1] for r in sorted(rows)]
         online = [p for p in by if not mark[p] and len(by[p]) == len(capacities)]
+        groups: dict[str, list[str]] = {}  # with tiers, policies compete above the same pool only
+        for p in online:
+            groups.setdefault(p.split(POOL_SEP, 1)[1] if POOL_SEP in p else "", []).append(p)
         for r in regimes:
-            top = max((means[p][r.name] for p in online), default=None)
-            if top is None or not ref:
-                continue
-            best = [p for p in online if means[p][r.name] >= top - SAME]
-            names = ", ".join(best[:3]) + (f" and {len(best) - 3} more" if len(best) > 3 else "")
-            lines.append(f"best online over {r.title}: {names}{' (tie)' if len(best) > 1 else ''}, "
-                         f"{(top - ref[r.name]) * 100:+.2f} points over LRU")
+            for pool in sorted(groups, key=lambda x: pool_key(x) if x else ()):
+                top = max(means[p][r.name] for p in groups[pool])
+                best = [p for p in groups[pool] if means[p][r.name] >= top - SAME]
+                ref = refs[best[0]]
+                if not ref:
+                    continue
+                short = [p.split(POOL_SEP, 1)[0] for p in best]
+                names = ", ".join(short[:3]) + (f" and {len(short) - 3} more" if len(short) > 3 else "")
+                lines.append(f"best online over {r.title}" + (f" above {pool}" if pool else "") + f": {names}"
+                             f"{' (tie)' if len(best) > 1 else ''}, {(top - ref[r.name]) * 100:+.2f} points over LRU"
+                             + (" there" if pool else ""))
         whole = {p: rs for p, rs in curves[m].items() if len(by[p]) == len(capacities)}
         for g in identical_groups(whole, SAME, ("compute_savings",), "capacity_index"):
             why = "; ".join(w for w in (identical_note(g[0], q, m) for q in g[1:]) if w)

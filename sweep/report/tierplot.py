@@ -27,6 +27,7 @@ def has_ttft(series: Series) -> bool:
     return any(value(r, "ttft_mean_s") == value(r, "ttft_mean_s") for s in series.values() for r in s.values())
 
 
+WIDE = 2  # HBM capacities side by side
 MODE_LINES = ("-", (0, (5, 2)), (0, (1, 1.5)), (0, (6, 2, 1, 2)), (0, (3, 1, 1, 1)))
 
 
@@ -35,9 +36,9 @@ def plot_tiers(series: Series, cap_labels: Mapping[int, str], sizes: Sequence[st
     """`series`: rows of one cost model (served ratio and TTFT do not depend on it), by
     (policy, pool label). With several write/admission modes, a policy keeps its colour
     and marker and each mode has its line style."""
+    import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-    from matplotlib.lines import Line2D
 
     policies = list(dict.fromkeys(p for p, _ in series))
     own = {p: [m for m in modes if any(q == p and pool_parts(pool)[1] == m for q, pool in series)] or [""]
@@ -47,14 +48,33 @@ def plot_tiers(series: Series, cap_labels: Mapping[int, str], sizes: Sequence[st
     lines = {(p, m): f"{p} [{m}]" if m and swept else p for p in policies for m in own[p]}
     panels = [("served_ratio", "served ratio", 1.0)] + ([("ttft_mean_s", "TTFT mean (ms)", 1e3)]
                                                         if has_ttft(series) else [])
-    fig = Figure(figsize=(4.2 * len(cap_indices) + 2.5, 3.8 * len(panels) + 0.5), layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(len(panels), len(cap_indices), squeeze=False)
+    # two HBM capacities a row: MLflow's artifact pane is 570-1,000 px wide (less with its
+    # assistant open), and a figure 1,200 px wide keeps 15-point ticks (23 px) above 10 px
+    # there (four side by side made them 7 px)
+    ncols = min(WIDE, len(cap_indices))
+    nblocks = -(-len(cap_indices) // ncols)
+    with matplotlib.rc_context({"font.size": 13, "axes.titlesize": 14, "legend.fontsize": 12,
+                                "xtick.labelsize": 15, "ytick.labelsize": 15}):
+        fig = Figure(figsize=(4.2 * ncols + 2.5, (3.6 * len(panels)) * nblocks + 0.7), layout="constrained")
+        FigureCanvasAgg(fig)
+        axes = fig.subplots(len(panels) * nblocks, ncols, squeeze=False)
+        for j in range(len(cap_indices), nblocks * ncols):  # an odd count leaves cells empty
+            for row in range(len(panels)):
+                axes[(j // ncols) * len(panels) + row][j % ncols].set_visible(False)
+        return _draw(fig, axes, series, cap_labels, sizes, modes, cap_indices, panels, policies, own, st, lines,
+                     swept, ncols, path, title)
+
+
+def _draw(fig, axes, series, cap_labels, sizes, modes, cap_indices, panels, policies, own, st, lines, swept, ncols,
+          path, title) -> Path:
+    from matplotlib.lines import Line2D
+
     x = list(range(len(sizes)))
-    for col, i in enumerate(cap_indices):
+    for j, i in enumerate(cap_indices):
+        col = j % ncols
         sized = {p: by_capacity(series, p, i) for p in policies}
         for row, (key, label, scale) in enumerate(panels):
-            ax = axes[row][col]
+            ax = axes[(j // ncols) * len(panels) + row][col]
             ys = {}
             for (p, m), name in lines.items():
                 sz = sized[p]
@@ -71,7 +91,7 @@ def plot_tiers(series: Series, cap_labels: Mapping[int, str], sizes: Sequence[st
             if groups:  # a line drawn once says whose it is (the legend is shared by the panels);
                 # in the title row, where it covers no data
                 ax.set_title(textwrap.fill("drawn once: " + "; ".join(" = ".join(g) for g in groups), 40),
-                             loc="right", fontsize=9, color="#444444")
+                             loc="right", fontsize=11, color="#444444")
             ax.set_xticks(x, [z.split("=", 1)[-1] for z in sizes], rotation=30)
             ax.grid(alpha=0.3)
             if col == 0:
