@@ -199,8 +199,8 @@ def sweep_name(st, stamp: str) -> str:
         parts.append(f"tier={st.spec.tier_name} ({st.spec.tier_rules})")
     else:
         parts.append("flat")
-    if st.cfg.sim.get("engine"):
-        parts.append(f"engine={st.cfg.sim.get('engine')}")
+    if st.spec.engine_preset:
+        parts.append(f"engine={st.spec.engine_preset}")
     if st.spec.engine.get("window") is not None:
         parts.append(f"window={st.spec.engine['window']}")
     if st.spec.sample_rate is not None:
@@ -211,7 +211,7 @@ def sweep_name(st, stamp: str) -> str:
 def setup(st) -> str:
     """One line: the engine, hierarchy and hardware a sweep replays (the report's header)."""
     parts = []
-    preset = st.cfg.sim.get("engine")
+    preset = st.spec.engine_preset
     parts.append(f"engine preset sim.engine={preset} (docs/engines.md)" if preset
                  else "the paper's counting (no engine preset)")
     if st.fleet is not None:
