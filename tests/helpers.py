@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from sim_core import Trace
 
@@ -104,3 +105,14 @@ def chained_sessions(n_sessions=100, concurrent=8, turns=(4, 30), new_blocks=(2,
             else:
                 live.pop(i)
     return requests, Trace.from_requests(requests, name="chained_sessions")
+
+
+def require(what: str, missing: list[str], env: str) -> None:
+    """Skip a test whose prerequisites are missing, or fail it where `env`=1 (CI) forbids
+    skipping: a test that silently never runs checks nothing."""
+    if not missing:
+        return
+    msg = f"{what} needs " + "; ".join(missing)
+    if os.environ.get(env) == "1":
+        pytest.fail(f"{msg} ({env}=1 forbids skipping)", pytrace=False)
+    pytest.skip(f"{msg} (set {env}=1 to make this a failure)")

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import require
 from tests.stack import free_port, wait_until
 from tests.test_sweep import _write_mooncake
 
@@ -47,12 +48,7 @@ def _require_browser() -> None:
         missing.append("the playwright package (pip install -e '.[test]')")
     if not Path(CHROMIUM).exists():
         missing.append("Chromium (apt-get install chromium)")
-    if not missing:
-        return
-    msg = "the browser test needs " + " and ".join(missing)
-    if os.environ.get("KVSWEEP_REQUIRE_BROWSER") == "1":
-        pytest.fail(msg + " (KVSWEEP_REQUIRE_BROWSER=1 forbids skipping)", pytrace=False)
-    pytest.skip(msg + " (set KVSWEEP_REQUIRE_BROWSER=1 to make this a failure)")
+    require("the browser test", missing, "KVSWEEP_REQUIRE_BROWSER")
 
 
 def _sweep(d: Path, trace: Path, db: Path, *extra: str) -> subprocess.CompletedProcess:

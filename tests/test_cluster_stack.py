@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests import stack as st
+from tests.helpers import require
 
 pytestmark = pytest.mark.stack
 
@@ -39,13 +40,7 @@ SWEEP_TIMEOUT = 240.0
 
 
 def _require_stack() -> None:
-    missing = st.missing_prerequisites()
-    if not missing:
-        return
-    msg = "the cluster stack needs " + "; ".join(missing)
-    if os.environ.get("KVSWEEP_REQUIRE_STACK") == "1":
-        pytest.fail(msg + " (KVSWEEP_REQUIRE_STACK=1 forbids skipping)", pytrace=False)
-    pytest.skip(msg + " (set KVSWEEP_REQUIRE_STACK=1 to make this a failure)")
+    require("the cluster stack", st.missing_prerequisites(), "KVSWEEP_REQUIRE_STACK")
 
 
 @pytest.fixture(scope="module")
