@@ -3,17 +3,18 @@ uniform cost, a hand-computed case where it beats Belady on compute savings, and
 hooks never hand out a pinned block."""
 from __future__ import annotations
 
+import hashlib
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
-from sim_core import Trace, simulate
+from sim_core import Trace, simulate, synth
 from sim_core.cost import cost_per_depth
 from sim_core.engine import EVICTIONS, FAILED, new_engine_state, replay_range
 from sim_core.policies import PolicyContext, get_policy
 from sim_core.policies import belady_compute as bc
-from sim_core.structures.kinetic import _H, advance, clear_leaf, drop_leaf, flush, new_tree, put_leaf, set_leaf, top
+from sim_core.structures.kinetic import advance, clear_leaf, drop_leaf, flush, new_tree, put_leaf, set_leaf, top, tree_words
 from sim_core.units import depth_totals
 
 MODELS = ["linear", "qwen3_coder_30b"]
@@ -322,6 +323,43 @@ def test_kinetic_tree_tracks_the_argmax_over_time():
                 assert top(kt) == max(items, key=sc)
 
 
+def test_static_repairs_keep_the_exact_argmax():
+    """Bursts of deferred updates repaired with flush(static=True) at one clock (winners
+    only, certificates left to the next advance), then the clock moves: after every
+    repair and every advance the top is the exact argmax."""
+    rng = np.random.default_rng(3)
+    for inverse in (True, False):
+        n, tmax = 200, 10**7
+        kt, kc = new_tree(n, inverse, tmax)
+        items = {}
+        t = 0
+
+        def check():
+            if items:
+                def sc(s):
+                    c, nn = items[s]
+                    return (Fraction(nn - t) / Fraction(c) if inverse else Fraction(c) * (nn - t), -s)
+                assert top(kt) == max(items, key=sc)
+            else:
+                assert top(kt) == -1
+        for _ in range(300):
+            for _ in range(int(rng.integers(1, 6))):  # repairs at one clock, as a request's victims
+                for s in (int(x) for x in rng.integers(0, n, int(rng.integers(1, 4)))):
+                    if rng.random() < 0.3:
+                        drop_leaf(kt, s)
+                        items.pop(s, None)
+                    else:
+                        c = float(rng.choice([1.0, 2.0, 3.0, 0.1, 7.5, 1e9 + 1, 1e9]))
+                        nn = int(rng.integers(t - 50, t + 30000))
+                        put_leaf(kt, kc, s, c, nn, s)
+                        items[s] = (c, nn)
+                flush(kt, kc, True)
+                check()
+            t += int(rng.integers(0, 400))
+            advance(kt, kc, t)
+            check()
+
+
 def test_deferred_updates_equal_immediate_ones():
     """put_leaf / drop_leaf then flush leave the tree as set_leaf / clear_leaf do, node
     for node, on bursts of neighbouring leaves (a request's depths) and scattered ones."""
@@ -346,12 +384,53 @@ def test_deferred_updates_equal_immediate_ones():
                     put_leaf(*lazy, s, c, nn, s)
             flush(*lazy)
             P = int(now[0][0])
-            tree = slice(0, _H + 6 * P)  # header, winners, melt times, leaves (not the scratch)
+            tree = slice(0, tree_words(P))  # header and node records (not the scratch)
             assert np.array_equal(now[0][tree], lazy[0][tree]) and np.array_equal(now[1], lazy[1])
             t += int(rng.integers(0, 400))
             advance(*now, t)
             advance(*lazy, t)
             assert top(now[0]) == top(lazy[0])
+
+
+# ------------------------------------------------- old against new (differential)
+# Larger traces than brute force can take: per trace, a digest of hits by depth and
+# evictions over both modes, two cost models, both scores and two capacities (16
+# replays). The digests were taken from the implementation before the kinetic tree's
+# node records, its static repair and the inlined hooks (commit f29de3e); any change of
+# victim that changes a hit or an eviction count changes them.
+GOLDEN_TRACES = {
+    **{f"prefix{s}": (lambda s=s: prefix_trace(np.random.default_rng(100 + s), n_sessions=60, max_turns=12,
+                                               max_new=30)) for s in range(3)},
+    **{f"random{s}": (lambda s=s: random_trace(np.random.default_rng(200 + s), n_ids=400, n_req=(300, 301),
+                                               max_len=40)) for s in range(3)},
+    "synth": lambda: synth.generate("freeinference", scale=0.002, seed=0),
+}
+GOLDEN = {
+    "prefix0": "1f7c3c6dc07d7f6f",
+    "prefix1": "f208d66aa8e087c6",
+    "prefix2": "67f6b8fb8e848c28",
+    "random0": "bc681c9bb7e6bae4",
+    "random1": "8f9b1085ac057738",
+    "random2": "e81bc59136b177a5",
+    "synth": "9677e2b62d61c1f0",
+}
+
+
+def decisions_digest(trace):
+    h = hashlib.sha1()
+    for mode in ("block", "request"):
+        for model in MODELS:
+            for score in bc.SCORES:
+                for frac in (0.05, 0.3):
+                    cap = max(trace.max_request_blocks + 1, int(frac * trace.n_unique))
+                    hbd, ev, _ = engine_run(trace, cap, mode, model, score=score)
+                    h.update(hbd.tobytes() + str(ev).encode())
+    return h.hexdigest()[:16]
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN_TRACES))
+def test_decisions_unchanged_from_the_previous_implementation(name):
+    assert decisions_digest(GOLDEN_TRACES[name]()) == GOLDEN[name]
 
 
 def test_bad_params():

@@ -39,7 +39,12 @@ Data structures (flat arrays; O(log n) per hook plus amortised kinetic events):
     leaves they change; the eviction repairs them all at once (`flush`), which costs
     about two nodes per leaf since a request's depths are neighbouring classes. The clock is the time
     of the latest eviction (eviction times never decrease); hooks update leaves at that
-    clock, which is valid because a line does not depend on when it was written.
+    clock, which is valid because a line does not depend on when it was written. A
+    request's further victims, all at one clock, repair winners only (`flush(static=True)`):
+    their root paths overlap, and each node's certificate is recomputed once, at the next
+    `advance`.
+  * the hooks' helpers are inlined at numba IR level (`inline_njit`): as separate
+    functions, the calls alone cost a third of a replay.
   * pinned blocks met at the top during request-mode evictions are "parked" (taken out
     of their heap) for the rest of that request's evictions; the request's own on_hit
     refiles them (any left over are restored by the first hook of the next request), so
@@ -52,9 +57,9 @@ from typing import NamedTuple
 import numpy as np
 
 from ..future import NEVER, next_use
-from ..jit import njit
+from ..jit import inline_njit, njit
 from ..structures.heap import push_at, rekey_at, remove_at
-from ..structures.kinetic import advance, drop_leaf, flush, leaf_is, leaf_used, new_tree, put_leaf, top, top_id
+from ..structures.kinetic import advance, clock, drop_leaf, flush, leaf_is, leaf_used, new_tree, put_leaf, top, top_id, weight
 from ..result import Mode
 from .api import PolicySpec, register_hooks
 
@@ -89,7 +94,7 @@ class BeladyComputeState(NamedTuple):
     nxt: np.ndarray  # int64[N] next use per access
     I: np.ndarray    # int64: everything else that is an integer (see the header above)
     kt: np.ndarray   # kinetic tree over classes (int part)
-    kc: np.ndarray   # float64[>=K] cost of each class (= the tree's leaf weights)
+    kc: np.ndarray   # the tree's float part (leaf weights: the cost of each class)
 
 
 @njit
@@ -147,8 +152,7 @@ def make_state(ctx) -> BeladyComputeState:
         o_st, o_st + U, o_st + 2 * U, o_st + 3 * U, o_sz, o_base, o_dcl, o_park]
     I[o_base:o_base + K + 2] = o_heap + np.concatenate([[0], np.cumsum(sizes)])
     I[o_dcl:o_dcl + D] = cls_of_d
-    kt, kc = new_tree(K, score == "time_per_cost", t.n_accesses)
-    kc[:K] = ccost
+    kt, kc = new_tree(K, score == "time_per_cost", t.n_accesses, ccost)
     return BeladyComputeState(next_use(t, ctx.capacity if ctx.mode == Mode.REQUEST else None), I, kt, kc)
 
 
@@ -156,7 +160,7 @@ def make_state(ctx) -> BeladyComputeState:
 # Heap r holds block ids in I[base_r : base_r + size_r]; pos[b] is b's index in it.
 # Max-heap on key, ties to the smaller id (structures/heap.py over regions of I).
 
-@njit
+@inline_njit
 def _hpush(I, r, b):
     base = I[I[_O_BASE] + r]
     n = I[I[_O_SZ] + r]
@@ -166,19 +170,19 @@ def _hpush(I, r, b):
     push_at(I, base, I, I[_O_POS], I, I[_O_KEY], n, b)
 
 
-@njit
+@inline_njit
 def _hremove(I, r, b):
     n = I[I[_O_SZ] + r]
     I[I[_O_SZ] + r] = n - 1
     remove_at(I, I[I[_O_BASE] + r], I, I[_O_POS], I, I[_O_KEY], n, b)
 
 
-@njit
+@inline_njit
 def _hrekey(I, r, b, k):
     rekey_at(I, I[I[_O_BASE] + r], I, I[_O_POS], I, I[_O_KEY], I[I[_O_SZ] + r], b, k)
 
 
-@njit
+@inline_njit
 def _refresh(I, kt, kc, k):
     """Make leaf k of the tournament show the current head of class heap k."""
     if I[I[_O_SZ] + k] == 0:
@@ -188,7 +192,7 @@ def _refresh(I, kt, kc, k):
     h = I[I[I[_O_BASE] + k]]
     n = I[I[_O_KEY] + h]
     if not leaf_is(kt, k, n, h):
-        put_leaf(kt, kc, k, kc[k], n, h)
+        put_leaf(kt, kc, k, weight(kt, kc, k), n, h)
 
 
 # ---------------------------------------------------------------------- hooks
@@ -235,7 +239,7 @@ def _unpark(I, b):
     I[I[_O_ST] + b] = _ABSENT
 
 
-@njit
+@inline_njit
 def _place(nxt, I, kt, kc, b, j, r, d):
     """(Re)file resident block b after its access j at depth d of request r."""
     if I[_NPARK] > 0 and I[_PARK_R] != r:
@@ -296,8 +300,11 @@ def _evict(I, kt, kc, j, r, pin):
         else:
             # the tournament is brought to time j only when a finite score is needed: most
             # victims come from the infinite heap, and the dirty leaves wait for one that does not
-            flush(kt, kc)
-            advance(kt, kc, j)  # a no-op after the first pass of this loop
+            if j == clock(kt):
+                flush(kt, kc, True)
+            else:
+                flush(kt, kc)
+                advance(kt, kc, j)  # a no-op after the first pass of this loop
             k = top(kt)
             if k < 0:
                 return np.int64(-1)

@@ -17,6 +17,7 @@ Deferred updates (`put_leaf` / `drop_leaf`, then `flush` before `top` or `advanc
 leaves dirty and repair their ancestors level by level in one go: a request's accesses
 touch neighbouring leaves (consecutive depths), whose root paths share all but their
 lowest nodes, so the repair visits about two nodes per leaf instead of log2(P).
+`flush(static=True)` repairs winners only, for repeated queries at one clock.
 
 Exactness: every comparison decides the sign of a*x - b*y (a, b float64 weights, x, y
 integers) exactly, from the rounded products and, when those are equal, from their
@@ -25,15 +26,18 @@ rationals, independent of rounding. Melt times come from the float crossing time
 a rigorous error margin (an early melt only makes the node re-check), and when the
 margin does not clear the clock the first crossing is found with the exact predicate.
 
-Layout (flat arrays, so hot calls pass two arrays): `kt` int64 and `kc` float64[P]
+Layout (flat arrays, so hot calls pass two arrays): `kt` int64 and `kc` float64[2P].
+Every node k (1..2P-1; leaf s is node P + s) is a record of four words that carries
+its winner's item, so that a node is recomputed from its two children's records, which
+sit side by side (one or two cache lines), without looking up the leaves:
     kt[0] P (leaves, power of two)   kt[1] clock   kt[2] inverse flag   kt[3] tmax
-    kt[_H + k]            winner slot of node k (k in 1..2P-1; leaves at P + s), -1 = none
-    kt[_H + 2P + k]       melt time of node k (NO_EVENT = never before tmax)
-    kt[_H + 4P + s]       n of slot s          kt[_H + 5P + s]   id of slot s
-    kt[_H + 6P ...]       scratch stack for `advance` (_STACK words)
-    then, for `flush`      the dirty leaves (P), two node lists (P each), a mark per node (2P)
-    kt[4]                 number of dirty leaves
-    kc[s]                 c of slot s
+    kt[4] number of dirty leaves
+    kt[_H + 4k + 0]      winner slot of node k, -1 = none
+    kt[_H + 4k + 1]      its n        kt[_H + 4k + 2]   its id
+    kt[_H + 4k + 3]      melt time of node k (NO_EVENT = never before tmax)
+    kc[k]                its c
+    kt[_H + 8P ...]      scratch stack for `advance` (_STACK words), then, for `flush`,
+                         the dirty leaves (P), two node lists (P each), a mark per node (2P)
 tmax is the last time anyone will query; crossings after it are ignored.
 """
 from __future__ import annotations
@@ -49,18 +53,28 @@ _SPLIT = 134217729.0  # 2**27 + 1 (Dekker split)
 _EPS = 2.0 ** -52
 
 
-def new_tree(n_slots: int, inverse: bool, tmax: int):
-    """(kt, kc) of an empty tree with room for `n_slots` items."""
+def new_tree(n_slots: int, inverse: bool, tmax: int, weights=None):
+    """(kt, kc) of an empty tree with room for `n_slots` items; `weights`, if given,
+    the c of each slot (what `weight` returns before the slot is first filled)."""
     P = 1
     while P < max(1, n_slots):
         P *= 2
-    kt = np.zeros(_H + 6 * P + _STACK + 5 * P, np.int64)
+    kt = np.zeros(_H + 8 * P + _STACK + 5 * P, np.int64)
     kt[0] = P
     kt[2] = 1 if inverse else 0
     kt[3] = max(0, int(tmax))
-    kt[_H:_H + 2 * P] = -1
-    kt[_H + 2 * P:_H + 4 * P] = NO_EVENT
-    return kt, np.ones(P, np.float64)
+    rec = kt[_H:_H + 8 * P].reshape(2 * P, 4)
+    rec[:, 0] = -1
+    rec[:, 3] = NO_EVENT
+    kc = np.ones(2 * P, np.float64)
+    if weights is not None:
+        kc[P:P + len(weights)] = weights
+    return kt, kc
+
+
+def tree_words(P: int) -> int:
+    """Words of kt that hold the tree (header and records, not the scratch)."""
+    return _H + 8 * P
 
 
 @njit
@@ -179,23 +193,63 @@ def _match(ca, na, ia, cb, nb, ib, T, tmax, inv):
 
 
 @inline_njit
-def _node(kt, kc, k, t, tmax, inv, mb, nb, ib):
-    """Recompute node k (winner and certificate) from its children at clock t; returns
-    them. Inlined at numba IR level (inline="always"), so no array crosses a call per
-    tree level."""
-    a = kt[_H + 2 * k]
-    b = kt[_H + 2 * k + 1]
-    m = min(kt[mb + 2 * k], kt[mb + 2 * k + 1])
+def _node(kt, kc, k, t, tmax, inv):
+    """Recompute node k (winner and certificate) from its children's records at clock
+    t; returns the winner slot and the melt time. Inlined at numba IR level
+    (inline="always"), so no array crosses a call per tree level."""
+    ra = _H + 8 * k
+    rb = ra + 4
+    a = kt[ra]
+    b = kt[rb]
+    m = min(kt[ra + 3], kt[rb + 3])
+    src = ra
+    cw = kc[2 * k]
     if a < 0 or b < 0:
-        w = b if a < 0 else a
+        if a < 0:
+            src = rb
+            cw = kc[2 * k + 1]
     else:
-        side, own = _match(kc[a], kt[nb + a], kt[ib + a], kc[b], kt[nb + b], kt[ib + b], t, tmax, inv)
-        w = b if side == 1 else a
+        ca = kc[2 * k]
+        cb = kc[2 * k + 1]
+        side, own = _match(ca, kt[ra + 1], kt[ra + 2], cb, kt[rb + 1], kt[rb + 2], t, tmax, inv)
+        if side == 1:
+            src = rb
+            cw = cb
         if own < m:
             m = own
-    kt[_H + k] = w
-    kt[mb + k] = m
+    r = _H + 4 * k
+    w = kt[src]
+    kt[r] = w
+    kt[r + 1] = kt[src + 1]
+    kt[r + 2] = kt[src + 2]
+    kt[r + 3] = m
+    kc[k] = cw
     return w, m
+
+
+@inline_njit
+def _node_static(kt, kc, k, t, inv):
+    """Node k's winner at clock t without its certificate: the melt is set to t, so the
+    next `advance` past t recomputes the node in full."""
+    ra = _H + 8 * k
+    rb = ra + 4
+    src = ra
+    cw = kc[2 * k]
+    if kt[ra] < 0 or kt[rb] < 0:
+        if kt[ra] < 0:
+            src = rb
+            cw = kc[2 * k + 1]
+    elif _beats(kc[2 * k + 1], kt[rb + 1], kt[rb + 2], cw, kt[ra + 1], kt[ra + 2], t, inv):
+        src = rb
+        cw = kc[2 * k + 1]
+    r = _H + 4 * k
+    w = kt[src]
+    kt[r] = w
+    kt[r + 1] = kt[src + 1]
+    kt[r + 2] = kt[src + 2]
+    kt[r + 3] = t
+    kc[k] = cw
+    return w, t
 
 
 @njit
@@ -206,14 +260,12 @@ def _fix_path(kt, kc, s):
     T = kt[1]
     inv = kt[2] != 0
     tmax = kt[3]
-    mb = _H + 2 * P
-    nb = _H + 4 * P
-    ib = _H + 5 * P
     k = (P + s) >> 1
     while k >= 1:
-        w0 = kt[_H + k]
-        m0 = kt[mb + k]
-        w, m = _node(kt, kc, k, T, tmax, inv, mb, nb, ib)
+        r = _H + 4 * k
+        w0 = kt[r]
+        m0 = kt[r + 3]
+        w, m = _node(kt, kc, k, T, tmax, inv)
         if w == w0 and m == m0 and w0 != s:
             return
         k >>= 1
@@ -221,11 +273,11 @@ def _fix_path(kt, kc, s):
 
 @njit
 def _write_leaf(kt, kc, s, c, n, ident):
-    P = kt[0]
-    kc[s] = c
-    kt[_H + 4 * P + s] = n
-    kt[_H + 5 * P + s] = ident
-    kt[_H + P + s] = s
+    r = _H + 4 * (kt[0] + s)
+    kt[r] = s
+    kt[r + 1] = n
+    kt[r + 2] = ident
+    kc[kt[0] + s] = c
 
 
 @njit
@@ -238,7 +290,7 @@ def set_leaf(kt, kc, s, c, n, ident):
 # flush's regions after the stack: dirty leaves (P), two node lists (P each), marks (2P)
 @njit
 def _regions(P):
-    lb = _H + 6 * P + _STACK
+    lb = _H + 8 * P + _STACK
     return lb, lb + P, lb + 2 * P, lb + 3 * P
 
 
@@ -262,15 +314,19 @@ def put_leaf(kt, kc, s, c, n, ident):
 @njit
 def drop_leaf(kt, s):
     """`clear_leaf` deferred to the next `flush`."""
-    kt[_H + kt[0] + s] = -1
+    kt[_H + 4 * (kt[0] + s)] = -1
     _mark_dirty(kt, s)
 
 
 @njit
-def flush(kt, kc):
+def flush(kt, kc, static=False):
     """Repair the ancestors of every dirty leaf at the clock, a level at a time: a node
     is recomputed once however many of its descendants changed, and its parent only if
-    it changed or its winner is a dirty leaf (where `_fix_path` would go on)."""
+    it changed or its winner is a dirty leaf (where `_fix_path` would go on).
+
+    static=True repairs winners only and leaves the certificates to the next `advance`
+    (`_node_static`): for repeated queries at one clock, such as a request's victims,
+    whose root paths overlap, so each node's certificate is computed once per clock."""
     nd = kt[4]
     if nd == 0:
         return
@@ -278,9 +334,6 @@ def flush(kt, kc):
     T = kt[1]
     inv = kt[2] != 0
     tmax = kt[3]
-    mb = _H + 2 * P
-    nb = _H + 4 * P
-    ib = _H + 5 * P
     lb, cur, nxt, mk = _regions(P)
     src = lb
     n = nd
@@ -296,9 +349,13 @@ def flush(kt, kc):
         for i in range(m):
             k = kt[cur + i]
             kt[mk + k] = 0
-            w0 = kt[_H + k]
-            m0 = kt[mb + k]
-            w, mm = _node(kt, kc, k, T, tmax, inv, mb, nb, ib)
+            r = _H + 4 * k
+            w0 = kt[r]
+            m0 = kt[r + 3]
+            if static:
+                w, mm = _node_static(kt, kc, k, T, inv)
+            else:
+                w, mm = _node(kt, kc, k, T, tmax, inv)
             if w != w0 or mm != m0 or (w0 >= 0 and kt[mk + P + w0] != 0):
                 kt[cur + n] = k
                 n += 1
@@ -312,32 +369,43 @@ def flush(kt, kc):
 @njit
 def clear_leaf(kt, kc, s):
     """Empty slot s."""
-    kt[_H + kt[0] + s] = -1
+    kt[_H + 4 * (kt[0] + s)] = -1
     _fix_path(kt, kc, s)
 
 
 @njit
 def leaf_is(kt, s, n, ident):
     """True if slot s is occupied by exactly (n, ident)."""
-    P = kt[0]
-    return kt[_H + P + s] >= 0 and kt[_H + 4 * P + s] == n and kt[_H + 5 * P + s] == ident
+    r = _H + 4 * (kt[0] + s)
+    return kt[r] >= 0 and kt[r + 1] == n and kt[r + 2] == ident
 
 
 @njit
 def leaf_used(kt, s):
-    return kt[_H + kt[0] + s] >= 0
+    return kt[_H + 4 * (kt[0] + s)] >= 0
+
+
+@njit
+def weight(kt, kc, s):
+    """c of slot s (kept when the slot is emptied)."""
+    return kc[kt[0] + s]
+
+
+@njit
+def clock(kt):
+    return kt[1]
 
 
 @njit
 def top(kt):
     """Slot with the highest score at the clock, -1 if the tree is empty."""
-    return kt[_H + 1]
+    return kt[_H + 4]
 
 
 @njit
 def top_id(kt):
     """Id of the item with the highest score at the clock (the tree must not be empty)."""
-    return kt[_H + 5 * kt[0] + kt[_H + 1]]
+    return kt[_H + 6]
 
 
 @njit
@@ -347,29 +415,26 @@ def advance(kt, kc, t):
         return
     kt[1] = t
     P = kt[0]
-    mb = _H + 2 * P
-    if kt[mb + 1] > t:
+    if kt[_H + 7] > t:
         return
     inv = kt[2] != 0
     tmax = kt[3]
-    nb = _H + 4 * P
-    ib = _H + 5 * P
-    sb = _H + 6 * P
+    sb = _H + 8 * P
     kt[sb] = 1
     sp = 1
     while sp > 0:
         sp -= 1
         k = kt[sb + sp]
         if k < 0:  # children done: recompute node -k
-            _node(kt, kc, -k, t, tmax, inv, mb, nb, ib)
+            _node(kt, kc, -k, t, tmax, inv)
             continue
-        if k >= P or kt[mb + k] > t:
+        if k >= P or kt[_H + 4 * k + 3] > t:
             continue
         kt[sb + sp] = -k
         sp += 1
-        if kt[mb + 2 * k] <= t:
+        if kt[_H + 8 * k + 3] <= t:
             kt[sb + sp] = 2 * k
             sp += 1
-        if kt[mb + 2 * k + 1] <= t:
+        if kt[_H + 8 * k + 7] <= t:
             kt[sb + sp] = 2 * k + 1
             sp += 1
