@@ -288,9 +288,10 @@ def room(t, k):
 
 
 @njit
-def _put(t, b, j, d):
+def _put(t, b, j, d, own):
     """Write block b into tier t, evicting first; the victims go to t.out. Returns their
-    number (-1 on a policy bug)."""
+    number (-1 on a policy bug). `own`: b is a block of the request being replayed (a
+    compute, a load or a promotion), not a victim from above."""
     k = 0
     cap = t.cfg[T_CAP]
     r = t.c[T_REQ]
@@ -309,7 +310,7 @@ def _put(t, b, j, d):
             k += 1
     t.resident[b] = True
     t.c[T_SIZE] += 1
-    if r >= 0:  # a block of the request being replayed (request mode): protected until it ends
+    if own and r >= 0:  # a block of the request being replayed (request mode): protected until it ends
         t.pin[b] = r
         t.c[T_PINNED] += 1
     if t.c[T_SIZE] > t.c[T_MAX_SIZE]:
@@ -333,13 +334,13 @@ def _accepts(t, b, seen, via):
 
 
 @njit
-def put_down3(t3, b, j, d, seen, last):
-    _put(t3, b, j, d)  # the last tier's victims leave the hierarchy
+def put_down3(t3, b, j, d, seen, last, own):
+    _put(t3, b, j, d, own)  # the last tier's victims leave the hierarchy
 
 
 @njit
-def put_down2(t2, t3, b, j, d, seen, last):
-    k = _put(t2, b, j, d)
+def put_down2(t2, t3, b, j, d, seen, last, own):
+    k = _put(t2, b, j, d, own)
     if tier_on(t3):
         for i in range(k):
             v = t2.out[i]
@@ -347,9 +348,9 @@ def put_down2(t2, t3, b, j, d, seen, last):
 
 
 @njit
-def put_down1(t1, t2, t3, b, j, d, seen, last):
+def put_down1(t1, t2, t3, b, j, d, seen, last, own):
     """Block b goes into tier 1 (admitted already); its victims go on down the chain."""
-    k = _put(t1, b, j, d)
+    k = _put(t1, b, j, d, own)
     if tier_on(t2):
         for i in range(k):
             v = t1.out[i]
@@ -359,13 +360,13 @@ def put_down1(t1, t2, t3, b, j, d, seen, last):
 @njit
 def write_down3(t3, b, j, d, seen, last, via):
     if _accepts(t3, b, seen, via):
-        put_down3(t3, b, j, d, seen, last)
+        put_down3(t3, b, j, d, seen, last, via != WRITE_ON_EVICT)
 
 
 @njit
 def write_down2(t2, t3, b, j, d, seen, last, via):
     if _accepts(t2, b, seen, via):
-        put_down2(t2, t3, b, j, d, seen, last)
+        put_down2(t2, t3, b, j, d, seen, last, via != WRITE_ON_EVICT)
 
 
 @njit
@@ -373,7 +374,7 @@ def write_down1(t1, t2, t3, b, j, d, seen, last, via):
     """Block b arrives at tier 1 by `via` (an eviction from HBM, or a compute); tier
     1's victims go on down the chain."""
     if _accepts(t1, b, seen, via):
-        put_down1(t1, t2, t3, b, j, d, seen, last)
+        put_down1(t1, t2, t3, b, j, d, seen, last, via != WRITE_ON_EVICT)
 
 
 @njit
@@ -395,8 +396,8 @@ def take(t1, t2, t3, b, j, d, lvl, seen, last):
         if tier_on(t3) and t3.cfg[T_WRITE] == WRITE_ON_HIT:
             write_down3(t3, b, j, d, seen, last, WRITE_ON_HIT)
         if promotes(t2, b) and _lift(t1, b):
-            put_down1(t1, t2, t3, b, j, d, seen, last)
+            put_down1(t1, t2, t3, b, j, d, seen, last, True)
     elif lvl == 3:
         tier_hit(t3, b, j, d)
         if promotes(t3, b) and _lift(t2, b):
-            put_down2(t2, t3, b, j, d, seen, last)
+            put_down2(t2, t3, b, j, d, seen, last, True)

@@ -90,7 +90,7 @@ def store1(t1, t2, t3, blocks, s, e, level, seen, last, depth, sampled):
     if _writes(t1) and _fits(t1, _batch(t1, 1, blocks, s, e, level, seen)):
         for j in range(s, e):
             if t1.want[j - s] and not t1.resident[blocks[j]]:
-                put_down1(t1, t2, t3, blocks[j], j, _depth(depth, sampled, j, s), seen, last)
+                put_down1(t1, t2, t3, blocks[j], j, _depth(depth, sampled, j, s), seen, last, True)
 
 
 @njit
@@ -98,7 +98,7 @@ def store2(t2, t3, blocks, s, e, level, seen, last, depth, sampled):
     if _writes(t2) and _fits(t2, _batch(t2, 2, blocks, s, e, level, seen)):
         for j in range(s, e):
             if t2.want[j - s] and not t2.resident[blocks[j]]:
-                put_down2(t2, t3, blocks[j], j, _depth(depth, sampled, j, s), seen, last)
+                put_down2(t2, t3, blocks[j], j, _depth(depth, sampled, j, s), seen, last, True)
 
 
 @njit
@@ -106,7 +106,7 @@ def store3(t3, blocks, s, e, level, seen, last, depth, sampled):
     if _writes(t3) and _fits(t3, _batch(t3, 3, blocks, s, e, level, seen)):
         for j in range(s, e):
             if t3.want[j - s] and not t3.resident[blocks[j]]:
-                put_down3(t3, blocks[j], j, _depth(depth, sampled, j, s), seen, last)
+                put_down3(t3, blocks[j], j, _depth(depth, sampled, j, s), seen, last, True)
 
 
 @njit

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as hs
 
 from sim_core import Trace, simulate
@@ -273,6 +273,9 @@ def test_block_mode_equals_the_reference_model(seq, hbm, tiers, hbm_policy, tier
 @settings(max_examples=60, deadline=None)
 @given(reqs=hs.lists(hs.lists(hs.integers(0, 30), min_size=1, max_size=6), min_size=1, max_size=25),
        c0=hs.integers(6, 12), c1=hs.integers(0, 20), mode=hs.sampled_from(["block", "request"]))
+# a one-block tier takes two HBM victims in one request: the first must not be pinned as
+# if it were the request's own block (it was, and the second write was skipped)
+@example(reqs=[[0, 4, 5, 6, 7, 1], [2, 3], [1]], c0=6, c1=1, mode="request")
 def test_exclusive_lru_hierarchy_is_one_lru_stack(reqs, c0, c1, mode):
     t = Trace.from_requests(reqs)
     h = simulate(t, "lru", [c0], mode=mode, tiers=victim(c1))[0]
