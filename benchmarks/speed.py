@@ -199,15 +199,20 @@ def engine_figures(trace, capacity, reps):
 
 def belady_compute_ratio(trace, capacity, reps) -> dict:
     """BeladyCompute's time per replay over Belady's, at one capacity in request mode,
-    per cost model (Belady's replay does not depend on it)."""
+    per cost model (Belady's replay does not depend on it). The two replays alternate,
+    at least 5 times each, so that the machine's drift falls on both; medians."""
     out = {}
     for model in ("uniform", "qwen3_coder_30b"):
         runs = {p: (lambda p=p: simulate(trace, p, capacity, mode="request", cost_models=[model]))
                 for p in ("belady", "belady_compute")}
         for f in runs.values():
             f()
-        secs = {p: _median_time(f, reps) for p, f in runs.items()}
-        out[f"belady_compute_over_belady_{model}"] = secs["belady_compute"] / secs["belady"]
+        secs = {p: [] for p in runs}
+        for _ in range(max(reps, 5)):
+            for p, f in runs.items():
+                secs[p].append(_median_time(f, 1))
+        med = {p: statistics.median(v) for p, v in secs.items()}
+        out[f"belady_compute_over_belady_{model}"] = med["belady_compute"] / med["belady"]
     return out
 
 

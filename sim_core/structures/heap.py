@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..jit import inline_njit, njit
+from ..jit import njit
 
 
 def new_heap(n_unique: int, capacity: int):
@@ -23,7 +23,7 @@ def new_heap(n_unique: int, capacity: int):
 
 
 # ------------------------------------------------------------ heap in array regions
-@inline_njit
+@njit
 def above(K, kb, a, b):
     """Block a sits above block b: a larger key, or an equal key and a smaller id."""
     ka = K[kb + a]
@@ -31,13 +31,13 @@ def above(K, kb, a, b):
     return ka > kc or (ka == kc and a < b)
 
 
-@inline_njit
+@njit
 def _put(H, hb, P, pb, i, b):
     H[hb + i] = b
     P[pb + b] = i
 
 
-@inline_njit
+@njit
 def sift_up_at(H, hb, P, pb, K, kb, i):
     """Move the block at slot i up while it sits above its parent."""
     b = H[hb + i]
@@ -48,7 +48,7 @@ def sift_up_at(H, hb, P, pb, K, kb, i):
     _put(H, hb, P, pb, i, b)
 
 
-@inline_njit
+@njit
 def sift_down_at(H, hb, P, pb, K, kb, n, i):
     """Move the block at slot i down below its children (the top one first); also the
     step of a bottom-up heapify over arbitrary keys."""
@@ -65,14 +65,14 @@ def sift_down_at(H, hb, P, pb, K, kb, n, i):
     _put(H, hb, P, pb, i, b)
 
 
-@inline_njit
+@njit
 def push_at(H, hb, P, pb, K, kb, n, b):
     """Add b (its key already in K) to a heap of n entries; the caller counts n + 1."""
     H[hb + n] = b
     sift_up_at(H, hb, P, pb, K, kb, n)
 
 
-@inline_njit
+@njit
 def rekey_at(H, hb, P, pb, K, kb, n, b, k):
     """Give b, in a heap of n entries, the key k."""
     old = K[kb + b]
@@ -84,7 +84,7 @@ def rekey_at(H, hb, P, pb, K, kb, n, b, k):
         sift_down_at(H, hb, P, pb, K, kb, n, i)
 
 
-@inline_njit
+@njit
 def remove_at(H, hb, P, pb, K, kb, n, b):
     """Take b out of a heap of n entries (n - 1 remain; b's position is left as is)."""
     i = P[pb + b]
@@ -98,7 +98,7 @@ def remove_at(H, hb, P, pb, K, kb, n, b):
 
 
 # ----------------------------------------------------------- heap in its own arrays
-@inline_njit
+@njit
 def push(heap, pos, key, size, b, k):
     n = size[0]
     if n >= heap.shape[0]:
@@ -108,12 +108,12 @@ def push(heap, pos, key, size, b, k):
     push_at(heap, 0, pos, 0, key, 0, n, b)
 
 
-@inline_njit
+@njit
 def update(heap, pos, key, size, b, k):
     rekey_at(heap, 0, pos, 0, key, 0, size[0], b, k)
 
 
-@inline_njit
+@njit
 def remove(heap, pos, key, size, b):
     n = size[0]
     size[0] = n - 1
