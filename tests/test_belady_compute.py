@@ -295,6 +295,15 @@ def test_hooks_skip_pinned_and_restore_them():
     assert bc.evict(st, 5, 10, pin) == -1
 
 
+def exact_top(items, now, inverse):
+    """The slot of the highest exact score at `now` among items {slot: (c, n)} (ties: the
+    smaller slot), -1 if there are none."""
+    def sc(s):
+        c, nn = items[s]
+        return (Fraction(nn - now) / Fraction(c) if inverse else Fraction(c) * (nn - now), -s)
+    return max(items, key=sc) if items else -1
+
+
 def test_kinetic_tree_tracks_the_argmax_over_time():
     """Random lines, random updates and times: the tree's top equals the exact argmax."""
     rng = np.random.default_rng(1)
@@ -313,14 +322,7 @@ def test_kinetic_tree_tracks_the_argmax_over_time():
             else:
                 t += int(rng.integers(0, 40))
                 advance(kt, kc, t)
-                if not items:
-                    continue
-
-                def sc(s, now=kt[1]):
-                    c, nn = items[s]
-                    return (Fraction(nn - int(now)) / Fraction(c) if inverse
-                            else Fraction(c) * (nn - int(now)), -s)
-                assert top(kt) == max(items, key=sc)
+                assert top(kt) == exact_top(items, int(kt[1]), inverse)
 
 
 def test_static_repairs_keep_the_exact_argmax():
@@ -334,14 +336,6 @@ def test_static_repairs_keep_the_exact_argmax():
         items = {}
         t = 0
 
-        def check():
-            if items:
-                def sc(s):
-                    c, nn = items[s]
-                    return (Fraction(nn - t) / Fraction(c) if inverse else Fraction(c) * (nn - t), -s)
-                assert top(kt) == max(items, key=sc)
-            else:
-                assert top(kt) == -1
         for _ in range(300):
             for _ in range(int(rng.integers(1, 6))):  # repairs at one clock, as a request's victims
                 for s in (int(x) for x in rng.integers(0, n, int(rng.integers(1, 4)))):
@@ -354,10 +348,10 @@ def test_static_repairs_keep_the_exact_argmax():
                         put_leaf(kt, kc, s, c, nn, s)
                         items[s] = (c, nn)
                 flush(kt, kc, True)
-                check()
+                assert top(kt) == exact_top(items, t, inverse)
             t += int(rng.integers(0, 400))
             advance(kt, kc, t)
-            check()
+            assert top(kt) == exact_top(items, t, inverse)
 
 
 def test_deferred_updates_equal_immediate_ones():

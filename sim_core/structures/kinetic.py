@@ -193,6 +193,20 @@ def _match(ca, na, ia, cb, nb, ib, T, tmax, inv):
 
 
 @inline_njit
+def _set_node(kt, kc, k, src, cw, m):
+    """Node k takes the winner whose record starts at kt[src] (weight cw) and melt time
+    m; returns (winner slot, m)."""
+    r = _H + 4 * k
+    w = kt[src]
+    kt[r] = w
+    kt[r + 1] = kt[src + 1]
+    kt[r + 2] = kt[src + 2]
+    kt[r + 3] = m
+    kc[k] = cw
+    return w, m
+
+
+@inline_njit
 def _node(kt, kc, k, t, tmax, inv):
     """Recompute node k (winner and certificate) from its children's records at clock
     t; returns the winner slot and the melt time. Inlined at numba IR level
@@ -217,14 +231,7 @@ def _node(kt, kc, k, t, tmax, inv):
             cw = cb
         if own < m:
             m = own
-    r = _H + 4 * k
-    w = kt[src]
-    kt[r] = w
-    kt[r + 1] = kt[src + 1]
-    kt[r + 2] = kt[src + 2]
-    kt[r + 3] = m
-    kc[k] = cw
-    return w, m
+    return _set_node(kt, kc, k, src, cw, m)
 
 
 @inline_njit
@@ -242,14 +249,7 @@ def _node_static(kt, kc, k, t, inv):
     elif _beats(kc[2 * k + 1], kt[rb + 1], kt[rb + 2], cw, kt[ra + 1], kt[ra + 2], t, inv):
         src = rb
         cw = kc[2 * k + 1]
-    r = _H + 4 * k
-    w = kt[src]
-    kt[r] = w
-    kt[r + 1] = kt[src + 1]
-    kt[r + 2] = kt[src + 2]
-    kt[r + 3] = t
-    kc[k] = cw
-    return w, t
+    return _set_node(kt, kc, k, src, cw, t)
 
 
 @njit
