@@ -109,15 +109,29 @@ def sign_diff(a, x, b, y):
 
 
 @njit
+def _tie(a, x, b, y, io, iw):
+    """_beats when fl(a*x) == fl(b*y): the exact sign from the rounding errors, then ids."""
+    s = sign_diff(a, x, b, y)
+    return s > 0 or (s == 0 and io < iw)
+
+
+@njit
 def _beats(co, no, io, cw, nw, iw, t, inv):
-    """True if item o = (c, n, id) ranks above item w at time t (ties: smaller id)."""
+    """True if item o = (c, n, id) ranks above item w at time t (ties: smaller id).
+    Unequal rounded products decide at once (rounding is monotone); the rest is rare."""
     xo = float(no - t)
     xw = float(nw - t)
     if inv:  # xo/co vs xw/cw  <=>  xo*cw vs xw*co
-        s = sign_diff(cw, xo, co, xw)
+        a = cw
+        b = co
     else:
-        s = sign_diff(co, xo, cw, xw)
-    return s > 0 or (s == 0 and io < iw)
+        a = co
+        b = cw
+    p = a * xo
+    q = b * xw
+    if p != q:
+        return p > q
+    return _tie(a, xo, b, xw, io, iw)
 
 
 @njit
@@ -272,6 +286,46 @@ def _fix_path(kt, kc, s):
 
 
 @njit
+def _fix_path_static(kt, kc, s):
+    """`_fix_path` for winners only (`_node_static` up the path), the walk of every
+    further victim of a request (its slot won each node on the path, so the walk goes
+    to the root). The path's winner is carried in registers and taken with selects
+    rather than branches, which measured faster: the outcome per level is a coin toss."""
+    P = kt[0]
+    T = kt[1]
+    inv = kt[2] != 0
+    k = P + s
+    r = _H + 4 * k
+    ws = kt[r]
+    wn = kt[r + 1]
+    wi = kt[r + 2]
+    wc = kc[k]
+    while k > 1:
+        o = k ^ 1
+        ro = _H + 4 * o
+        os = kt[ro]
+        if os >= 0:
+            on = kt[ro + 1]
+            oi = kt[ro + 2]
+            oc = kc[o]
+            # ids are unique, so which of the two is asked first does not matter
+            take = ws < 0 or _beats(oc, on, oi, wc, wn, wi, T, inv)
+            ws = os if take else ws
+            wn = on if take else wn
+            wi = oi if take else wi
+            wc = oc if take else wc
+        k >>= 1
+        r = _H + 4 * k
+        if kt[r] == ws and kt[r + 3] == T and ws != s:
+            return
+        kt[r] = ws
+        kt[r + 1] = wn
+        kt[r + 2] = wi
+        kt[r + 3] = T
+        kc[k] = wc
+
+
+@njit
 def _write_leaf(kt, kc, s, c, n, ident):
     r = _H + 4 * (kt[0] + s)
     kt[r] = s
@@ -331,10 +385,19 @@ def flush(kt, kc, static=False):
     if nd == 0:
         return
     P = kt[0]
+    lb, cur, nxt, mk = _regions(P)
+    if nd == 1:  # one root path (a request's further victims): no lists, no marks
+        s = kt[lb] - P
+        kt[mk + P + s] = 0
+        kt[4] = 0
+        if static:
+            _fix_path_static(kt, kc, s)
+        else:
+            _fix_path(kt, kc, s)
+        return
     T = kt[1]
     inv = kt[2] != 0
     tmax = kt[3]
-    lb, cur, nxt, mk = _regions(P)
     src = lb
     n = nd
     while n > 0:
