@@ -248,24 +248,6 @@ def _node(kt, kc, k, t, tmax, inv):
     return _set_node(kt, kc, k, src, cw, m)
 
 
-@inline_njit
-def _node_static(kt, kc, k, t, inv):
-    """Node k's winner at clock t without its certificate: the melt is set to t, so the
-    next `advance` past t recomputes the node in full."""
-    ra = _H + 8 * k
-    rb = ra + 4
-    src = ra
-    cw = kc[2 * k]
-    if kt[ra] < 0 or kt[rb] < 0:
-        if kt[ra] < 0:
-            src = rb
-            cw = kc[2 * k + 1]
-    elif _beats(kc[2 * k + 1], kt[rb + 1], kt[rb + 2], cw, kt[ra + 1], kt[ra + 2], t, inv):
-        src = rb
-        cw = kc[2 * k + 1]
-    return _set_node(kt, kc, k, src, cw, t)
-
-
 @njit
 def _fix_path(kt, kc, s):
     """Recompute the ancestors of leaf s at the clock; stop once a node is unchanged
@@ -287,10 +269,12 @@ def _fix_path(kt, kc, s):
 
 @njit
 def _fix_path_static(kt, kc, s):
-    """`_fix_path` for winners only (`_node_static` up the path), the walk of every
-    further victim of a request (its slot won each node on the path, so the walk goes
-    to the root). The path's winner is carried in registers and taken with selects
-    rather than branches, which measured faster: the outcome per level is a coin toss."""
+    """`_fix_path` for winners only: each node on the path takes its winner at the clock
+    T and the melt time T, so the next `advance` past T recomputes it in full. This is
+    the walk of every further victim of a request (its slot won each node on the path,
+    so the walk goes to the root). The path's winner is carried in registers and taken
+    with selects rather than branches, which measured faster: the outcome per level is a
+    coin toss."""
     P = kt[0]
     T = kt[1]
     inv = kt[2] != 0
@@ -378,22 +362,24 @@ def flush(kt, kc, static=False):
     is recomputed once however many of its descendants changed, and its parent only if
     it changed or its winner is a dirty leaf (where `_fix_path` would go on).
 
-    static=True repairs winners only and leaves the certificates to the next `advance`
-    (`_node_static`): for repeated queries at one clock, such as a request's victims,
-    whose root paths overlap, so each node's certificate is computed once per clock."""
+    static=True repairs winners only, leaf by leaf (`_fix_path_static`), and leaves the
+    certificates to the next `advance`: for repeated queries at one clock, such as a
+    request's victims, whose root paths overlap, so each node's certificate is computed
+    once per clock. One dirty leaf is one walk either way: no lists, no marks."""
     nd = kt[4]
     if nd == 0:
         return
     P = kt[0]
     lb, cur, nxt, mk = _regions(P)
-    if nd == 1:  # one root path (a request's further victims): no lists, no marks
-        s = kt[lb] - P
-        kt[mk + P + s] = 0
+    if static or nd == 1:
+        for i in range(nd):
+            kt[mk + kt[lb + i]] = 0
         kt[4] = 0
-        if static:
-            _fix_path_static(kt, kc, s)
-        else:
-            _fix_path(kt, kc, s)
+        for i in range(nd):
+            if static:
+                _fix_path_static(kt, kc, kt[lb + i] - P)
+            else:
+                _fix_path(kt, kc, kt[lb + i] - P)
         return
     T = kt[1]
     inv = kt[2] != 0
@@ -415,10 +401,7 @@ def flush(kt, kc, static=False):
             r = _H + 4 * k
             w0 = kt[r]
             m0 = kt[r + 3]
-            if static:
-                w, mm = _node_static(kt, kc, k, T, inv)
-            else:
-                w, mm = _node(kt, kc, k, T, tmax, inv)
+            w, mm = _node(kt, kc, k, T, tmax, inv)
             if w != w0 or mm != m0 or (w0 >= 0 and kt[mk + P + w0] != 0):
                 kt[cur + n] = k
                 n += 1
