@@ -18,7 +18,7 @@ The decision rules are the paper's (sec. 5.1-5.4), in percentage points:
   savings); elsewhere evict blocks (in HBM blocks are the native unit anyway).
 
 Sessions are the loaded trace's (trace.sessions): on a trace without session ids they
-are inferred from prefix chains (sim_core/sessions.py) and the report says so; with
+are inferred from prefix chains (sim_core/traces/sessions.py) and the report says so; with
 trace.sessions=given such a trace has none, and lru_session and the granularity step are
 left out, with the reason in the report's notes.
 """
@@ -31,9 +31,9 @@ from pathlib import Path
 import numpy as np
 
 from sim_core import saturation_capacity, simulate
-from sim_core.options import resolve_order
-from sim_core.sample import auto_rate
-from sim_core.sessions import INFERRED_NOTE, sessions_source
+from sim_core.replay.options import resolve_order
+from sim_core.traces.sample import auto_rate
+from sim_core.traces.sessions import INFERRED_NOTE, sessions_source
 from sweep.config import ConfigError
 from sweep.plan import Capacity, oversized_warnings, resolve_capacities
 from sweep.report.sizing import axes
@@ -73,7 +73,7 @@ SESSION_POLICIES = ("lru_session",)
 NO_SESSIONS = ("the trace has no session ids (trace.sessions=given on a trace without them, as Mooncake's): "
                "session-level LRU (lru_session) is not replayed and the granularity step is left out, since every "
                "request would be a session of its own; trace.sessions=auto infers sessions from prefix chains "
-               "(sim_core/sessions.py)")
+               "(sim_core/traces/sessions.py)")
 
 
 def sessions_of(trace) -> tuple[str, str]:
@@ -358,7 +358,7 @@ def markdown(report: dict, figure_paths: dict[str, Path], out: Path) -> str:
 def _sessions_line(report: dict) -> str:
     src = report["trace"].get("sessions", "given")
     if src == "inferred":
-        return " Session-level LRU replays sessions inferred from prefix chains (sim_core/sessions.py)."
+        return " Session-level LRU replays sessions inferred from prefix chains (sim_core/traces/sessions.py)."
     if src == "none":
         return " The trace has no session ids: session-level eviction is not assessed (see the notes)."
     return ""
@@ -399,7 +399,7 @@ def _prepare(inv):
     model = config.model_of(inv)
     costs = config.cost_models_of(inv, model)
     trace = config.load_trace(inv)
-    if auto:  # as the sweep: sampled when the trace is large (sim_core.sample.auto_rate)
+    if auto:  # as the sweep: sampled when the trace is large (sim_core.traces.sample.auto_rate)
         sim.sample_rate = None if str(sim.hits) == "prefix" else auto_rate(trace.n_accesses)
         log.info("sim.sample_rate=auto: %s", "exact replay" if sim.sample_rate is None
                  else f"sampled replay at r={sim.sample_rate:g}")

@@ -7,7 +7,7 @@ curve (4.5), block categories (4.1), compulsory misses (4.6), sessions and concu
 one MLflow run (tag kvsweep.kind=characterization) in the trace's experiment.
 
 Sessions are the loaded trace's (trace.sessions): a trace without session ids (Mooncake)
-gets them inferred from prefix chains (sim_core/sessions.py), and the report says so
+gets them inferred from prefix chains (sim_core/traces/sessions.py), and the report says so
 wherever a measurement rests on them. With trace.sessions=given such a trace gets every
 measurement that needs no sessions; the others are reported as skipped, with the reason.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sim_core.sessions import INFERRED_NOTE, sessions_source
+from sim_core.traces.sessions import INFERRED_NOTE, sessions_source
 
 from . import config, figures, record
 from .workload import (HISTORY, SINGLE_TURN, SYSTEM, active_sessions, block_reuse, characterize, frequency_profile,

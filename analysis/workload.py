@@ -4,7 +4,7 @@
 FreeInference and Chutes traces, by name, computed with vectorised numpy and compiled
 passes over the accesses (a few million accesses take about a second). It is what the
 synthetic generator is calibrated against (the published values are in
-:mod:`sim_core.synth.targets`: ``calibration_table(characterize(t), TARGETS_FREEINFERENCE)``)
+:mod:`sim_core.traces.synth.targets`: ``calibration_table(characterize(t), TARGETS_FREEINFERENCE)``)
 and what users run on their own traces.
 
 Conventions used by every statistic:

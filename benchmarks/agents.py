@@ -10,9 +10,9 @@ nothing), and the mean TTFT over those capacities (service time on an H100, no q
 docs/tiers.md), HBM alone and, for the HBM regime, above a 1 TiB DRAM pool (LRU, written
 on eviction from HBM, host link). Traces:
 
-- `freeinference`: one full-scale week of sim_core.synth's FreeInference stand-in (seed
+- `freeinference`: one full-scale week of sim_core.traces.synth's FreeInference stand-in (seed
   `--seed`, true sessions), every policy replayed sampled by depth at `--rate` as a sweep
-  samples it (sim_core.sample: every request and session kept, each m-th depth of each
+  samples it (sim_core.traces.sample: every request and session kept, each m-th depth of each
   prefix tree; caches scaled by the rate, raised at small capacities by the floor). The
   generator's small scale is not a smaller copy of the workload (docs/traces.md), and a
   session sample keeps whole requests that a scaled HBM cache cannot hold;
@@ -20,7 +20,7 @@ on eviction from HBM, host link). Traces:
   its session's next turn (Trace.tool_wait_s; an agent framework that knows how long its
   tool calls take); ttl_pin then holds a session for its wait plus `ttl`;
 - `mooncake (inferred sessions)`: the bundled Mooncake conversation trace (no session
-  ids; sessions inferred from prefix chains by sim_core.sessions.infer_links), unscaled;
+  ids; sessions inferred from prefix chains by sim_core.traces.sessions.infer_links), unscaled;
 - `lmcache miniswe`, `lmcache magagent`: the bundled excerpt of LMCache's agent traces
   (sim_core/data/lmcache_agent_trace, one directory per agent kind, their own session
   ids), tokenized with a byte-level BPE of 8,192 entries trained here on the excerpt's
@@ -47,9 +47,9 @@ from pathlib import Path
 import numpy as np
 
 from sim_core import QWEN3_CODER_30B, Trace, simulate, to_blocks
-from sim_core.loaders import DATA_DIR, bundled_path, load_trace
-from sim_core.sessions import infer_links, next_in_session
-from sim_core.synth import generate
+from sim_core.traces.loaders import DATA_DIR, bundled_path, load_trace
+from sim_core.traces.sessions import infer_links, next_in_session
+from sim_core.traces.synth import generate
 
 #: (regime, sizes in GiB): inside the paper's HBM (24-120 GiB) and pool (0.25-12 TiB) ranges
 REGIME_GIB = (("HBM", (24.0, 48.0, 96.0)), ("pool", (256.0, 1024.0, 4096.0)))

@@ -44,8 +44,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from sim_core import QWEN3_CODER_30B, get_policy, policy_names, simulate, to_blocks
-from sim_core import synth
-from sim_core.sample import capacity_rates
+from sim_core.traces import synth
+from sim_core.traces.sample import capacity_rates
 
 COSTS = ("uniform", "linear", "qwen3_coder_30b")
 CAPACITY = to_blocks("24GiB", QWEN3_CODER_30B, 16)  # 16,384 blocks of 16 tokens
@@ -300,7 +300,7 @@ def _default_weeks() -> int:
 
 def _auto_rate(k: int, scale: float) -> float | None:
     """sim.sample_rate=auto's rate for k weeks (about 671M accesses each at full scale)."""
-    from sim_core.sample import auto_rate
+    from sim_core.traces.sample import auto_rate
 
     return auto_rate(int(671_000_000 * scale) * k, k)
 

@@ -9,7 +9,7 @@
     python -m benchmarks.fidelity spread --other 5        # where seeds 0 and 5 differ (README "Seed spread")
     python -m benchmarks.fidelity seeds --set diurnal=0   # the same, with a profile field changed
     python -m benchmarks.fidelity seeds --weeks 8 --rate 0.00125  # the default study's 8 weeks
-    python -m benchmarks.fidelity fit --maxfev 800        # refit the statistics' knobs (sim_core.synth.fit)
+    python -m benchmarks.fidelity fit --maxfev 800        # refit the statistics' knobs (sim_core.traces.synth.fit)
     python -m benchmarks.fidelity fit --knobs time        # refit gaps and pauses to the published reuse times
     python -m benchmarks.fidelity fit --knobs prompts     # refit the system prompts' bursts (their reuse times)
 
@@ -32,11 +32,11 @@ import numpy as np
 
 from analysis.workload import characterize, window_overlap
 from sim_core import get_policy, simulate
-from sim_core.schedule import steady_concurrency
-from sim_core.synth import fit as synth_fit, generate_labeled, get_profile
-from sim_core.synth.plan import STREAMS
-from sim_core.synth.targets import REUSE_TARGETS_FREEINFERENCE, SECONDARY_TARGETS_FREEINFERENCE, TARGETS_FREEINFERENCE
-from sim_core.trace import back_to_back
+from sim_core.traces.schedule import steady_concurrency
+from sim_core.traces.synth import fit as synth_fit, generate_labeled, get_profile
+from sim_core.traces.synth.plan import STREAMS
+from sim_core.traces.synth.targets import REUSE_TARGETS_FREEINFERENCE, SECONDARY_TARGETS_FREEINFERENCE, TARGETS_FREEINFERENCE
+from sim_core.traces.trace import back_to_back
 from sweep import weeks
 
 HEADLINE = {16384: "24GiB", 32768: "48GiB", 65536: "96GiB", 699051: "1TiB"}  # Qwen3-Coder-30B blocks
@@ -180,7 +180,7 @@ def _curves(trace, policies, caps, rate, sample_seed=0, order=None) -> dict:
 
 def concurrency(a) -> list[dict]:
     """Paper appendix B on the generated week: its multi-turn sessions, truncated where
-    concurrency collapses at 1024, replayed at each concurrency (`sim_core.schedule`).
+    concurrency collapses at 1024, replayed at each concurrency (`sim_core.traces.schedule`).
     `reachable`: LRU's hits over the reuses (accesses after a block's first), i.e. the
     share of reuses within the capacity's stack distance."""
     trace = _trace({}, a.scale, a.seed)
@@ -222,7 +222,7 @@ PROMPT_REUSE = ("system_reuse_median_s", "system_reuse_p99_s", "system_lifetime_
 
 
 def fit(a, overrides: dict) -> dict:
-    """Nelder-Mead over one group of sim_core.synth.fit.KNOBS (--knobs) from the shipped
+    """Nelder-Mead over one group of sim_core.traces.synth.fit.KNOBS (--knobs) from the shipped
     profile (with --set), full scale, seed --seed; logs each improvement, returns the best
     profile's changed fields and its ratios to the targets."""
     base = dataclasses.replace(get_profile("freeinference"), **overrides)

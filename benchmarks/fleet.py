@@ -23,7 +23,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from sim_core import ROUTERS, serve
-from sim_core.loaders import load_trace
+from sim_core.traces.loaders import load_trace
 
 from .serving import BUNDLED, interleaved, publish
 

@@ -12,8 +12,8 @@ import argparse
 import platform
 
 from sim_core import simulate
-from sim_core.engines import PRESETS
-from sim_core.loaders import bundled_path, load_trace
+from sim_core.deployment.counting import PRESETS
+from sim_core.traces.loaders import bundled_path, load_trace
 
 
 def main(argv=None) -> int:

@@ -1,5 +1,5 @@
 """What ids that are not prefix-chained do to block-mode reuse, before and after
-re-chaining (sim_core.loaders: trace.rechain; docs/traces.md#re-chaining).
+re-chaining (sim_core.traces.loaders: trace.rechain; docs/traces.md#re-chaining).
 
     python -m benchmarks.rechain [--sessions 300] [--seed 0] [--capacities 500,1000,4000]
 
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from sim_core import simulate
-from sim_core.loaders import load_trace
+from sim_core.traces.loaders import load_trace
 
 PROMPTS, PROMPT_BLOCKS, DOCS = 3, 8, 2000
 

@@ -26,9 +26,10 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from types import SimpleNamespace
 
-from sim_core import QWEN3_CODER_30B, REGISTRY, get_policy, simulate, synth, to_blocks
-from sim_core import sample as smp
-from sim_core.capacity import log_spaced_bytes
+from sim_core import QWEN3_CODER_30B, REGISTRY, get_policy, simulate, to_blocks
+from sim_core.traces import synth
+from sim_core.traces import sample as smp
+from sim_core.deployment.capacity import log_spaced_bytes
 
 HEADLINE_GIB = (24, 48, 96, 1024)
 COSTS = ("uniform", "linear", "qwen3_coder_30b")
@@ -140,7 +141,7 @@ def main(argv=None) -> int:
     ap.add_argument("--policies", default="all", help="comma list, or all (policy=all's set)")
     ap.add_argument("--by", default=None, choices=[None, "block", "session", "depth"], help="override each policy's own")
     ap.add_argument("--floor", type=int, default=None, help="summarise only scaled caches >= this many blocks "
-                                                             "(default: sim_core.sample.MIN_SAMPLED_BLOCKS)")
+                                                             "(default: sim_core.traces.sample.MIN_SAMPLED_BLOCKS)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--out", default="bench_results")
     ap.add_argument("--reuse-exact", default=None, help="an earlier run's .jsonl on the same trace: its exact "

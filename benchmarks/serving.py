@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from sim_core import serve
-from sim_core.loaders import load_trace
+from sim_core.traces.loaders import load_trace
 
 BUNDLED = Path(__file__).resolve().parents[1] / "sim_core" / "data" / "mooncake_conversation.jsonl"
 # (replicas, KV blocks per replica, router, arrival speed-up)

@@ -1,16 +1,16 @@
-"""Sessions inferred from prefix chains (sim_core/sessions.py) against known sessions.
+"""Sessions inferred from prefix chains (sim_core/traces/sessions.py) against known sessions.
 
     python -m benchmarks.sessions [--scale 0.05] [--seeds 0,1,2] [--max-fanout 3] [--file trace.jsonl]
 
 Prints markdown tables:
 
 1. scores on traces whose sessions are known: the generated FreeInference and Chutes
-   traces (sim_core.synth, true session ids), the FreeInference one again with each
+   traces (sim_core.traces.synth, true session ids), the FreeInference one again with each
    partial last block re-hashed (as an engine that hashes partial blocks logs it:
-   sim_core.sessions.rehash_partial_tails), and any `--file` (a trace file with session
+   sim_core.traces.sessions.rehash_partial_tails), and any `--file` (a trace file with session
    ids, e.g. a Qwen Bailian JSONL, whose parent links give them). Pair precision and
    recall are over consecutive-turn pairs; ARI, homogeneity and completeness over the
-   whole partition (sim_core.sessions.pair_scores, partition_scores).
+   whole partition (sim_core.traces.sessions.pair_scores, partition_scores).
 2. the bundled Mooncake conversation trace, which has no session ids: what is inferred.
 3. the same scores over max_fanout (the shared-prompt guard).
 """
@@ -22,10 +22,10 @@ import sys
 
 import numpy as np
 
-from sim_core.loaders import bundled_path, load_trace
-from sim_core.sessions import (DEFAULT_MAX_FANOUT, infer_links, pair_scores, partition_scores,
+from sim_core.traces.loaders import bundled_path, load_trace
+from sim_core.traces.sessions import (DEFAULT_MAX_FANOUT, infer_links, pair_scores, partition_scores,
                                rehash_partial_tails)
-from sim_core.synth import DEFAULT_SCALE, generate
+from sim_core.traces.synth import DEFAULT_SCALE, generate
 
 FANOUTS = (1, 2, 3, 4, 8, 16)
 

@@ -27,9 +27,10 @@ from pathlib import Path
 import numpy as np
 from omegaconf import OmegaConf
 
-from sim_core import QWEN3_CODER_30B, get_policy, policy_names, simulate, synth, to_blocks
+from sim_core import QWEN3_CODER_30B, get_policy, policy_names, simulate, to_blocks
+from sim_core.traces import synth
 from sim_core.jit import njit
-from sim_core.reference import libcachesim_hit_ratio, write_oracle_general
+from sim_core.replay.reference import libcachesim_hit_ratio, write_oracle_general
 from sweep.plan import Capacity, make_plan
 from sweep.runner import RayCluster
 from sweep.spec import PolicyChoice

@@ -7,7 +7,7 @@ HBM and pool) beside NVIDIA Dynamo 1.6.1's replay with `native_host_offload` (it
 of vLLM's offloading, copies instantaneous), when Dynamo is installed: HBM and host-pool
 hits in blocks (Dynamo's: the first admission's G1 and host reused tokens / 512; its
 scheduler, decode blocks and preemptions are in its numbers, not in ours). Second, every
-named hierarchy (sim_core.tier_rules.HIERARCHIES) at one HBM size over the pool sizes,
+named hierarchy (sim_core.tiers.rules.HIERARCHIES) at one HBM size over the pool sizes,
 each lower tier that size. Counts, not times.
 """
 from __future__ import annotations
@@ -17,8 +17,8 @@ import os
 import platform
 
 from sim_core import simulate
-from sim_core.loaders import bundled_path, load_trace
-from sim_core.tier_rules import HIERARCHIES
+from sim_core.traces.loaders import bundled_path, load_trace
+from sim_core.tiers.rules import HIERARCHIES
 
 
 def ours(trace, hbm: int, pool: int) -> tuple[int, int]:

@@ -6,7 +6,7 @@ and the per-tier table of docs/tiers.md.
     python -m benchmarks.tiers table     # HBM x pool sizes x (LRU, S3-FIFO, Belady bound), TTFT
 
 Each prints a markdown table with the command line and the machine it ran on. The
-generated FreeInference-like trace is built by sim_core.synth (one week, `--scale` of
+generated FreeInference-like trace is built by sim_core.traces.synth (one week, `--scale` of
 the full size, `--seed`).
 """
 from __future__ import annotations
@@ -19,8 +19,8 @@ import sys
 import time
 
 from sim_core import simulate, tier_bound, to_blocks
-from sim_core.models import QWEN3_CODER_30B
-from sim_core.synth import generate
+from sim_core.deployment.models import QWEN3_CODER_30B
+from sim_core.traces.synth import generate
 
 GIB = 1 << 30
 

@@ -1,7 +1,7 @@
-"""Checks of configuration values shared by sim_core.tracecfg, sweep and analysis.
+"""Checks of configuration values shared by sim_core.traces.config, sweep and analysis.
 
 `ConfigError` is defined here, in sim_core, so that the trace configuration
-(sim_core.tracecfg) raises the very error sweep's and analysis's command lines report
+(sim_core.traces.config) raises the very error sweep's and analysis's command lines report
 (sweep.config re-exports it).
 """
 from __future__ import annotations

@@ -45,7 +45,7 @@ def trace_digest(trace) -> str:
 
 
 def generator_digest(meta: dict) -> str:
-    """The identity of a trace that sim_core.synth generated, from what generated it: its
+    """The identity of a trace that sim_core.traces.synth generated, from what generated it: its
     parameters (`Trace.meta`, which records a non-default profile in full) and the
     simulator's source digest (which covers the generator). It stands for the content
     digest of a fresh generated trace: the same inputs give the same arrays bit for bit,

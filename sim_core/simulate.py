@@ -7,22 +7,24 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .accounting import affine, count_from, request_sums, skip_partial_view, windows_table
-from .cost import cost_per_depth
-from .engines import preset
-from .engine import (BAD_VICTIM, EVICTIONS, FAILED, HBM_HITS, MAX_SIZE, N_COUNTERS, OVERSIZED, OVERSIZED_BLOCKS, TOKENS,
+from .replay.accounting import affine, count_from, skip_partial_view, windows_table
+from .deployment.cost import cost_per_depth
+from .deployment.counting import preset
+from .replay.engine import (BAD_VICTIM, EVICTIONS, FAILED, HBM_HITS, MAX_SIZE, N_COUNTERS, OVERSIZED, OVERSIZED_BLOCKS, TOKENS,
                      new_accounting, new_engine_state, replay_tiered)
-from .hardware import ttft_stats
-from .hierarchy import NO_TIER, T_BAD_VICTIM, T_EVICTIONS, T_FAILED, T_SKIPPED, T_WRITES
-from .tier_spec import build_tier
-from .onepass import percentile_from_hist
-from .options import Options, check_rate, enum_value, options, resolve_order, tier_rate
+from .deployment.hardware import ttft_stats
+from .tiers.hierarchy import NO_TIER, T_BAD_VICTIM, T_EVICTIONS, T_FAILED, T_SKIPPED, T_WRITES
+from .tiers.spec import build_tier
+from .structures.onepass import percentile_from_hist
+from .replay.options import Options, check_rate, enum_value, options, resolve_order, tier_rate
 from .policies import PolicyContext, get_policy, resolve_params
 from .result import Hits, Mode, Order, Result, make_result, sampled
-from .sample import capacity_rates, sample_of, scaled_capacity
-from .tier_rules import with_rules
-from .trace import Trace
-from .units import as_capacity, depth_totals, replay_units, saturation_capacity
+from .traces.sample import capacity_rates, sample_of, scaled_capacity
+from .tiers.rules import with_rules
+from .traces.sums import request_sums
+from .traces.trace import Trace
+from .deployment.capacity import as_capacity, saturation_capacity
+from .replay.units import depth_totals, replay_units
 
 
 def simulate(
@@ -69,37 +71,37 @@ def simulate(
     policy is replayed once and every cost model is read off the same pass; a cost-aware
     policy is replayed once per cost model, optimising that model. How capacities are
     batched into replays is `replay_units`: a stack policy (LRU) gets its curve from one
-    pass when `one_pass` (exact; see sim_core.onepass), and capacities at or above
+    pass when `one_pass` (exact; see sim_core.structures.onepass), and capacities at or above
     `saturation_capacity(trace)` never evict, so they share one replay.
 
-    `engine` (a preset of sim_core.engines: vllm, sglang, lmcache, mooncake, dynamo,
+    `engine` (a preset of sim_core.deployment.counting: vllm, sglang, lmcache, mooncake, dynamo,
     paper) sets mode, hits, order, partial_blocks and warmup where they are not given
     (defaults without it: request, block, the mode's order, cache, none), and the rules of
-    the lower tiers its hierarchy runs (sim_core.tier_rules.ENGINE_HIERARCHY).
+    the lower tiers its hierarchy runs (sim_core.tiers.rules.ENGINE_HIERARCHY).
 
-    Tiers (sim_core.hierarchy): `tiers` lists lower tiers under HBM, top down, each a
+    Tiers (sim_core.tiers.hierarchy): `tiers` lists lower tiers under HBM, top down, each a
     mapping {"name", "capacity" (blocks), "policy", "write": on_evict | on_compute | on_hit,
     "inclusive", "admit": all | after_hits=N | doorkeeper | lookups=N | frequency=N[/Ts],
     "touch": loads | request, "promote": N, "params", "link": host | ssd, "bandwidth_bps"}.
     The rules a tier leaves out come from `hierarchy` (a name of
-    sim_core.tier_rules.HIERARCHIES: vllm_cpu, hicache_write_back, kvbm, victim, ...), else
+    sim_core.tiers.rules.HIERARCHIES: vllm_cpu, hicache_write_back, kvbm, victim, ...), else
     from the engine's, else vLLM's CPU offload. `hbm_admit` is HBM's own admission rule.
 
-    Counting (sim_core.accounting): `partial_blocks="skip"` never caches a request's
+    Counting (sim_core.replay.accounting): `partial_blocks="skip"` never caches a request's
     partial last block; `warmup` (a fraction of the requests in [0, 1), or a duration
     such as "30m") replays the first requests without counting them; `window` (a
     duration) adds per-window metrics (`Result.windows`).
 
-    `hardware` (a part name of sim_core.hardware.PARTS, or a mapping with overrides)
+    `hardware` (a part name of sim_core.deployment.hardware.PARTS, or a mapping with overrides)
     adds the TTFT estimate (service time, no queueing), with loads overlapped under
     compute when `overlap`; `model` gives its FLOPs and KV bytes (default Qwen3-Coder-30B).
     Windows and TTFT need per-request counts, which a one-pass curve does not keep: the
     policy is then replayed capacity by capacity.
 
-    `sample_rate` r < 1 runs a miniature simulation (sim_core.sample): the hash-sampled
+    `sample_rate` r < 1 runs a miniature simulation (sim_core.traces.sample): the hash-sampled
     trace (by block, or by session: `sample_by`, default the policy's own) through caches
     scaled by r. A capacity whose scaled cache (or a lower tier's) would fall below the
-    sampling floor is sampled at a higher rate (`sim_core.sample.capacity_rates`); each
+    sampling floor is sampled at a higher rate (`sim_core.traces.sample.capacity_rates`); each
     Result says at which (`sample_rate`, 1 = exact). The floor is the policy's
     (`PolicySpec.sample_floor`, else the unit's); `sample_floor` overrides it. Prefix hits
     are undefined on a sample and refused.
@@ -145,7 +147,7 @@ def simulate(
                        sample_force=sample_force, sample_floor=sample_floor, partial_blocks=partial_blocks,
                        warmup=warmup, window=window)
         return [dataclasses.replace(r, capacity_blocks=c) for c, r in zip(caps, got)]
-    if spec.solve is not None:  # an oracle computed by a solver (sim_core.ilp): exact, never sampled
+    if spec.solve is not None:  # an oracle computed by a solver (sim_core.oracles.ilp): exact, never sampled
         if rate < 1.0 and sample_force:
             raise ValueError(f"policy {spec.name!r} is solved exactly over the whole trace; it cannot be sampled")
         if opts.changes_replay():

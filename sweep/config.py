@@ -19,10 +19,10 @@ from pathlib import Path
 
 import yaml
 
-# defined in sim_core so that sim_core.tracecfg raises the very error the CLIs report
+# defined in sim_core so that sim_core.traces.config raises the very error the CLIs report
 from sim_core.config_checks import ConfigError, check_bool, check_int, check_number
 from sim_core.policies import REGISTRY
-from sim_core.tracecfg import path_keys
+from sim_core.traces.config import path_keys
 
 from . import schema
 

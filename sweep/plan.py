@@ -18,9 +18,9 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from sim_core import get_policy, replay_units
-from sim_core.capacity import human_gib, parse_size, to_blocks
-from sim_core.hardware import as_hardware
-from sim_core.sessions import has_session_ids
+from sim_core.deployment.capacity import human_gib, parse_size, to_blocks
+from sim_core.deployment.hardware import as_hardware
+from sim_core.traces.sessions import has_session_ids
 
 from .config import ConfigError
 from .report.families import pool_part, pool_parts
@@ -247,7 +247,7 @@ def without_sessions(sp, trace):
     if not names or has_session_ids(trace):
         return sp
     why = (f"trace {trace.name!r} has no session ids (trace.sessions=given); trace.sessions=auto infers them "
-           f"from prefix chains (sim_core/sessions.py)")
+           f"from prefix chains (sim_core/traces/sessions.py)")
     if not sp.selected_all:
         one = len(names) == 1
         raise ConfigError(f"{', '.join(names)} {'evicts' if one else 'evict'} whole sessions, but {why}: set "

@@ -22,8 +22,8 @@ from typing import Any, Optional
 from omegaconf.errors import OmegaConfBaseException
 
 from sim_core import Order
-from sim_core.accounting import PARTIAL_BLOCKS
-from sim_core.options import HITS, MODES
+from sim_core.replay.accounting import PARTIAL_BLOCKS
+from sim_core.replay.options import HITS, MODES
 from sim_core.serving import ENGINES
 
 SCHEMA = "kvsweep_schema"

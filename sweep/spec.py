@@ -14,16 +14,16 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from sim_core import Hits, Mode, get_policy
-from sim_core.accounting import check_warmup, duration_s
-from sim_core.capacity import log_spaced_bytes, parse_size
-from sim_core.cost import cost_names
-from sim_core.engines import preset, twins
-from sim_core.hardware import as_hardware
-from sim_core.tier_rules import rules_at, rules_name
-from sim_core.tier_spec import as_tier_specs, parse_admit
-from sim_core.models import ModelConfig
+from sim_core.replay.accounting import check_warmup, duration_s
+from sim_core.deployment.capacity import log_spaced_bytes, parse_size
+from sim_core.deployment.cost import cost_names
+from sim_core.deployment.counting import preset, twins
+from sim_core.deployment.hardware import as_hardware
+from sim_core.tiers.rules import rules_at, rules_name
+from sim_core.tiers.spec import as_tier_specs, parse_admit
+from sim_core.deployment.models import ModelConfig
 from sim_core.policies import REGISTRY
-from sim_core.options import resolve_order
+from sim_core.replay.options import resolve_order
 
 from .config import ConfigError, check_bool, check_int, check_number, register_generated
 
@@ -38,7 +38,7 @@ class PolicyChoice:
     slow: bool = False
     cost_aware: bool = False
     offline: bool = False
-    one_pass: bool = False  # stack policy: every capacity from one replay (sim_core.onepass)
+    one_pass: bool = False  # stack policy: every capacity from one replay (sim_core.structures.onepass)
     description: str = ""
     pool: str = ""  # the lower tiers' sizes this variant runs with ("" = none), e.g. "dram=1TiB"
     tiers: tuple = ()  # their simulate() tier dicts (capacities in blocks), top down
@@ -56,7 +56,7 @@ class SweepSpec:
     cost_models: list[str]
     capacity_sizes: list  # as given: '24GiB' strings or block counts
     capacity_name: str
-    model: Any  # sim_core.models.ModelConfig
+    model: Any  # sim_core.deployment.models.ModelConfig
     mode: Any  # sim_core.Mode
     hits: Any  # sim_core.Hits
     seed: int
@@ -68,10 +68,10 @@ class SweepSpec:
     selected_all: bool = False  # policy=all (a policy that cannot be sampled is skipped under sampling)
     sample_force: bool = False  # sim.sample_force: sample also the policies with sample_ok=False
     tier_name: str = "none"
-    tier_rules: str = ""  # the engine hierarchy whose rules filled the tiers' unset ones (sim_core.tier_rules)
+    tier_rules: str = ""  # the engine hierarchy whose rules filled the tiers' unset ones (sim_core.tiers.rules)
     tiers: list = field(default_factory=list)  # [(name, capacities as given, settings)], top down
     engine: dict = field(default_factory=dict)  # simulate()'s hbm_admit, partial_blocks, warmup, window, overlap
-    hardware: Any = None  # a sim_core.hardware mapping {part, overrides}, or None (no TTFT)
+    hardware: Any = None  # a sim_core.deployment.hardware mapping {part, overrides}, or None (no TTFT)
     engine_preset: str | None = None  # sim.engine: its results are its own (keys, run names, tags)
 
     def engine_key(self, preset: bool = True) -> tuple:
@@ -249,7 +249,7 @@ def capacity_sizes(cfg: DictConfig) -> list:
             n = int(ls["n"])
             if n < 1:
                 raise ValueError(f"capacity.logspace.n must be >= 1, got {n}")
-            # exact byte strings: sim_core.capacity.to_blocks rounds to whole blocks
+            # exact byte strings: sim_core.deployment.capacity.to_blocks rounds to whole blocks
             sizes = [f"{b:.3f}B" for b in log_spaced_bytes(ls["lo"], ls["hi"], n)]
         except (KeyError, ValueError) as e:
             raise ConfigError(f"capacity={name}: bad logspace {ls}: {e}") from None
@@ -288,9 +288,9 @@ def resolve_tiers(cfg: DictConfig) -> tuple[str, list[tuple[str, list, list[dict
     filled the rest), top down. A mode is the tier's other settings; a list under write,
     admit, inclusive or touch sweeps them (every combination is a mode). A rule the config
     leaves out (or sets to null) is the engine hierarchy's: `tier.hierarchy`, else
-    sim.engine's, else vLLM's CPU offload (sim_core.tier_rules); a list of hierarchies
+    sim.engine's, else vLLM's CPU offload (sim_core.tiers.rules); a list of hierarchies
     compares them, each a mode tagged `hierarchy`. Every setting is checked
-    here (sim_core.tier_spec.as_tier_specs), before any work."""
+    here (sim_core.tiers.spec.as_tier_specs), before any work."""
     t = cfg.get("tier") or {}
     name = str(t.get("name", "none"))
     hier = _plain(t.get("hierarchy"))
@@ -371,7 +371,7 @@ def resolve_engine(cfg: DictConfig) -> tuple[dict, Any]:
 
 
 def apply_engine(cfg: DictConfig, overrides: list[str]) -> str | None:
-    """sim.engine=<preset>: the engine's counting switches (sim_core.engines) go into
+    """sim.engine=<preset>: the engine's counting switches (sim_core.deployment.counting) go into
     cfg.sim, except those given on the command line, which win. Returns a note."""
     name = cfg.sim.get("engine")
     if name is None:

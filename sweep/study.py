@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 
 from sim_core import Hits, Mode, get_policy, saturation_capacity
 from sim_core.digest import source_digest, trace_digest
-from sim_core.sample import SampleSet, auto_rate, capacity_rates
+from sim_core.traces.sample import SampleSet, auto_rate, capacity_rates
 
 from . import derived, fleet, traces, weeks
 from .config import ConfigError
@@ -108,7 +108,7 @@ def load(st: Study) -> None:
         st.warnings.append(over)
         log.warning("%s", over)
     if st.spec.tiers:
-        log.info("tier=%s with the rules of %s (sim_core.tier_rules): %s x %s (%s)", st.spec.tier_name,
+        log.info("tier=%s with the rules of %s (sim_core.tiers.rules): %s x %s (%s)", st.spec.tier_name,
                  st.spec.tier_rules, pool_count(st.pools),
                  counted(len(st.caps), "HBM capacity", "HBM capacities"), ", ".join(lab for lab, _ in st.pools))
     t = st.trace
@@ -286,7 +286,7 @@ def _plan_kw(st: Study) -> dict:
 
 def _sampled_scale(st: Study):
     """Relative cost of a capacity under sampling: the rate it runs at (raised where the
-    scaled cache would be below the policy's sampling floor; sim_core.sample.capacity_rates)."""
+    scaled cache would be below the policy's sampling floor; sim_core.traces.sample.capacity_rates)."""
     sp = st.spec
     blocks = [c.blocks for c in st.caps]
     per_rule: dict[tuple, dict[int, float]] = {}  # (unit, floor) -> capacity -> rate
@@ -449,7 +449,7 @@ def run_jobs(st: Study, cluster) -> None:
 
 def _shipped(st: Study):
     """What the actors need: the trace, or only its samples when every capacity to
-    simulate is sampled (sim_core.sample.SampleSet)."""
+    simulate is sampled (sim_core.traces.sample.SampleSet)."""
     if st.spec.sample_rate is None or st.replay_scale is None:
         return st.trace
     if all(st.replay_scale(j.policy, st.caps[i].blocks) < 1.0 for j in st.jobs for i in j.cap_indices):

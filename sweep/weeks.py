@@ -5,11 +5,11 @@ One generated week's results move with its seed by about a point at 24-48 GiB
 larger trace averages it only slowly. Independent weeks replayed through one cache give
 their access-weighted mean (within 0.02 point: `python -m benchmarks.fidelity spread`),
 so k weeks divide the spread by about sqrt(k). Week 0 is the seed's own trace; week w
-is another draw of the same seed (sim_core.synth.generate(..., week=w)).
+is another draw of the same seed (sim_core.traces.synth.generate(..., week=w)).
 
-An exact replay builds the k weeks as one trace (sim_core.trace.back_to_back): k times
+An exact replay builds the k weeks as one trace (sim_core.traces.trace.back_to_back): k times
 one week's memory. A sampled replay holds one week per CPU at most: each is generated,
-sampled at every rate the study's capacities need (sim_core.sample.capacity_rates), and
+sampled at every rate the study's capacities need (sim_core.traces.sample.capacity_rates), and
 dropped; weeks after the first are built in forked processes, one per CPU as long as the
 available memory holds them (`week_workers`), so on two cores the driver's generation
 takes about half as long. The study then replays the weeks' samples back to back
@@ -27,8 +27,8 @@ from typing import Callable, Iterable
 import numpy as np
 
 from sim_core.digest import trace_digest
-from sim_core.sample import SampleSet, capacity_rates
-from sim_core.trace import Trace, back_to_back
+from sim_core.traces.sample import SampleSet, capacity_rates
+from sim_core.traces.trace import Trace, back_to_back
 
 log = logging.getLogger("sweep")
 

@@ -1,4 +1,4 @@
-"""Counting as engines count (sim_core.accounting): reused tokens over prompt tokens,
+"""Counting as engines count (sim_core.replay.accounting): reused tokens over prompt tokens,
 partial last blocks, the warm-up and windows of trace time. Expected values are worked
 out by hand, or come from replays of shorter traces (a replay is causal: the first k
 requests of a trace meet the cache the first k requests of a longer one meet)."""
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from sim_core import Trace, simulate
-from sim_core.loaders import bundled_path, load_trace
+from sim_core.traces.loaders import bundled_path, load_trace
 
 
 def mooncake():
@@ -98,7 +98,7 @@ def test_warmup_with_an_oracle_counts_only_after_it():
 
 
 def test_warmup_under_sampling():
-    from sim_core.synth import generate
+    from sim_core.traces.synth import generate
 
     t = generate("freeinference", seed=3)
     exact = simulate(t, "lru", [4000, 16000], warmup=0.5)
@@ -119,7 +119,7 @@ def test_windows_sum_to_the_whole(policy):
     assert len(w["start_s"]) == int(span // 600) + 1
     cm = "qwen3_coder_30b"
     # savings per window, weighted by each window's cost, give the whole
-    from sim_core.cost import cost_per_depth
+    from sim_core.deployment.cost import cost_per_depth
 
     cost = cost_per_depth(cm, t.max_request_blocks, t.block_tokens)
     d = t.depths()

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from sim_core import QWEN3_CODER_30B, Trace
-from sim_core.sessions import INFERRED_NOTE
-from sim_core.tracecfg import apply_sessions
+from sim_core.traces.sessions import INFERRED_NOTE
+from sim_core.traces.config import apply_sessions
 from tests.helpers import session_trace
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from sim_core import QWEN3_CODER_30B, simulate
-from sim_core.loaders import load_trace
+from sim_core.traces.loaders import load_trace
 from tests.test_sweep import _write_mooncake
 
 HBM, POOLS, WRITES = [4, 8], [0, 4, 12], ["on_evict", "on_compute"]

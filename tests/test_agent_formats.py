@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-from sim_core.loaders import TraceFormatError, detect_format, load_trace
+from sim_core.traces.loaders import TraceFormatError, detect_format, load_trace
 
 WORDS = "fix the bug in parser then run tests again ok done".split()
 
@@ -134,8 +134,8 @@ def test_dynamo_agentic_rows(tmp_path):
 
 
 def test_tool_waits_survive_save_subset_and_reblock(tmp_path):
-    from sim_core.reblock import reblock
-    from sim_core.trace import Trace
+    from sim_core.traces.reblock import reblock
+    from sim_core.traces.trace import Trace
 
     t = Trace.from_requests([[1, 2], [1, 2, 3, 4]], tool_wait_s=[0.5, 1.5])
     back = Trace.load(t.save(tmp_path / "t.npz"))
@@ -146,7 +146,7 @@ def test_tool_waits_survive_save_subset_and_reblock(tmp_path):
 
 def test_trace_config_reads_a_directory(tmp_path):
     from sim_core.config_checks import ConfigError
-    from sim_core.tracecfg import load
+    from sim_core.traces.config import load
 
     d = tmp_path / "traces"
     d.mkdir()
@@ -158,8 +158,8 @@ def test_trace_config_reads_a_directory(tmp_path):
 
 
 def test_turns_and_next_arrivals_by_hand():
-    from sim_core.sessions import next_arrival_s, turn_index
-    from sim_core.trace import Trace
+    from sim_core.traces.sessions import next_arrival_s, turn_index
+    from sim_core.traces.trace import Trace
 
     t = Trace.from_requests([[1], [2], [1, 3], [4], [2, 5], [1, 3, 6]], arrival_s=[0, 1, 2, 3, 4, 5],
                             session=[0, 1, 0, -1, 1, 0])
@@ -169,7 +169,7 @@ def test_turns_and_next_arrivals_by_hand():
 
 def test_tool_waits_are_part_of_the_trace_digest():
     from sim_core.digest import trace_digest
-    from sim_core.trace import Trace
+    from sim_core.traces.trace import Trace
 
     plain = Trace.from_requests([[1, 2], [1, 3]])
     a = Trace.from_requests([[1, 2], [1, 3]], tool_wait_s=[0.0, 1.0])

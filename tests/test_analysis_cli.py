@@ -1,7 +1,7 @@
 """`python -m analysis characterize|advise` and `policy=ilp` in the sweep.
 
 Expected values come from hand-built traces whose statistics are known by construction,
-from sim_core.simulate / sim_core.ilp.solve called directly, or from the paper's rules
+from sim_core.simulate / sim_core.oracles.ilp.solve called directly, or from the paper's rules
 applied to the reported numbers -- never from the code under test itself.
 """
 from __future__ import annotations
@@ -61,7 +61,7 @@ def _curves(uri: str, experiment: str) -> dict:
 
 
 def test_ilp_in_a_sweep_is_the_solver_optimum_and_bounds_belady(ilp_sweep):
-    from sim_core.ilp import solve
+    from sim_core.oracles.ilp import solve
 
     p = ilp_sweep["proc"]
     assert p.returncode == 0, p.stderr[-4000:]
@@ -105,7 +105,7 @@ def test_ilp_limit_by_hand():
     3 (one) and 4 (two): 5 in all. Under a limit of 2 the first 3 requests fit, under 3 the
     first 4."""
     pytest.importorskip("highspy")
-    from sim_core.ilp import check, requests_within
+    from sim_core.oracles.ilp import check, requests_within
 
     t = Trace.from_requests([[1, 2], [3], [1, 2], [3], [1, 2]], name="byhand")
     assert requests_within(t, 10, "request", 5) == 5
@@ -122,7 +122,7 @@ def test_ilp_limit_by_hand():
 def test_ilp_above_the_limit_is_refused_before_any_work(tmp_path):
     """The default synthetic trace has about 4.1M reuse intervals, over the 1M limit: exit 2,
     a message naming the limit and the trace's size, and nothing run or recorded."""
-    from sim_core import synth
+    from sim_core.traces import synth
 
     proc = _run(["-m", "sweep", "trace=freeinference", "trace.scale=null", "trace.weeks=1", "policy=[lru,ilp]", "capacity=paper4"],
                 tmp_path)

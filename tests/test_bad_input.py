@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim_core.trace import Trace
-from sim_core.trace_file import NATIVE_FORMAT_VERSION, check_native_arrays
+from sim_core.traces.trace import Trace
+from sim_core.traces.file import NATIVE_FORMAT_VERSION, check_native_arrays
 from sweep.config import ConfigError, check_bool, check_int, check_number, precheck_overrides
 
 REPO = Path(__file__).resolve().parent.parent

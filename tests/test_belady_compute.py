@@ -9,13 +9,14 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from sim_core import Trace, simulate, synth
-from sim_core.cost import cost_per_depth
-from sim_core.engine import EVICTIONS, FAILED, new_engine_state, replay_range
+from sim_core import Trace, simulate
+from sim_core.traces import synth
+from sim_core.deployment.cost import cost_per_depth
+from sim_core.replay.engine import EVICTIONS, FAILED, new_engine_state, replay_range
 from sim_core.policies import PolicyContext, get_policy
 from sim_core.policies import belady_compute as bc
 from sim_core.structures.kinetic import advance, clear_leaf, drop_leaf, flush, new_tree, put_leaf, set_leaf, top, tree_words
-from sim_core.units import depth_totals
+from sim_core.replay.units import depth_totals
 
 MODELS = ["linear", "qwen3_coder_30b"]
 

@@ -95,7 +95,7 @@ def test_tier_engines_tables(monkeypatch):
     here) and per named hierarchy and pool size, on a small trace."""
     from benchmarks import tier_engines
     from sim_core import Trace
-    from sim_core.tier_rules import HIERARCHIES
+    from sim_core.tiers.rules import HIERARCHIES
 
     t = Trace.from_requests([[i % 7, 10 + i % 5, 20 + i] for i in range(60)])
     monkeypatch.setattr(tier_engines, "dynamo", lambda *a: None)

@@ -70,7 +70,7 @@ def expected():
     """(policy, cost model) -> {"hit_ratio": [...], "compute_savings": [...]} per capacity,
     from sim_core on the same trace, without sweep, Ray or MLflow."""
     from sim_core import get_model, simulate, to_blocks
-    from sim_core.loaders import bundled_path, load_mooncake
+    from sim_core.traces.loaders import bundled_path, load_mooncake
 
     model = get_model("qwen3_coder_30b")
     trace = load_mooncake(bundled_path("mooncake_conversation.jsonl"), name="mooncake_conversation",

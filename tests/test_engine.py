@@ -195,7 +195,7 @@ def mooncake():
 
 @pytest.mark.parametrize("policy", ["lru", "fifo", "lfu", "belady"])
 def test_block_mode_equals_libcachesim_on_mooncake(policy, mooncake, tmp_path):
-    from sim_core.reference import libcachesim_hit_ratio, write_oracle_general
+    from sim_core.replay.reference import libcachesim_hit_ratio, write_oracle_general
 
     path = write_oracle_general(mooncake, tmp_path / "mc.oracleGeneral")
     for cap in (100, 1000, 5000, 20000):
@@ -207,7 +207,7 @@ def test_block_mode_equals_libcachesim_on_mooncake(policy, mooncake, tmp_path):
 
 @pytest.mark.parametrize("policy", ["lru", "fifo", "lfu", "belady"])
 def test_block_mode_equals_libcachesim_on_sessions(policy, tmp_path):
-    from sim_core.reference import libcachesim_hit_ratio, write_oracle_general
+    from sim_core.replay.reference import libcachesim_hit_ratio, write_oracle_general
 
     t = session_trace(n_sessions=400, seed=11)
     path = write_oracle_general(t, tmp_path / "s.oracleGeneral")
@@ -306,9 +306,10 @@ def test_capacities_past_saturation_share_one_replay(policy):
     count (every access after a block's first is a hit)."""
     from sim_core.policies import get_policy
     from sim_core.simulate import _replay
-    from sim_core.units import depth_totals, saturation_capacity
-    from sim_core.cost import cost_per_depth
-    from sim_core.engine import EVICTIONS
+    from sim_core.deployment.capacity import saturation_capacity
+    from sim_core.replay.units import depth_totals
+    from sim_core.deployment.cost import cost_per_depth
+    from sim_core.replay.engine import EVICTIONS
 
     t = session_trace(n_sessions=25, seed=3)
     sat = saturation_capacity(t)

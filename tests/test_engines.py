@@ -1,4 +1,4 @@
-"""Engine presets (sim_core.engines, sim.engine=): each on a hand-computed trace.
+"""Engine presets (sim_core.deployment.counting, sim.engine=): each on a hand-computed trace.
 
 16-token blocks; four requests of 40 prompt tokens (the last block holds 8):
 [A B C], [A D C], [A B C], [A B C], a cache that never evicts. By hand:
@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from sim_core import Trace, simulate
-from sim_core.engines import PRESETS, preset
+from sim_core.deployment.counting import PRESETS, preset
 from sweep.config import ConfigError
 from sweep.spec import apply_engine
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sim_core.loaders import (FORMATS, TraceFormatError, detect_format, load_dynamo, load_dynamo_request,
+from sim_core.traces.loaders import (FORMATS, TraceFormatError, detect_format, load_dynamo, load_dynamo_request,
                               load_lmcache, load_trace)
 
 

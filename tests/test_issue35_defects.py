@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import logging
 
-from sim_core.engines import PRESETS, twins
+from sim_core.deployment.counting import PRESETS, twins
 from sweep.plan import Capacity
 from sweep.report.tables import summary_table
 

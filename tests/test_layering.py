@@ -75,3 +75,41 @@ def test_the_check_sees_a_violation(tmp_path, monkeypatch):
     assert (2, "analysis", False) in found and (3, "sweep.x", False) in found
     with pytest.raises(AssertionError, match="imports analysis"):
         test_import_direction("sweep")
+
+
+#: sim_core's rooms (docs/extending.md#where-things-live), lowest first: a module may import
+#: from its own room and from rooms below it, never above. The top-level modules jit, result,
+#: config_checks and digest are the ground floor; simulate and the package's __init__ the roof.
+ROOMS = ["jit", "result", "config_checks", "digest", "deployment", "traces", "structures", "oracles",
+         "policies", "tiers", "replay", "serving", "simulate", "__init__"]
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return "__init__" if len(parts) == 1 else parts[1]
+
+
+def test_sim_core_rooms_import_downwards():
+    found = {p.relative_to(ROOT / "sim_core").parts[0].removesuffix(".py") for p in _files("sim_core")}
+    assert found <= set(ROOMS), f"rooms without a place in ROOMS: {sorted(found - set(ROOMS))}"
+    bad = []
+    for f in _files("sim_core"):
+        rel = f.relative_to(ROOT).with_suffix("").parts
+        here = "__init__" if rel == ("sim_core", "__init__") else rel[1]
+        for line, m, _ in _imports(f, "sim_core"):
+            if m.split(".")[0] != "sim_core":
+                continue
+            there = _room(m)
+            if there != here and ROOMS.index(there) > ROOMS.index(here):
+                bad.append(f"{f.relative_to(ROOT)}:{line} ({here}) imports {m} ({there}, a room above)")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_room_check_sees_an_upward_import(tmp_path, monkeypatch):
+    """A policy importing the serving replay is caught (the check can fail)."""
+    pol = tmp_path / "sim_core" / "policies"
+    pol.mkdir(parents=True)
+    (pol / "bad.py").write_text("from ..serving import serve\n")
+    monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
+    with pytest.raises(AssertionError, match="imports sim_core.serving"):
+        test_sim_core_rooms_import_downwards()

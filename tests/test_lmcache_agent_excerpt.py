@@ -18,7 +18,7 @@ import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from sim_core import simulate
-from sim_core.loaders import DATA_DIR, detect_format, load_trace
+from sim_core.traces.loaders import DATA_DIR, detect_format, load_trace
 
 EXCERPT = DATA_DIR / "lmcache_agent_trace"
 B = 16  # the format's default block size

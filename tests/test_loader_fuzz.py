@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sim_core.loaders import REGISTRY, TraceFormatError, detect_format, load_trace
-from sim_core.trace import Trace
+from sim_core.traces.loaders import REGISTRY, TraceFormatError, detect_format, load_trace
+from sim_core.traces.trace import Trace
 
 SAMPLES = {
     "mooncake": {"timestamp": 1, "input_length": 16, "output_length": 1, "hash_ids": [1, 2]},

@@ -14,13 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim_core import loaders
-from sim_core.loaders import (
+from sim_core.traces import loaders
+from sim_core.traces.loaders import (
     DEFAULT_CONTEXT_TOKENS, FORMATS, TraceFormatError, bundled_path, detect_format,
     load_freeinference, load_mooncake, load_native, load_qwen_bailian, load_trace,
 )
-from sim_core.summary import format_summary, summary
-from sim_core.trace import Trace
+from sim_core.traces.summary import format_summary, summary
+from sim_core.traces.trace import Trace
 
 MOONCAKE_SHA256 = "b8cbb061a85206d729d91cdc2981f43c9e0d99209dce588d3af5f7934408b9df"
 

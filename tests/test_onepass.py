@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 from sim_core import Trace, simulate
-from sim_core.onepass import percentile_from_hist
-from sim_core.units import ONE_PASS_COST, replay_units, saturation_capacity
+from sim_core.structures.onepass import percentile_from_hist
+from sim_core.deployment.capacity import saturation_capacity
+from sim_core.replay.units import ONE_PASS_COST, replay_units
 from tests.helpers import mooncake_trace, session_trace
 
 KEYS = ["hits", "hit_ratio", "recomputed_blocks", "holes_total", "holes_per_request_mean",

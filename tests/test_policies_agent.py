@@ -11,7 +11,7 @@ import pytest
 from sim_core import Trace, simulate
 from sim_core.digest import trace_digest
 from sim_core.policies.agent import tool_waits
-from sim_core.sample import sample
+from sim_core.traces.sample import sample
 from tests.helpers import session_trace
 
 W, Y, Z, V = 1, 2, 3, 4

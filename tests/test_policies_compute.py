@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from sim_core import Trace, simulate
-from sim_core.cost import cost_per_depth
+from sim_core.deployment.cost import cost_per_depth
 from sim_core.policies import get_policy
 from sim_core.policies.partial_node import radix_nodes
 from tests.helpers import engine_kw, mooncake_trace, session_trace
@@ -172,7 +172,7 @@ def test_one_sample_is_uniform_random_eviction(sessions):
 # the uniform cost model it is sampled LRU: exact LRU with samples >= capacity, uniform
 # random eviction with samples=1, within a point of LRU at the default 64 samples.
 def _lcs(trace, policy, caps):
-    from sim_core.reference import libcachesim_hit_ratio, write_oracle_general
+    from sim_core.replay.reference import libcachesim_hit_ratio, write_oracle_general
 
     with tempfile.TemporaryDirectory() as d:
         p = write_oracle_general(trace, Path(d) / "t.bin")
@@ -381,7 +381,7 @@ def _tiny_traces(n, seed):
 
 def test_ilp_equals_brute_force_on_tiny_traces():
     pytest.importorskip("highspy")
-    from sim_core.ilp import solve
+    from sim_core.oracles.ilp import solve
 
     for t, cap in _tiny_traces(40, seed=7):
         depths = t.depths()
@@ -398,7 +398,7 @@ def test_ilp_equals_brute_force_on_tiny_traces():
 
 
 def _check_ilp_bounds(t, cases, policies):
-    from sim_core.ilp import solve
+    from sim_core.oracles.ilp import solve
 
     for mode, cap, cm in cases:
         opt = solve(t, cap, cm, mode=mode)
@@ -435,7 +435,7 @@ def test_ilp_bounds_every_policy_full(small_sessions):
 
 def test_ilp_refuses_large_traces_and_bad_input(small_sessions):
     pytest.importorskip("highspy")
-    from sim_core.ilp import solve
+    from sim_core.oracles.ilp import solve
 
     with pytest.raises(ValueError, match="max_intervals"):
         solve(small_sessions, 100, max_intervals=10)
@@ -449,7 +449,7 @@ def test_ilp_oversized_requests_and_repeats():
     # capacity 2: [A,B,C] does not fit -> recomputed and not a use; [A,A] repeats A (1 hit);
     # [A] after it hits (consecutive requests both pinning A). Uniform: 2 hits of 6.
     pytest.importorskip("highspy")
-    from sim_core.ilp import solve
+    from sim_core.oracles.ilp import solve
 
     t = Trace.from_requests([[A, B, C], [A, A], [A]])
     got = solve(t, 2, "uniform")

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from sim_core import Trace, simulate
-from sim_core.engine import new_engine_state, replay_range
+from sim_core.replay.engine import new_engine_state, replay_range
 from sim_core.policies import PolicyContext, get_policy
 from sim_core.policies import lecar, lhd, wtinylfu
-from sim_core.units import depth_totals
+from sim_core.replay.units import depth_totals
 from tests.helpers import chained_sessions, engine_kw, mooncake_trace, session_trace
 
 POLICIES = ["wtinylfu", "lecar", "lhd"]
@@ -248,7 +248,7 @@ lcs = pytest.importorskip("libcachesim")
 
 
 def lcs_hits(trace, policy, cap, tmp_path, **kw):
-    from sim_core.reference import libcachesim_hit_ratio, write_oracle_general
+    from sim_core.replay.reference import libcachesim_hit_ratio, write_oracle_general
 
     path = write_oracle_general(trace, tmp_path / f"{policy}_{cap}.oracleGeneral")
     return round(libcachesim_hit_ratio(path, policy, cap, **kw) * trace.n_accesses)
@@ -301,7 +301,7 @@ def traces():
 
 
 def _lcs_compare_exact(trace, caps, tmp_path):
-    from sim_core.reference import libcachesim_hit_ratio, write_oracle_general
+    from sim_core.replay.reference import libcachesim_hit_ratio, write_oracle_general
 
     path = write_oracle_general(trace, tmp_path / "t.oracleGeneral")
     for cap in caps:
@@ -328,7 +328,7 @@ def test_wtinylfu_libcachesim_mode_equals_libcachesim(name, traces, tmp_path):
 # A held-out workload: interleaved prefix-chained sessions whose block ids are their
 # own (session * 10^6 + position + 1), not the dense ids + 1. libCacheSim's sketch hashes
 # the 8-byte object id; our libcachesim mode used to hash dense id + 1 whatever ids
-# libCacheSim was given, which only agreed through sim_core.reference. Given the
+# libCacheSim was given, which only agreed through sim_core.replay.reference. Given the
 # workload's own ids, libCacheSim then had 13,584 hits at 2,000 blocks (0.2497) and our
 # mode 11,083 (0.2037, what libCacheSim has on dense id + 1): a 4.6-point gap from hash
 # collisions alone. On chained_sessions(seed=2) the first duel that differed (access
@@ -341,8 +341,8 @@ HELD_OUT = dict(n_sessions=147, concurrent=13, turns=(2, 10), new_blocks=(1, 33)
 
 def _oracle_of_ids(requests, path):
     """An oracleGeneral file of the requests' own block ids, written independently of
-    sim_core.reference."""
-    from sim_core.reference import ORACLE_DTYPE
+    sim_core.replay.reference."""
+    from sim_core.replay.reference import ORACLE_DTYPE
 
     ids = np.concatenate([np.asarray(r, np.uint64) for r in requests])
     rec = np.zeros(len(ids), dtype=ORACLE_DTYPE)
@@ -353,7 +353,7 @@ def _oracle_of_ids(requests, path):
 
 
 def test_wtinylfu_libcachesim_mode_equals_libcachesim_on_the_workloads_own_ids(tmp_path):
-    from sim_core.reference import libcachesim_hit_ratio
+    from sim_core.replay.reference import libcachesim_hit_ratio
 
     requests, t = chained_sessions(**HELD_OUT)
     assert t.n_accesses == 54404
@@ -365,7 +365,7 @@ def test_wtinylfu_libcachesim_mode_equals_libcachesim_on_the_workloads_own_ids(t
         assert ours - zombies == theirs == expect, (cap, ours, zombies, theirs)
         if cap % 500 == 0:  # SLRU segments add up to the main size: no zombies
             assert zombies == 0
-    # the same trace through sim_core.reference (which writes these ids) agrees too; on
+    # the same trace through sim_core.replay.reference (which writes these ids) agrees too; on
     # dense id + 1 libCacheSim itself lands 4.6 points lower at 2,000 blocks
     assert lcs_hits(t, "wtinylfu", 2000, tmp_path) == 13584
     dense = Trace(t.req_offsets, t.blocks, t.arrival_s, t.session, t.input_tokens, t.output_tokens)
@@ -451,7 +451,7 @@ def test_lecar_weight_moves_away_from_the_expert_whose_ghost_is_hit():
 def test_lecar_fixed_experts_equal_libcachesim(w, traces, tmp_path):
     # with fixed weights 1 (always LRU) or 0 (always LFU) LeCaR is deterministic:
     # our LRU/LFU structures, ties and histories must match libCacheSim exactly
-    from sim_core.reference import libcachesim_hit_ratio, write_oracle_general
+    from sim_core.replay.reference import libcachesim_hit_ratio, write_oracle_general
 
     t = traces["sessions"]
     path = write_oracle_general(t, tmp_path / "s.oracleGeneral")
@@ -540,7 +540,7 @@ def test_randomised_policies_are_seeded(policy):
 
 # ======================================================= libCacheSim, within 1 point
 def _mean_hit_ratio_gap(policy, trace, cap, tmp_path, runs):
-    from sim_core.reference import libcachesim_hit_ratio, write_oracle_general
+    from sim_core.replay.reference import libcachesim_hit_ratio, write_oracle_general
 
     path = write_oracle_general(trace, tmp_path / f"{policy}.oracleGeneral")
     ours = np.mean([simulate(trace, policy, cap, mode="block", seed=s)[0].hit_ratio for s in range(runs)])

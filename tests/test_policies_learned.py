@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from sim_core import Trace, simulate
-from sim_core.engine import FAILED, new_engine_state, replay_range
+from sim_core.replay.engine import FAILED, new_engine_state, replay_range
 from sim_core.policies import PolicyContext, get_policy
 from sim_core.structures.gbdt import export, fit, forest_predict, lightgbm_params, new_forest
 from sim_core.structures.learned import forest_view
@@ -153,7 +153,7 @@ def mooncake():
 
 
 def _cross_check(trace, policy, caps, path, tol=0.01):
-    from sim_core.reference import libcachesim_hit_ratio
+    from sim_core.replay.reference import libcachesim_hit_ratio
 
     rows = []
     for cap in caps:
@@ -166,7 +166,7 @@ def _cross_check(trace, policy, caps, path, tol=0.01):
 
 def test_threelcache_close_to_libcachesim_on_mooncake_fast(mooncake, tmp_path):
     """3L-Cache trains (65536-row batches) on Mooncake in libCacheSim and here."""
-    from sim_core.reference import write_oracle_general
+    from sim_core.replay.reference import write_oracle_general
 
     path = write_oracle_general(mooncake, tmp_path / "mc.oracleGeneral")
     _cross_check(mooncake, "threelcache", (1000, 5000), path)
@@ -175,7 +175,7 @@ def test_threelcache_close_to_libcachesim_on_mooncake_fast(mooncake, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("policy", LEARNED)
 def test_close_to_libcachesim_on_mooncake(policy, mooncake, tmp_path):
-    from sim_core.reference import write_oracle_general
+    from sim_core.replay.reference import write_oracle_general
 
     path = write_oracle_general(mooncake, tmp_path / "mc.oracleGeneral")
     _cross_check(mooncake, policy, MOONCAKE_CAPS, path)
@@ -184,7 +184,7 @@ def test_close_to_libcachesim_on_mooncake(policy, mooncake, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("policy", LEARNED)
 def test_close_to_libcachesim_on_sessions(policy, tmp_path):
-    from sim_core.reference import write_oracle_general
+    from sim_core.replay.reference import write_oracle_general
 
     t = session_trace(n_sessions=400, seed=11)
     path = write_oracle_general(t, tmp_path / "s.oracleGeneral")
@@ -203,7 +203,7 @@ def zipf_trace(n=400_000, n_obj=20_000, alpha=0.9, seed=0) -> Trace:
 @pytest.mark.slow
 def test_trained_lrb_close_to_libcachesim_on_zipf(tmp_path):
     """Unlike on the KV traces, both LRBs train here and beat LRU by ~9 points."""
-    from sim_core.reference import write_oracle_general
+    from sim_core.replay.reference import write_oracle_general
 
     t = zipf_trace()
     path = write_oracle_general(t, tmp_path / "z.oracleGeneral")

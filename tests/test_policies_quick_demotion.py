@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from sim_core import Trace, simulate
-from sim_core.engine import FAILED, new_engine_state, replay_range
+from sim_core.replay.engine import FAILED, new_engine_state, replay_range
 from sim_core.policies import PolicyContext, get_policy
 from sim_core.policies import arc, lirs, s3fifo, s4fifo, sieve
 from tests.helpers import mooncake_trace, session_trace
@@ -43,7 +43,7 @@ def replay(trace, policy, cap, mode="block", **params):
 
 def lcs_hits(trace, policy, cap, tmp_path, **kwargs):
     pytest.importorskip("libcachesim")
-    from sim_core.reference import libcachesim_hit_ratio, write_oracle_general
+    from sim_core.replay.reference import libcachesim_hit_ratio, write_oracle_general
 
     path = write_oracle_general(trace, tmp_path / f"{policy}-{cap}.oracleGeneral")
     return round(libcachesim_hit_ratio(path, policy, cap, **kwargs) * trace.n_accesses)
@@ -344,7 +344,7 @@ def _lcs_name(policy):
 
 def _check_equal(t, caps, policy, params, lcs_kwargs, tmp_path):
     lcs = pytest.importorskip("libcachesim")
-    from sim_core.reference import LCS_NAMES, write_oracle_general
+    from sim_core.replay.reference import LCS_NAMES, write_oracle_general
 
     path = write_oracle_general(t, tmp_path / "t.oracleGeneral")
     ours = [r.hits for r in simulate(t, policy, caps, mode="block", params=params)]

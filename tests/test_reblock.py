@@ -1,4 +1,4 @@
-"""sim_core.reblock: coarse blocks are shared exactly where all their fine blocks are.
+"""sim_core.traces.reblock: coarse blocks are shared exactly where all their fine blocks are.
 
 Expected ids come from hand-computed tiny traces and from a brute-force definition
 (a coarse block is the tuple of the request's whole fine prefix up to its end), never
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim_core import Trace, reblock
-from sim_core.loaders import bundled_path, load_trace
+from sim_core.traces.loaders import bundled_path, load_trace
 
 
 def chained(requests_tokens):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from sim_core import Trace, simulate
-from sim_core.sample import MIN_SAMPLED_BLOCKS, capacity_rates, keep_mask, sample, sample_of
+from sim_core.traces.sample import MIN_SAMPLED_BLOCKS, capacity_rates, keep_mask, sample, sample_of
 from tests.helpers import session_trace
 
 
@@ -115,7 +115,7 @@ def test_a_sample_charges_the_true_depth():
 def test_actors_can_replay_from_the_samples_alone(big):
     """A sweep ships only the samples when every capacity is sampled: results equal
     those computed on the trace itself, and an exact replay is refused clearly."""
-    from sim_core.sample import SampleSet
+    from sim_core.traces.sample import SampleSet
     from sweep.traces import from_payload, to_payload
 
     caps = [2000, 4000, 9000]
@@ -143,7 +143,7 @@ def test_a_depth_sample_keeps_every_mth_depth_of_each_prefix_tree(big):
     """by="depth": block b is kept iff (depth(b) + h(root(b))) % m == 0, so each request
     keeps floor or ceil of len/m blocks, and a request that fits a cache of C blocks
     fits the scaled cache of ceil(C/m): requests and caches scale alike."""
-    from sim_core.sample import depth_keep, scaled_capacity, stride
+    from sim_core.traces.sample import depth_keep, scaled_capacity, stride
 
     rate, seed = 0.2, 4
     m = stride(rate)
@@ -217,7 +217,7 @@ def test_a_policy_keeps_its_own_floor(big):
 def test_depth_keep_compiled_rule_is_the_numpy_splitmix_rule():
     """The compiled loop hashes as `_mix` does (uint64 wrap-around), for any seed and
     stride: the samples, and so every sampled result, stay what they were."""
-    from sim_core.sample import _depth_keep, _mix
+    from sim_core.traces.sample import _depth_keep, _mix
 
     rng = np.random.default_rng(7)
     d0 = rng.integers(0, 100_000, 50_000).astype(np.int32)

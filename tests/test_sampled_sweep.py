@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from sim_core import QWEN3_CODER_30B, simulate
-from sim_core.sample import auto_rate
+from sim_core.traces.sample import auto_rate
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -42,7 +42,7 @@ def test_a_sampled_sweep_records_the_miniature_simulation(sampled):
     the error target, runs exactly though named; tags and the table say which."""
     from mlflow.tracking import MlflowClient
 
-    from sim_core import synth
+    from sim_core.traces import synth
 
     p = sampled["proc"]
     assert p.returncode == 0, p.stderr[-4000:]

@@ -1,9 +1,9 @@
-"""sim_core.schedule: the paper's appendix-B replay, checked by hand on a 3-session trace."""
+"""sim_core.traces.schedule: the paper's appendix-B replay, checked by hand on a 3-session trace."""
 import numpy as np
 import pytest
 
 from sim_core import Trace, simulate
-from sim_core.schedule import steady_concurrency
+from sim_core.traces.schedule import steady_concurrency
 
 
 def three_sessions() -> Trace:

@@ -1,4 +1,4 @@
-"""sim_core.sessions: sessions inferred from prefix chains, and the scores that measure them.
+"""sim_core.traces.sessions: sessions inferred from prefix chains, and the scores that measure them.
 
 Tiny traces with links worked out by hand, a property test over random multi-turn
 sessions behind shared system prompts, and the generated FreeInference trace, whose true
@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sim_core import Trace
-from sim_core.sessions import (INFERRED_NOTE, hubs, infer_links, infer_sessions, pair_scores, partition_scores,
+from sim_core.traces.sessions import (INFERRED_NOTE, hubs, infer_links, infer_sessions, pair_scores, partition_scores,
                                rehash_partial_tails, with_inferred_sessions)
 
 SYS = [1, 2]  # a system prompt shared by every chat below
@@ -223,7 +223,7 @@ def test_strictly_extending_turns_give_the_true_partition(data, max_fanout):
 # ------------------------------------------------------------------ generated FreeInference
 @pytest.fixture(scope="module")
 def freeinference():
-    from sim_core.synth import generate
+    from sim_core.traces.synth import generate
 
     return generate("freeinference", seed=0)  # the default scale: 2,184 requests, 53 multi-turn sessions
 

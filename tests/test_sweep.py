@@ -355,7 +355,7 @@ def test_e2e_exits_cleanly_and_prints_the_ui_command(e2e):
 def test_e2e_curves_in_mlflow_equal_simulate(e2e):
     from mlflow.tracking import MlflowClient
 
-    from sim_core.loaders import load_trace
+    from sim_core.traces.loaders import load_trace
 
     assert e2e["proc"].returncode == 0, e2e["proc"].stderr[-4000:]
     c = MlflowClient(e2e["uri"])

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from sim_core import QWEN3_CODER_30B, simulate
-from sim_core.loaders import load_trace
+from sim_core.traces.loaders import load_trace
 from sweep.config import ConfigError
 from sweep.spec import resolve
 from tests.test_sweep import _write_mooncake

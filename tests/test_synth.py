@@ -1,4 +1,4 @@
-"""Synthetic trace generator (sim_core.synth) and workload characterization (analysis.workload).
+"""Synthetic trace generator (sim_core.traces.synth) and workload characterization (analysis.workload).
 
 Structural properties are checked against the trace arrays directly; calibration compares
 the generated default-scale traces with the paper's published statistics (targets typed
@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 from analysis.workload import category_reuse, characterize, infer_block_category, window_overlap
-from sim_core import synth
-from sim_core.synth.targets import (
+from sim_core.traces import synth
+from sim_core.traces.synth.targets import (
     OVERLAP_TARGETS_FREEINFERENCE, REUSE_TARGETS_FREEINFERENCE, SECONDARY_TARGETS_FREEINFERENCE, TARGETS_CHUTES,
     TARGETS_FREEINFERENCE, calibration_table, format_table,
 )
-from sim_core.trace import Trace
+from sim_core.traces.trace import Trace
 
 TOL = 0.10
 
@@ -70,7 +70,7 @@ def test_deterministic_for_a_seed():
 def test_stream_seeds_redraw_only_the_named_steps():
     """Every stream re-seeded from seed 4 is seed 4's trace; re-seeding only the arrival
     times keeps seed 3's requests and moves only when they come."""
-    from sim_core.synth.plan import STREAMS
+    from sim_core.traces.synth.plan import STREAMS
 
     fields = ("req_offsets", "blocks", "arrival_s", "session", "input_tokens", "output_tokens")
     a = synth.generate("freeinference", seed=4)
@@ -182,7 +182,7 @@ def test_freeinference_calibration(fi_tenth, name):
 
 def test_plan_statistics_equal_the_built_traces(fi_tenth):
     # the fit's cheap statistics (no blocks built) are characterize()'s, to the last digit
-    from sim_core.synth.fit import plan_statistics
+    from sim_core.traces.synth.fit import plan_statistics
 
     ps = plan_statistics("freeinference", scale=0.1, seed=0)
     assert len(ps) >= 33 and "history_reuse_p99_s" in ps
@@ -199,7 +199,7 @@ def test_plan_statistics_equal_the_built_traces(fi_tenth):
 @pytest.mark.parametrize("seed", [0, 1])
 def test_full_scale_statistics_through_the_plan(seed):
     # the fitted statistics at the size the default study replays, in about 2 s a seed
-    from sim_core.synth.fit import plan_statistics
+    from sim_core.traces.synth.fit import plan_statistics
 
     s = plan_statistics("freeinference", scale=1.0, seed=seed)
     targets = {**TARGETS_FREEINFERENCE, **SECONDARY_TARGETS_FREEINFERENCE}
@@ -222,7 +222,7 @@ def test_full_scale_statistics_through_the_plan(seed):
 
 
 def test_chain_bursts_by_hand():
-    from sim_core.synth.sampling import chain_bursts
+    from sim_core.traces.synth.sampling import chain_bursts
 
     # 0 starts a burst; 1 follows 1 s after 0 ends (at 11); 2 would end at 18 + 100 > 110,
     # so it starts a burst of its own; 3 is drawn as a new burst
@@ -235,8 +235,8 @@ def test_chain_bursts_by_hand():
 def test_system_prompt_sessions_run_in_bursts():
     # a prompt's sessions run one after another, inside the window; started on their own
     # (sys_burst_share=1) its blocks would live for days instead of minutes
-    from sim_core.synth.fit import plan_statistics
-    from sim_core.synth.plan import draw
+    from sim_core.traces.synth.fit import plan_statistics
+    from sim_core.traces.synth.plan import draw
 
     def back_to_back(prof):
         d = draw(prof, 0.1, 0, prof.concurrency)
@@ -259,7 +259,7 @@ def test_system_prompt_sessions_run_in_bursts():
 def test_template_requests_run_in_bursts():
     # a template's requests follow each other about template_burst_gap apart; the bursts
     # move only the templated single-turn arrivals (the sessions' draws come first)
-    from sim_core.synth.plan import draw
+    from sim_core.traces.synth.plan import draw
 
     def idle(prof):
         d = draw(prof, 0.1, 0, prof.concurrency)
@@ -290,7 +290,7 @@ def test_working_set_churn_full_scale():
 def test_largest_footprint_over_seeds():
     # one session's footprint swings with the seed (108K-280K blocks over seeds 0-9); their
     # median is the fitted statistic (the paper's 234 GiB session)
-    from sim_core.synth.fit import plan_statistics
+    from sim_core.traces.synth.fit import plan_statistics
 
     largest = [plan_statistics("freeinference", seed=s)["footprint_max_blocks"] for s in range(10)]
     assert np.median(largest) == pytest.approx(SECONDARY_TARGETS_FREEINFERENCE["footprint_max_blocks"], rel=TOL)
@@ -299,7 +299,7 @@ def test_largest_footprint_over_seeds():
 
 def test_fit_recovers_a_moved_knob():
     # targets made by moving one knob; the fit over that knob finds the statistics again
-    from sim_core.synth import fit
+    from sim_core.traces.synth import fit
 
     small = dataclasses.replace(synth.FREEINFERENCE, multi_sessions=400, multi_requests=5_700, single_requests=11_000,
                                 sys_prompts=90, templates=90)
@@ -314,7 +314,7 @@ def test_fit_recovers_a_moved_knob():
 
 def test_time_fit_recovers_a_moved_knob():
     # the time group: history reuse slows with the context exponent, the gap median barely
-    from sim_core.synth import fit
+    from sim_core.traces.synth import fit
 
     small = dataclasses.replace(synth.FREEINFERENCE, multi_sessions=400, multi_requests=5_700, single_requests=11_000,
                                 sys_prompts=90, templates=90)
@@ -332,7 +332,7 @@ def test_span_scales_to_the_published_week(fi_tenth):
     # the scale where the longest pauses (up to 43 h) no longer fit in it: at scale 0.1
     # (a 0.7-day window) they are compressed, and the span falls short while the
     # concurrency stays exact
-    from sim_core.synth.fit import plan_statistics
+    from sim_core.traces.synth.fit import plan_statistics
 
     half = plan_statistics("freeinference", scale=0.5, seed=0)
     assert half["span_s"] / 0.5 == pytest.approx(SECONDARY_TARGETS_FREEINFERENCE["span_s"], rel=TOL)

@@ -1,4 +1,4 @@
-"""The engines' tier rules (sim_core/tier_request.py, sim_core/tier_rules.py): touch,
+"""The engines' tier rules (sim_core/tiers/request.py, sim_core/tiers/rules.py): touch,
 the full-pool rule, each write filter and promotion on hand-computed request-mode traces,
 LRU's inclusion property across HBM and an inclusive pool, and the presets."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as hs
 
 from sim_core import Trace, simulate
-from sim_core.models import QWEN3_CODER_30B
-from sim_core.tier_rules import HIERARCHIES
+from sim_core.deployment.models import QWEN3_CODER_30B
+from sim_core.tiers.rules import HIERARCHIES
 
 BLOCK = QWEN3_CODER_30B.kv_bytes_per_block(16)
 POOL = {"name": "dram", "write": "on_compute", "inclusive": True, "policy": "lru"}

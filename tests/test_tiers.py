@@ -1,4 +1,4 @@
-"""Lower tiers under HBM (sim_core.hierarchy): hand-computed traces, an independent
+"""Lower tiers under HBM (sim_core.tiers.hierarchy): hand-computed traces, an independent
 reference model in plain Python, and the identities a hierarchy must keep."""
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as hs
 
 from sim_core import Trace, simulate
-from sim_core.hardware import PARTS
-from sim_core.hierarchy import DOOR_WINDOW
-from sim_core.loaders import bundled_path, load_trace
-from sim_core.models import QWEN3_CODER_30B
+from sim_core.deployment.hardware import PARTS
+from sim_core.tiers.hierarchy import DOOR_WINDOW
+from sim_core.traces.loaders import bundled_path, load_trace
+from sim_core.deployment.models import QWEN3_CODER_30B
 from sim_core.result import per_tier_fields
 
 
@@ -163,7 +163,7 @@ class _Cache:
 
 
 def reference(seq, hbm_cap, tiers, hbm_policy="lru"):
-    """Block-mode hierarchy, written from the semantics in sim_core/hierarchy.py:
+    """Block-mode hierarchy, written from the semantics in sim_core/tiers/hierarchy.py:
     (HBM hits, hits per tier)."""
     hbm = _Cache(hbm_cap, hbm_policy)
     low = [_Cache(t["capacity"], t["policy"]) for t in tiers]
@@ -354,7 +354,7 @@ def test_bad_hardware_names_the_field(hw, words):
 
 
 def test_sampled_replay_scales_every_tier():
-    from sim_core.synth import generate
+    from sim_core.traces.synth import generate
 
     t = generate("freeinference", scale=0.02, seed=1) if _has_generate() else None
     if t is None:
@@ -367,7 +367,7 @@ def test_sampled_replay_scales_every_tier():
 
 
 def _has_generate() -> bool:
-    import sim_core.synth as synth
+    import sim_core.traces.synth as synth
 
     return hasattr(synth, "generate")
 

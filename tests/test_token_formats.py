@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim_core.loaders import TraceFormatError, detect_format, load_text, load_tokens, load_trace
+from sim_core.traces.loaders import TraceFormatError, detect_format, load_text, load_tokens, load_trace
 
 
 def write_lines(path: Path, lines) -> Path:
@@ -22,9 +22,9 @@ def write_lines(path: Path, lines) -> Path:
 
 def brute_force_ids(tokens: list[int], block: int) -> list[int]:
     """The documented chain, spelled out token by token: digest_k = sha256(digest_{k-1} ||
-    int64-LE token ids of block k), the first parent sha256(b"sim_core.loaders.token_records");
+    int64-LE token ids of block k), the first parent sha256(b"sim_core.traces.loaders.token_records");
     a block's id = its digest's first 8 bytes as a signed little-endian int64."""
-    parent = hashlib.sha256(b"sim_core.loaders.token_records").digest()
+    parent = hashlib.sha256(b"sim_core.traces.loaders.token_records").digest()
     out = []
     for start in range(0, len(tokens), block):
         h = hashlib.sha256()

@@ -6,9 +6,9 @@ import zipfile
 import numpy as np
 import pytest
 
-from sim_core.loaders import TraceFormatError, load_native
-from sim_core.trace import Trace
-from sim_core.trace_file import NATIVE_FORMAT_VERSION, remap_dense_ids
+from sim_core.traces.loaders import TraceFormatError, load_native
+from sim_core.traces.trace import Trace
+from sim_core.traces.file import NATIVE_FORMAT_VERSION, remap_dense_ids
 
 ARRAYS = ("req_offsets", "blocks", "arrival_s", "session", "input_tokens", "output_tokens")
 DTYPES = {"req_offsets": np.int64, "blocks": np.int32, "arrival_s": np.float64,
@@ -240,7 +240,7 @@ def test_native_inconsistent_arrays_are_rejected(tmp_path):
 
 
 def test_depth_totals_count_each_depth_without_per_access_arrays():
-    from sim_core.units import depth_totals
+    from sim_core.replay.units import depth_totals
 
     t = Trace.from_requests([[1, 2, 3], [1], [], [4, 5, 6, 7], [2, 2]])
     assert depth_totals(t).tolist() == np.bincount(t.depths()).tolist() == [4, 3, 2, 1]

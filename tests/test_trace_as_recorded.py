@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from sim_core import simulate
-from sim_core.loaders import load_trace
+from sim_core.traces.loaders import load_trace
 
-LOG = "sim_core.loaders"
+LOG = "sim_core.traces.loaders"
 
 
 def write(path, rows):
@@ -242,7 +242,7 @@ def test_rechaining_lowers_a_hit_no_cache_can_serve(tmp_path):
 
 def test_trace_config_keys(tmp_path):
     from sim_core.config_checks import ConfigError
-    from sim_core.tracecfg import load
+    from sim_core.traces.config import load
 
     p = write(tmp_path / "t.jsonl", [{"timestamp": 0, "hash_ids": [1, 7]}, {"timestamp": 2_000_000, "hash_ids": [2, 7]}])
     base = {"path": str(p), "format": "auto", "sessions": "given"}

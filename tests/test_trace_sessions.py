@@ -1,4 +1,4 @@
-"""trace.sessions (sim_core/tracecfg.py): auto | given | inferred, applied at load, and
+"""trace.sessions (sim_core/traces/config.py): auto | given | inferred, applied at load, and
 the sweep's session-level policies on a trace without sessions (sweep/plan.py).
 
 Expected sessions are worked out by hand from the heuristic's rule (a request continues
@@ -14,8 +14,8 @@ import pytest
 from sim_core import Trace
 from sim_core.config_checks import ConfigError
 from sim_core.digest import trace_digest
-from sim_core.sessions import INFERRED_NOTE, sessions_source
-from sim_core.tracecfg import SESSIONS, check_trace_config, load, week_maker
+from sim_core.traces.sessions import INFERRED_NOTE, sessions_source
+from sim_core.traces.config import SESSIONS, check_trace_config, load, week_maker
 
 # r1 extends r0, r3 extends r2, r4 stands alone: inferred sessions 0 0 1 1 2
 REQUESTS = [[1, 2], [1, 2, 3], [4, 5], [4, 5, 6, 7], [8]]
@@ -105,7 +105,7 @@ def test_a_bad_value_on_the_command_line_is_bad_input(capsys):
 def test_mooncake_gets_the_sessions_the_heuristic_documents():
     tc = {"bundled": "mooncake_conversation.jsonl", "format": "mooncake"}
     t = load(tc, "mooncake_conversation")
-    # module docstring of sim_core/sessions.py: 3,984 of 12,031 requests continue an earlier one
+    # module docstring of sim_core/traces/sessions.py: 3,984 of 12,031 requests continue an earlier one
     assert t.meta["sessions_source"] == "inferred" and t.n_requests == 12_031
     assert t.n_requests - len(np.unique(t.session)) == 3_984
     g = load(dict(tc, sessions="given"), "mooncake_conversation")

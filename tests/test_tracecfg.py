@@ -1,4 +1,4 @@
-"""sim_core.tracecfg: the `trace` config group -> Trace, from Hydra configs and from plain
+"""sim_core.traces.config: the `trace` config group -> Trace, from Hydra configs and from plain
 Mappings; the new keys block_tokens, tokenizer and file_block_tokens."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from sim_core.config_checks import ConfigError
-from sim_core.loaders import bundled_path, load_trace
-from sim_core.tracecfg import check_trace_config, load
+from sim_core.traces.loaders import bundled_path, load_trace
+from sim_core.traces.config import check_trace_config, load
 
 
 def tokens_file(tmp_path):

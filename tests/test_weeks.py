@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim_core import simulate, synth
-from sim_core.sample import auto_rate, sample_of, scaled_capacity
-from sim_core.trace import back_to_back
+from sim_core import simulate
+from sim_core.traces import synth
+from sim_core.traces.sample import auto_rate, sample_of, scaled_capacity
+from sim_core.traces.trace import back_to_back
 
 REPO = Path(__file__).resolve().parents[1]
 SCALE = 0.002

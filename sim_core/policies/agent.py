@@ -39,7 +39,7 @@ from ..result import Mode
 from ..structures.sessclass import (LAST, attach, expire, hold_until, new_classes, pop_victim, request_at,
                                     set_class)
 from .api import PolicySpec, register_hooks
-from ..sessions import next_in_session
+from ..traces.sessions import next_in_session
 from .session import session_of_request
 
 TTL_SOURCES = ("auto", "fixed", "tool_wait")

@@ -18,7 +18,7 @@ A policy is a NamedTuple of flat arrays (its state) plus three njit hooks:
                                 must go with it (session-level eviction); writes k ids to
                                 `out`, each resident, not pinned and removed from st
     remove(st, b)               optional: take resident block b out of st (an exclusive
-                                lower tier hands a hit block up to HBM: sim_core.hierarchy);
+                                lower tier hands a hit block up to HBM: sim_core.tiers.hierarchy);
                                 a policy with it sets `removable=True` in its PolicySpec
 
 Hooks are inlined into an engine compiled without numba's reference counting: they
@@ -94,7 +94,7 @@ def _ov_evict(st, j, r, pin):
 class PolicyContext:
     """What a policy's `make_state` may look at (all read-only)."""
 
-    trace: Any  # sim_core.trace.Trace
+    trace: Any  # sim_core.traces.trace.Trace
     capacity: int
     mode: str  # "request" | "block"
     cost_per_depth: Any  # float64[max_depth]: the cost model a cost-aware policy optimises
@@ -113,7 +113,7 @@ class PolicySpec:
     cost_aware: bool = False  # savings differ per cost model: one pass per model
     offline: bool = False  # looks at the future (oracle)
     family: str = "recency"
-    # sampled replay (sim_core.sample): which unit the sample keeps ("depth": every m-th
+    # sampled replay (sim_core.traces.sample): which unit the sample keeps ("depth": every m-th
     # depth of each prefix tree; "block": hashed block ids; "session"), chosen per policy
     # from the measured error (docs/sampling.md)
     sample_by: str = "depth"
@@ -121,7 +121,7 @@ class PolicySpec:
     # simulate replays it exactly unless asked to sample it anyway (sample_force)
     sample_ok: bool = True
     # the smallest scaled cache (blocks) it is sampled into; None: the unit's
-    # (sim_core.sample.MIN_SAMPLED_BLOCKS). Capacities below it are sampled at a higher rate.
+    # (sim_core.traces.sample.MIN_SAMPLED_BLOCKS). Capacities below it are sampled at a higher rate.
     sample_floor: int | None = None
     # cost-aware policies that decide exactly like another policy under the uniform cost
     # model (a tested identity): params -> (that policy, its params). A sweep running both
@@ -135,7 +135,7 @@ class PolicySpec:
     train_every: int = 0
     train: Callable[[Any, PolicyContext, int], None] | None = None
     # stack policies (inclusion property): njit function giving every capacity of a
-    # curve in one pass, signature as sim_core.onepass.lru_curve
+    # curve in one pass, signature as sim_core.structures.onepass.lru_curve
     curve: Any = None
     # scheduling: run time per block access relative to FIFO (request mode, 20M-access
     # bench, `python -m benchmarks.speed`); a sweep orders its jobs by accesses x weight
@@ -145,7 +145,7 @@ class PolicySpec:
     # libCacheSim's class for the same policy: equality tests and `benchmarks.speed`
     libcachesim: str | None = None
     # an offline optimum computed by a solver over the whole trace instead of replayed
-    # (sim_core.ilp): solve(trace, capacities, *, cost_models, mode, hits, model, params)
+    # (sim_core.oracles.ilp): solve(trace, capacities, *, cost_models, mode, hits, model, params)
     # -> one Result per capacity. make_state and the hooks are then never used.
     solve: Callable[..., list] | None = None
     # checked before any simulation: check(trace, capacities, *, mode, hits, params)
@@ -153,7 +153,7 @@ class PolicySpec:
     check: Callable[..., None] | None = None
     # policy=all selects it; False keeps it to explicit selection (policy=[lru,ilp])
     in_all: bool = True
-    # its hooks include `remove`, so it can run an exclusive lower tier (sim_core.hierarchy)
+    # its hooks include `remove`, so it can run an exclusive lower tier (sim_core.tiers.hierarchy)
     removable: bool = False
     # a bound, not a policy: that policy run as one flat cache of HBM plus every lower
     # tier's capacity (sim_core.simulate.tier_bound); make_state and the hooks are unused
@@ -175,6 +175,6 @@ def _ov_evict_more(st, j, r, pin, out):
 @overload(p_remove, inline="always")
 def _ov_remove(st, b):
     f = _hooks_for(st)[4]
-    if f is None:  # never called: sim_core.hierarchy refuses exclusive tiers of such a policy
+    if f is None:  # never called: sim_core.tiers.hierarchy refuses exclusive tiers of such a policy
         return lambda st, b: None
     return f.py_func

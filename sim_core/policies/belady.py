@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..future import NEVER, next_use
+from ..oracles.future import NEVER, next_use
 from ..jit import njit
 from ..structures.heap import new_heap, pop_max_unpinned, push, remove as heap_remove, update
 from ..result import Mode

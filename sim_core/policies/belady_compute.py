@@ -56,7 +56,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..future import NEVER, next_use
+from ..oracles.future import NEVER, next_use
 from ..jit import inline_njit, njit
 from ..structures.heap import push_at, rekey_at, remove_at
 from ..structures.kinetic import advance, clock, drop_leaf, flush, leaf_is, leaf_used, new_tree, put_leaf, top, top_id, weight

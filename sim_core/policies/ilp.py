@@ -1,6 +1,6 @@
 """ILP: the exact offline optimum of compute savings (paper sec. 5.2), solved, not replayed.
 
-sim_core/ilp.py holds the model and the solver (HiGHS); this module registers it as the
+sim_core/oracles/ilp.py holds the model and the solver (HiGHS); this module registers it as the
 policy `ilp`, so `simulate(trace, "ilp", ...)` and `python -m sweep policy=[lru,belady,ilp]`
 give its curve like any policy's. It is an oracle (offline, family "oracle", drawn dashed
 like Belady), optimises each cost model separately (cost-aware), is never sampled, and is
@@ -9,12 +9,12 @@ left out of `policy=all` (`in_all=False`): traces with more reuse intervals than
 """
 from __future__ import annotations
 
-from .. import ilp
+from ..oracles import ilp
 from .api import PolicySpec
 
 
 def _not_replayed(ctx):
-    raise TypeError("policy ilp is solved (sim_core.ilp.results), not replayed: it has no replay state")
+    raise TypeError("policy ilp is solved (sim_core.oracles.ilp.results), not replayed: it has no replay state")
 
 
 def _solve(trace, capacities, *, cost_models, mode, hits, model, params):

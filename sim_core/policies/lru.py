@@ -6,7 +6,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
-from ..onepass import lru_curve
+from ..structures.onepass import lru_curve
 from ..structures.dlist import move_to_head, new_list, pop_lru, push_head, unlink
 from .api import PolicySpec, register_hooks
 

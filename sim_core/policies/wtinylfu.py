@@ -37,7 +37,7 @@ with probability 1/128 (against hash flooding); neither is modelled.
 0.3.5) hit for hit in block mode (but for the zombies of 4), given the same object ids.
 libCacheSim's sketch hashes each object's 8-byte id, so this mode hashes
 ``Trace.object_ids()``: the blocks' source ids (the hashes the trace was built from),
-else dense id + 1; ``sim_core.reference.write_oracle_general`` gives libCacheSim the
+else dense id + 1; ``sim_core.replay.reference.write_oracle_general`` gives libCacheSim the
 same ids. (This mode used to hash dense id + 1 whatever ids libCacheSim saw: on
 interleaved prefix-chained sessions given to libCacheSim with their own block ids, it
 had 0.2037 where libCacheSim had 0.2497 at 2,000 blocks, for that reason alone: hash
@@ -175,7 +175,7 @@ def make_state(ctx) -> WTinyLFUState:
     lcs = bool(p["libcachesim"])
     if lcs:
         # libCacheSim hashes each object's 8-byte id: hash the ids it is given for this
-        # trace (the blocks' source ids, else dense id + 1; what sim_core.reference writes)
+        # trace (the blocks' source ids, else dense id + 1; what sim_core.replay.reference writes)
         keys = ctx.trace.object_ids()
         g = lcs_geometry(cap, float(p["window"]))
         wcap = max(1, g["window"])

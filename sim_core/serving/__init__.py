@@ -18,11 +18,11 @@ from typing import Mapping
 
 import numpy as np
 
-from ..cost import cost_per_depth
-from ..hardware import as_hardware
-from ..hierarchy import NO_TIER, T_BAD_VICTIM, T_COUNTING, T_FAILED
-from ..tier_spec import as_tier_specs, build_tier
-from ..models import QWEN3_CODER_30B, get_model
+from ..deployment.cost import cost_per_depth
+from ..deployment.hardware import as_hardware
+from ..tiers.hierarchy import NO_TIER, T_BAD_VICTIM, T_COUNTING, T_FAILED
+from ..tiers.spec import as_tier_specs, build_tier
+from ..deployment.models import QWEN3_CODER_30B, get_model
 from ..policies import PolicyContext, get_policy, resolve_params
 from .ceiling import fleet_ceiling
 from .engines import ENGINES, ServeEngine, as_engine
@@ -56,7 +56,7 @@ def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router
     cost-aware policy optimises, `cost_model` overriding); `slo` {"ttft": "2s", "tpot":
     "50ms"} adds goodput. `sessions=True` closes each session's loop: turn k+1 is sent when
     turn k finishes, plus the trace's gap between them (sim_core.serving.sessions). The
-    engine's block size is the trace's (sim_core.reblock coarsens a trace). `tiers` (as
+    engine's block size is the trace's (sim_core.traces.reblock coarsens a trace). `tiers` (as
     simulate takes them, one engine only) hold blocks below HBM: a block found there is
     loaded at the tier's bandwidth (the hardware's link, or the tier's bandwidth_bps), and
     the step that needs it waits for the load, overlapped with its compute when
@@ -99,7 +99,7 @@ def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router
         raise ValueError(f"sessions must be true or false, got {sessions!r}")
     if sessions and not np.any(trace.session >= 0):
         raise ValueError(f"sessions=True needs session ids, and trace {trace.name!r} has none "
-                         f"(trace.sessions=auto infers them: sim_core/sessions.py)")
+                         f"(trace.sessions=auto infers them: sim_core/traces/sessions.py)")
     arrive = (trace.arrival_s - trace.arrival_s.min()) / speedup
     tu, order = turns(trace.session, arrive, bool(sessions))
     sm = _step_model(eng, cap * bt, hw, mdl)

@@ -24,7 +24,7 @@ admission (head of line).
 """
 from __future__ import annotations
 
-from ..hierarchy import (WRITE_ON_COMPUTE, WRITE_ON_EVICT, last_depth, last_j, pack_last, tier_has, tier_hit,
+from ..tiers.hierarchy import (WRITE_ON_COMPUTE, WRITE_ON_EVICT, last_depth, last_j, pack_last, tier_has, tier_hit,
                          tier_on, write_down1, write_down2, write_down3)
 from ..jit import hook_njit
 from ..policies.api import p_evict, p_evict_more, p_on_hit, p_on_insert

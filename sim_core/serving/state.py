@@ -61,7 +61,7 @@ class Reqs(NamedTuple):
 
 
 class Below(NamedTuple):
-    """The lower tiers under replica 0's HBM (sim_core.hierarchy), NO_TIER where absent."""
+    """The lower tiers under replica 0's HBM (sim_core.tiers.hierarchy), NO_TIER where absent."""
 
     t1: object
     t2: object

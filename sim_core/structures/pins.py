@@ -1,7 +1,7 @@
 """The pin convention shared by the replay engines and the policies' walkers.
 
 A policy's `evict(st, j, r, pin)` must skip every block v with pin[v] == r. The cache
-replay (sim_core.engine) passes the request being served as r, and its blocks do not move
+replay (sim_core.replay.engine) passes the request being served as r, and its blocks do not move
 while it evicts, so a walk may keep a cursor keyed on r and resume after the blocks it
 skipped. The serving replay (sim_core.serving) pins every block of every in-flight
 request with one value, SHARED_PIN, and those pins change between calls: no cursor may

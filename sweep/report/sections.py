@@ -81,7 +81,7 @@ def tiers_html(t: Tiers, png: Path | None) -> str:
     swept = len(t.modes) > 1
     bound = any(p == BOUND for p, _ in t.series)
     parts = ['<section id="tiers"><h2>Pool sizing (lower tiers under HBM)</h2>',
-             f"<p>{e(t.rules)} (sim_core.tier_rules; docs/tiers.md, Engine hierarchies).</p>" if t.rules else "",
+             f"<p>{e(t.rules)} (sim_core.tiers.rules; docs/tiers.md, Engine hierarchies).</p>" if t.rules else "",
              f"<p>Served ratio: block accesses served from HBM or a lower tier, over all accesses (the first "
              f"cost model's curves; it does not depend on the cost model). Knee: the smallest pool within "
              f"{KNEE_POINTS * 100:g} point of the saturated served ratio (the best mode's at the largest pool); "

@@ -1,0 +1,1 @@
+"""Tiers below HBM: the hierarchy replay, tier specifications, the engines' tier rules, per-request tier state."""
