@@ -16,7 +16,7 @@ from sim_core import simulate
 from sweep.plan import resolve_pools
 from sweep.report.families import pool_parts
 from sweep.report.sizing import BOUND, KNEE_POINTS, NOT_SATURATED, by_capacity, knee_text
-from sweep.spec import resolve_engine, resolve_tiers
+from sweep.spec import resolve_counting, resolve_tiers
 
 from .config import replay_kwargs
 
@@ -33,7 +33,7 @@ def axis(cfg, model, block_tokens: int) -> tuple[str, list, dict | None]:
     if not levels:
         return name, [], None
     pools, _ = resolve_pools(levels, model, block_tokens)
-    _, hardware = resolve_engine(cfg)
+    _, hardware = resolve_counting(cfg)
     return f"{name}, {rules} rules", pools, hardware
 
 

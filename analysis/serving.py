@@ -28,7 +28,7 @@ from sweep.plan import resolve_capacities
 from sweep.report.routing import regimes, sentence
 from sweep.report.slo import Slo, cap_text, met_from, seconds
 from sweep.serving import BASELINE, serve_row
-from sweep.spec import capacity_sizes, resolve_engine
+from sweep.spec import capacity_sizes, resolve_counting
 
 log = logging.getLogger("analysis")
 
@@ -38,7 +38,7 @@ POLICIES = ("lru", "s3fifo", "partial_node")
 def axis(cfg, model, trace) -> tuple | None:
     """(the Fleet, the capacities it can serve, notes), or None for fleet=none. Checked as
     the sweep checks it (ConfigError); an SLO is required (it is what the advice sizes for)."""
-    _, hardware = resolve_engine(cfg)
+    _, hardware = resolve_counting(cfg)
     fl = resolve(cfg, hardware)
     if fl is None:
         return None
@@ -72,8 +72,8 @@ def run(trace, fl, caps, *, model, seed: int = 0) -> dict:
                 t0 = time.perf_counter()
                 out.setdefault(load, {})[f"{p} @ {route.label}" if fl.routed else p] = [
                     {"capacity_index": i, "capacity_label": c.label, "capacity_gib": c.gib, "load": load,
-                     **serve_row(serve(trace, p, c.blocks, arrival_speedup=load, model=model, seed=seed,
-                                       **fl.serve_kwargs(route)))}
+                     **serve_row(serve(trace, p, c.blocks, arrival_speedup=load, seed=seed,
+                                       **fl.serve_kwargs(route, model)))}
                     for i, c in enumerate(caps)]
                 log.info("serve %s at %gx load%s: %d capacities in %.1fs", p, load,
                          f", {route.label}" if fl.routed else "", len(caps), time.perf_counter() - t0)

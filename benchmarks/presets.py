@@ -12,7 +12,7 @@ import argparse
 import platform
 
 from sim_core import simulate
-from sim_core.deployment.counting import PRESETS
+from sim_core.catalog.counting import PRESETS
 from sim_core.traces.loaders import bundled_path, load_trace
 
 

@@ -29,7 +29,7 @@ from types import SimpleNamespace
 from sim_core import QWEN3_CODER_30B, REGISTRY, get_policy, simulate, to_blocks
 from sim_core.traces import synth
 from sim_core.traces import sample as smp
-from sim_core.deployment.capacity import log_spaced_bytes
+from sim_core.catalog.capacity import log_spaced_bytes
 
 HEADLINE_GIB = (24, 48, 96, 1024)
 COSTS = ("uniform", "linear", "qwen3_coder_30b")

@@ -2,7 +2,7 @@
 
     python -m benchmarks.tier_engines [--hbm 1000,4000] [--pools 4000,16000,64000] [--named-hbm 4000]
 
-Prints two markdown tables. First, `simulate(engine="vllm")` (vLLM's CPU offload: LRU
+Prints two markdown tables. First, `simulate(counting="vllm")` (vLLM's CPU offload: LRU
 HBM and pool) beside NVIDIA Dynamo 1.6.1's replay with `native_host_offload` (its mocker
 of vLLM's offloading, copies instantaneous), when Dynamo is installed: HBM and host-pool
 hits in blocks (Dynamo's: the first admission's G1 and host reused tokens / 512; its
@@ -22,7 +22,7 @@ from sim_core.tiers.rules import HIERARCHIES
 
 
 def ours(trace, hbm: int, pool: int) -> tuple[int, int]:
-    r = simulate(trace, "lru", [hbm], engine="vllm", tiers=[{"name": "dram", "capacity": pool}])[0]
+    r = simulate(trace, "lru", [hbm], counting="vllm", tiers=[{"name": "dram", "capacity": pool}])[0]
     return r.hits, r.tier_hits["dram"]
 
 
@@ -61,7 +61,7 @@ def named(trace, hbm: int, pools) -> str:
     for name, rules in HIERARCHIES.items():
         for p in pools:
             tiers = [{"name": f"tier{i + 1}", "capacity": p} for i in range(len(rules))]
-            r = simulate(trace, "lru", [hbm], engine="vllm", hierarchy=name, tiers=tiers)[0]
+            r = simulate(trace, "lru", [hbm], counting="vllm", hierarchy=name, tiers=tiers)[0]
             low = ", ".join(f"{v:,}" for v in r.tier_hits.values())
             skip = sum(r.tier_skipped_writes.values())
             out.append(f"| {name} | {p:,} | {r.hits:,} | {low} | {r.served_ratio:.4f} | {skip:,} |")

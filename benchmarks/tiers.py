@@ -19,7 +19,7 @@ import sys
 import time
 
 from sim_core import simulate, tier_bound, to_blocks
-from sim_core.deployment.models import QWEN3_CODER_30B
+from sim_core.catalog.models import QWEN3_CODER_30B
 from sim_core.traces.synth import generate
 
 GIB = 1 << 30

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import re
+import warnings
 
 
 class ConfigError(ValueError):
@@ -75,3 +76,26 @@ def check_bool(value, key: str) -> bool:
     if isinstance(value, bool):
         return value
     raise ConfigError(f"{key} must be true or false, got {value!r}")
+
+
+#: names replaced in the deployment vocabulary (CHANGELOG 0.2.0): old keyword -> new keyword,
+#: for simulate(); they work for one release with a DeprecationWarning
+RENAMED = {"hbm_capacities": "capacity_blocks", "capacities": "capacity_blocks", "engine": "counting"}
+
+
+def renamed(given: dict, where: str = "simulate", stacklevel: int = 3, **current):
+    """The current keywords' values, with any old name in `given` (the call's leftover
+    keywords) moved to its new one and a DeprecationWarning that names the new one. An
+    unknown keyword is a TypeError, as Python gives it; a value given under both names is
+    refused."""
+    out = dict(current)
+    for old, value in given.items():
+        new = RENAMED.get(old)
+        if new is None or new not in out:
+            raise TypeError(f"{where}() got an unexpected keyword argument {old!r}")
+        if out[new] is not None:
+            raise ValueError(f"{where}: give {new} once ({old} is its older name)")
+        warnings.warn(f"{where}({old}=...) is deprecated and will be removed in the next release: use {new}=",
+                      DeprecationWarning, stacklevel=stacklevel)
+        out[new] = value
+    return tuple(out.values())

@@ -8,14 +8,15 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from .replay.accounting import affine, count_from, skip_partial_view, windows_table
-from .deployment.cost import cost_per_depth
-from .deployment.counting import preset
+from .catalog.cost import cost_per_depth
+from .catalog.counting import preset
 from .replay.engine import (BAD_VICTIM, EVICTIONS, FAILED, HBM_HITS, MAX_SIZE, N_COUNTERS, OVERSIZED, OVERSIZED_BLOCKS, TOKENS,
                      new_accounting, new_engine_state, replay_tiered)
-from .deployment.hardware import ttft_stats
+from .catalog.hardware import ttft_stats
 from .tiers.hierarchy import NO_TIER, T_BAD_VICTIM, T_EVICTIONS, T_FAILED, T_SKIPPED, T_WRITES
 from .tiers.spec import build_tier
 from .structures.onepass import percentile_from_hist
+from .config_checks import renamed
 from .replay.options import Options, check_rate, enum_value, options, resolve_order, tier_rate
 from .policies import PolicyContext, get_policy, resolve_params
 from .result import Hits, Mode, Order, Result, make_result, sampled
@@ -23,16 +24,15 @@ from .traces.sample import capacity_rates, sample_of, scaled_capacity
 from .tiers.rules import with_rules
 from .traces.sums import request_sums
 from .traces.trace import Trace
-from .deployment.capacity import as_capacity, saturation_capacity
+from .catalog.capacity import as_capacity, saturation_capacity
 from .replay.units import depth_totals, replay_units
 
 
 def simulate(
     trace: Trace,
     policy: str,
-    hbm_capacities: int | Iterable[int] | None = None,
+    capacity_blocks: int | Iterable[int] | None = None,
     *,
-    capacities: int | Iterable[int] | None = None,
     params: Mapping | None = None,
     mode: str | Mode | None = None,
     hits: str | Hits | None = None,
@@ -47,7 +47,7 @@ def simulate(
     sample_force: bool = False,
     sample_floor: int | None = None,
     tiers: Sequence[Mapping] | None = None,
-    engine: str | None = None,
+    counting: str | None = None,
     hierarchy: str | None = None,
     hbm_admit: str = "all",
     partial_blocks: str | None = None,
@@ -55,9 +55,10 @@ def simulate(
     window: float | str | None = None,
     hardware=None,
     overlap: bool = True,
+    **deprecated,
 ) -> list[Result]:
-    """Replay `trace` under `policy` at each HBM capacity (in blocks; `capacities` is
-    the same argument by its older name); one `Result` per capacity, in the order given.
+    """Replay `trace` under `policy` at each HBM capacity in `capacity_blocks` (one or a
+    list); one `Result` per capacity, in the order given.
 
     `order` is the recency order of a request's blocks after it is served (request mode):
     "tail_first" (the default there) walks each request deepest block first, so a
@@ -74,10 +75,10 @@ def simulate(
     pass when `one_pass` (exact; see sim_core.structures.onepass), and capacities at or above
     `saturation_capacity(trace)` never evict, so they share one replay.
 
-    `engine` (a preset of sim_core.deployment.counting: vllm, sglang, lmcache, mooncake, dynamo,
-    paper) sets mode, hits, order, partial_blocks and warmup where they are not given
+    `counting` (a counting preset of sim_core.catalog.counting: vllm, sglang, lmcache,
+    mooncake, dynamo, paper) sets mode, hits, order, partial_blocks and warmup where they are not given
     (defaults without it: request, block, the mode's order, cache, none), and the rules of
-    the lower tiers its hierarchy runs (sim_core.tiers.rules.ENGINE_HIERARCHY).
+    the lower tiers its hierarchy runs (sim_core.tiers.rules.COUNTING_HIERARCHY).
 
     Tiers (sim_core.tiers.hierarchy): `tiers` lists lower tiers under HBM, top down, each a
     mapping {"name", "capacity" (blocks), "policy", "write": on_evict | on_compute | on_hit,
@@ -85,14 +86,14 @@ def simulate(
     "touch": loads | request, "promote": N, "params", "link": host | ssd, "bandwidth_bps"}.
     The rules a tier leaves out come from `hierarchy` (a name of
     sim_core.tiers.rules.HIERARCHIES: vllm_cpu, hicache_write_back, kvbm, victim, ...), else
-    from the engine's, else vLLM's CPU offload. `hbm_admit` is HBM's own admission rule.
+    from the counting preset's, else vLLM's CPU offload. `hbm_admit` is HBM's own admission rule.
 
     Counting (sim_core.replay.accounting): `partial_blocks="skip"` never caches a request's
     partial last block; `warmup` (a fraction of the requests in [0, 1), or a duration
     such as "30m") replays the first requests without counting them; `window` (a
     duration) adds per-window metrics (`Result.windows`).
 
-    `hardware` (a part name of sim_core.deployment.hardware.PARTS, or a mapping with overrides)
+    `hardware` (a part name of sim_core.catalog.hardware.PARTS, or a mapping with overrides)
     adds the TTFT estimate (service time, no queueing), with loads overlapped under
     compute when `overlap`; `model` gives its FLOPs and KV bytes (default Qwen3-Coder-30B).
     Windows and TTFT need per-request counts, which a one-pass curve does not keep: the
@@ -105,12 +106,17 @@ def simulate(
     Result says at which (`sample_rate`, 1 = exact). The floor is the policy's
     (`PolicySpec.sample_floor`, else the unit's); `sample_floor` overrides it. Prefix hits
     are undefined on a sample and refused.
+
+    Older names, accepted for one release with a DeprecationWarning: `hbm_capacities=` and
+    `capacities=` (now `capacity_blocks`), `engine=` (now `counting`; `engine` is the
+    serving preset of `serve`).
     """
-    if engine is not None:
+    capacity_blocks, counting = renamed(deprecated, capacity_blocks=capacity_blocks, counting=counting)
+    if counting is not None:
         try:
-            got = preset(str(engine)).switches()
+            got = preset(str(counting)).switches()
         except ValueError as e:
-            raise ValueError(f"engine: {e}") from None
+            raise ValueError(f"counting: {e}") from None
         mode, hits, order = (got[k] if v is None else v for k, v in (("mode", mode), ("hits", hits), ("order", order)))
         partial_blocks = got["partial_blocks"] if partial_blocks is None else partial_blocks
         warmup = got["warmup"] if warmup is None else warmup
@@ -118,18 +124,14 @@ def simulate(
     hits = enum_value(Hits, "hits", Hits.BLOCK if hits is None else hits)
     order = resolve_order(mode, order)
     partial_blocks = "cache" if partial_blocks is None else partial_blocks
-    tiers = with_rules(tiers, hierarchy, engine)
+    tiers = with_rules(tiers, hierarchy, counting)
     spec = get_policy(policy)
     params = resolve_params(spec, params)
-    if capacities is not None:
-        if hbm_capacities is not None:
-            raise ValueError("give the HBM capacities once (hbm_capacities, or its older name capacities)")
-        hbm_capacities = capacities
-    if hbm_capacities is None:
-        raise ValueError("no capacities given")
-    if isinstance(hbm_capacities, (str, bytes)) or np.ndim(hbm_capacities) == 0:
-        hbm_capacities = [hbm_capacities]
-    caps = [as_capacity(c) for c in hbm_capacities]
+    if capacity_blocks is None:
+        raise ValueError("no capacities given (capacity_blocks)")
+    if isinstance(capacity_blocks, (str, bytes)) or np.ndim(capacity_blocks) == 0:
+        capacity_blocks = [capacity_blocks]
+    caps = [as_capacity(c) for c in capacity_blocks]
     if not caps:
         raise ValueError("no capacities given")
     if trace.n_accesses == 0:

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from omegaconf import OmegaConf
 
-from sim_core.serving import ROUTERS, cannot_serve, served_lengths, slo_seconds
+from sim_core.serving import ROUTERS, Deployment, cannot_serve, deployment, served_lengths, slo_seconds
 from sim_core.serving.engines import as_engine
 from sim_core.serving.routers import get_router
 
@@ -34,7 +34,7 @@ from .config import ConfigError, check_int
 from .curves import Curve
 from .keys import CurveIdentity
 from .serving import BASELINE, SERVE
-from .spec import ENGINE_DEFAULTS
+from .spec import COUNTING_DEFAULTS
 
 log = logging.getLogger("sweep")
 
@@ -56,11 +56,6 @@ class Route:
     def label(self) -> str:
         """'kv_router x8': how curve labels, run names and tables name it."""
         return f"{self.router} x{self.replicas}"
-
-    def kwargs(self) -> dict:
-        """serve()'s replicas, router and router_params (left out when the router has none)."""
-        return {"replicas": self.replicas, "router": self.router,
-                **({"router_params": dict(self.params)} if self.params else {})}
 
     def given(self) -> str:
         """'overlap_weight=2': the parameters that differ from the router's defaults."""
@@ -98,7 +93,7 @@ class Fleet:
 
     def key(self, load: float, route: Route | None = None) -> tuple:
         """The serving settings of one load and route (default: the first), for a curve's
-        identity (CurveIdentity.engine). The router's parameters enter only when it has any,
+        identity (CurveIdentity.setup). The router's parameters enter only when it has any,
         so a parameterless router keeps the key it had before they existed."""
         r = route or self.routes[0]
         d = {"engine": tuple(sorted(self.engine.items())), "step_model": self.step_model,
@@ -111,17 +106,22 @@ class Fleet:
             d["hardware"] = tuple(sorted(self.hardware.items()))
         return (("fleet", tuple(sorted(d.items()))),)
 
-    def serve_kwargs(self, route: Route | None = None) -> dict:
-        """serve()'s keywords but the policy, capacity, load, model and seed, for one route
-        (default: the first)."""
-        return {"engine": dict(self.engine), **(route or self.routes[0]).kwargs(), "slo": dict(self.slo) or None,
-                "hardware": self.hardware}
+    def deployment(self, route: Route | None = None, model=None) -> Deployment:
+        """The deployment serve() replays on one route (default: the first): its replicas and
+        router, the engine with its overrides, the hardware, the model."""
+        r = route or self.routes[0]
+        return deployment(replicas=r.replicas, engine=dict(self.engine), router=r.router,
+                          router_params=dict(r.params) or None, hardware=self.hardware, model=model)
 
-    def runner_kwargs(self) -> dict:
-        """What the sweep's actors take (sweep.runner): serve()'s common keywords, and each
-        route's (replicas, router, router_params) by its label, which a job names."""
-        common = {k: v for k, v in self.serve_kwargs().items() if k not in ("replicas", "router", "router_params")}
-        return {**common, "routes": {r.label: r.kwargs() for r in self.routes}}
+    def serve_kwargs(self, route: Route | None = None, model=None) -> dict:
+        """serve()'s keywords but the policy, capacity, load and seed, for one route: the
+        deployment and the SLO."""
+        return {"deployment": self.deployment(route, model), "slo": dict(self.slo) or None}
+
+    def runner_kwargs(self, model) -> dict:
+        """What the sweep's actors take (sweep.runner): the SLO, and each route's deployment
+        by its label, which a job names."""
+        return {"slo": dict(self.slo) or None, "deployments": {r.label: self.deployment(r, model) for r in self.routes}}
 
     def describe(self) -> str:
         """'engine dynamo (max_num_seqs=64), dynamo step times, 1 replica': for titles."""
@@ -217,7 +217,7 @@ def routes(f: dict) -> tuple:
 
 def resolve(cfg, hardware: dict | None) -> Fleet | None:
     """The `fleet` group, checked (ConfigError naming the key); None for fleet=none.
-    `hardware` is the hardware group's mapping (sweep.spec.resolve_engine), or None."""
+    `hardware` is the hardware group's mapping (sweep.spec.resolve_counting), or None."""
     f = _plain(cfg.get("fleet")) or {}
     unknown = sorted(set(f) - set(KEYS))
     if unknown:
@@ -277,13 +277,13 @@ def for_sweep(sp, fl: Fleet, cfg, overrides: list[str]):
     if weeks > 1:
         raise ConfigError(f"trace.weeks={weeks} with {where}: independent weeks back to back are not one arrival "
                           f"process to queue; set trace.weeks=1")
-    if cfg.sim.get("engine") is not None:
-        raise ConfigError(f"sim.engine={cfg.sim.engine} sets how the cache replay counts hits; {where} replays "
-                          f"the engine itself (fleet.engine): drop sim.engine")
+    if cfg.sim.get("counting") is not None:
+        raise ConfigError(f"sim.counting={cfg.sim.counting} sets how the cache replay counts hits; {where} replays "
+                          f"the engine itself (fleet.engine): drop sim.counting")
     for k in ("hbm_admit", "warmup", "window"):
-        if sp.engine.get(k) != ENGINE_DEFAULTS[k]:
-            raise ConfigError(f"sim.{k}={sp.engine[k]} is not modelled by the serving replay ({where}): leave it "
-                              f"at its default ({ENGINE_DEFAULTS[k]})")
+        if sp.counting.get(k) != COUNTING_DEFAULTS[k]:
+            raise ConfigError(f"sim.{k}={sp.counting[k]} is not modelled by the serving replay ({where}): leave it "
+                              f"at its default ({COUNTING_DEFAULTS[k]})")
     why = {p.name: w for p in sp.policies if (w := cannot_serve(p.name))}
     if why and not sp.selected_all:
         name = next(iter(why))
@@ -333,7 +333,7 @@ def identity(fl: Fleet, p, *, trace: str, simulator: str, seed: int, model) -> C
     (Fleet.key), so it never shares a key with a cache replay, another load or route."""
     return CurveIdentity.make(trace=trace, policy=p.name, params=p.params, mode=SERVE, hits="prefix", seed=seed,
                               cost_model=SERVE, model=model, simulator=simulator, order="",
-                              engine=fl.key(p.load, fl.route(p.route)))
+                              setup=fl.key(p.load, fl.route(p.route)))
 
 
 def curves(fl: Fleet, variants, blocks: tuple, **ident) -> list[Curve]:

@@ -1,8 +1,8 @@
 """The identity of a result, shared by resume, deduplication and the journal.
 
 A point (one capacity of one curve) is keyed by everything that determines its numbers:
-the trace's content digest, the policy and its resolved parameters, the engine switches
-(mode, hits, order, seed; lower tiers, admission, counting, hardware), the cost model and the model, the capacity in blocks, and the digest
+the trace's content digest, the policy and its resolved parameters, the replay switches
+(mode, hits, order, seed), the setup (counting, lower tiers, admission, hardware, or the serving fleet), the cost model and the model, the capacity in blocks, and the digest
 of the simulator source. A curve's key is the same identity with its capacity list, and
 a sweep's key is the set of its curve keys.
 """
@@ -33,19 +33,19 @@ class CurveIdentity:
     simulator: str  # sim_core.digest.source_digest
     sample: tuple = ()  # (rate, seed, by) of a sampled replay; () when exact
     order: str = ""  # sim_core.Order of the replay
-    engine: tuple = ()  # lower tiers, admission, counting and hardware settings; () when all are defaults
+    setup: tuple = ()  # counting, lower tiers, admission and hardware, or the fleet; () when all are defaults
 
     @classmethod
     def make(cls, *, trace: str, policy: str, params: Mapping, mode, hits, seed: int, cost_model: str,
-             model, simulator: str, sample: tuple = (), order="", engine: tuple = ()) -> "CurveIdentity":
+             model, simulator: str, sample: tuple = (), order="", setup: tuple = ()) -> "CurveIdentity":
         return cls(trace=trace, policy=policy, params=tuple(sorted(dict(params).items())),
                    mode=str(mode), hits=str(hits), seed=int(seed), cost_model=cost_model,
                    model=tuple(sorted(dataclasses.asdict(model).items())), simulator=simulator,
-                   sample=tuple(sample), order=str(order), engine=tuple(engine))
+                   sample=tuple(sample), order=str(order), setup=tuple(setup))
 
     def _fields(self) -> dict:
         d = dataclasses.asdict(self)
-        for k in ("sample", "engine"):  # exact flat replays keep the keys they had before these existed
+        for k in ("sample", "setup"):  # exact flat replays keep the keys they had before these existed
             if not d[k]:
                 del d[k]
         return d

@@ -18,8 +18,9 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from sim_core import get_policy, replay_units
-from sim_core.deployment.capacity import human_gib, parse_size, to_blocks
-from sim_core.deployment.hardware import as_hardware
+from sim_core.catalog.capacity import human_gib, parse_size, to_blocks
+from sim_core.catalog.hardware import as_hardware
+from sim_core.traces.sample import capacity_rates
 from sim_core.traces.sessions import has_session_ids
 
 from .config import ConfigError
@@ -254,3 +255,34 @@ def without_sessions(sp, trace):
                           f"trace.sessions=auto or leave {'it' if one else 'them'} out of policy=[...]")
     log.warning("policy=all skips %s: %s", ", ".join(names), why)
     return replace(sp, policies=[p for p in sp.policies if p.name not in names])
+
+
+def sampled_scale(trace, blocks: list[int], sp) -> Callable:
+    """Relative cost of a capacity (in `blocks`) under the sweep spec `sp`'s sampling: the
+    rate it runs at (raised where the scaled cache would be below the policy's sampling
+    floor; sim_core.traces.sample.capacity_rates)."""
+    per_rule: dict[tuple, dict[int, float]] = {}  # (unit, floor) -> capacity -> rate
+    rule = {}
+    for p in sp.policies:
+        spec = get_policy(p.name)
+        rule[p.name] = (spec.sample_by, spec.sample_floor)
+        if rule[p.name] not in per_rule:
+            per_rule[rule[p.name]] = capacity_rates(trace, blocks, sp.sample_rate, sp.sample_seed,
+                                                    spec.sample_by, sp.mode, floor=spec.sample_floor)
+    raised = {}
+    for p in sp.policies:
+        if sp.sampled(p.name):
+            for c, r in per_rule[rule[p.name]].items():
+                if r > sp.sample_rate:
+                    raised.setdefault((c, r), []).append(p.name)
+    if raised:
+        every = len([p for p in sp.policies if sp.sampled(p.name)])
+        log.info("sampling at r=%g: %s would hold too few sampled blocks and run at a higher rate (%s)",
+                 sp.sample_rate, counted(len({c for c, _ in raised}), "capacity", "capacities"),
+                 "; ".join(f"{c} blocks: r={r:g}" + ("" if len(ps) == every else f" for {', '.join(ps)}")
+                           for (c, r), ps in sorted(raised.items())[:6]) + (" ..." if len(raised) > 6 else ""))
+    exact = sp.exact_policies()
+    if exact:
+        log.info("sampling at r=%g: %s stay exact (their sampled error misses the target; see "
+                 "docs/sampling.md)", sp.sample_rate, ", ".join(exact))
+    return lambda policy, blocks: 1.0 if policy in exact else per_rule[rule[policy]].get(blocks, 1.0)

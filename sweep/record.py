@@ -73,9 +73,9 @@ def start_runs(st) -> None:
         p, ps = pols[c.policy], get_policy(c.policy)
         replay = st.fleet.params(c.route) if st.fleet else {"mode": str(st.spec.mode), "hits": str(st.spec.hits),
                                                      "order": str(st.spec.order),
-                                                     **{f"sim.{k}": v for k, v in st.spec.engine.items()},
-                                                     **({"sim.engine": st.spec.engine_preset}
-                                                        if st.spec.engine_preset else {})}
+                                                     **{f"sim.{k}": v for k, v in st.spec.counting.items()},
+                                                     **({"sim.counting": st.spec.counting_preset}
+                                                        if st.spec.counting_preset else {})}
         st.tracker.open_curve(c, {"trace": st.trace.name, **replay,
                                   "model": st.spec.model.name, "block_tokens": st.trace.block_tokens,
                                   "cost_aware": p.cost_aware, "offline": p.offline,
@@ -89,10 +89,10 @@ def start_runs(st) -> None:
                                "cost_aware": str(p.cost_aware).lower(), "offline": str(p.offline).lower(),
                                "sampled": f"r={c.identity.sample[0]:g}" if c.identity.sample else "false",
                                COLOUR_TAG: colour[c.label],
-                               **({"engine": st.spec.engine_preset} if st.spec.engine_preset else {}),
+                               **({"counting": st.spec.counting_preset} if st.spec.counting_preset else {}),
                                **(st.fleet.tags(c.route) if st.fleet else {})},
-                              run_name=f"{c.label} | {c.cost_model}" + (f" | engine={st.spec.engine_preset}"
-                                                                        if st.spec.engine_preset else ""))
+                              run_name=f"{c.label} | {c.cost_model}" + (f" | counting={st.spec.counting_preset}"
+                                                                        if st.spec.counting_preset else ""))
     st.delivery = Delivery(st.tracker, st.journal, st.uri)
     for c in st.curves:  # known results the run lacks (journal, another capacity list)
         missing = {i: r for i, r in c.rows.items() if i not in c.stored}
@@ -111,8 +111,8 @@ def _parent_record(st) -> tuple[dict, dict, dict, dict]:
         tags.update({"git_commit": sha, "mlflow.source.git.commit": sha, "git_dirty": str(dirty).lower()})
     if st.cap_notes:
         tags["capacity_dedup"] = "; ".join(st.cap_notes)[:5000]
-    if st.spec.engine_preset:  # sim.engine: the runs are this preset's own
-        tags["engine"] = st.spec.engine_preset
+    if st.spec.counting_preset:  # sim.counting: the runs are this preset's own
+        tags["counting"] = st.spec.counting_preset
     if st.fleet is not None:  # the report names the engine (sweep.report.sweeps reads it back)
         tags["kvsweep.fleet"] = f"fleet={st.fleet.name}: {st.fleet.describe()}"
     if st.spec.tiers:  # the report names the tiers' rules (sweep.report.sweeps reads it back)
@@ -157,7 +157,7 @@ def finish(st, status: str, wait_s: float) -> str:
     if st.work:
         st.tracker.log_parent_metrics({f"work.{k}": v for k, v in st.work.items()})
     rows, rank = [], []
-    if st.spec.engine.get("window") is not None:
+    if st.spec.counting.get("window") is not None:
         rows = window_rows(st.curves, st.caps)
         rank = ranking(rows)
         st.tracker.log_parent_rows({"windows.csv": rows, "window_ranking.csv": rank})
@@ -190,7 +190,7 @@ def pool_gib(st, pool: str) -> float:
 
 
 def sweep_name(st, stamp: str) -> str:
-    """The sweep run's name: what it is (trace; flat, tiers or fleet; engine preset; windows;
+    """The sweep run's name: what it is (trace; flat, tiers or fleet; counting preset; windows;
     sampling), then when it started."""
     parts = [st.trace.name]
     if st.fleet is not None:
@@ -199,21 +199,23 @@ def sweep_name(st, stamp: str) -> str:
         parts.append(f"tier={st.spec.tier_name} ({st.spec.tier_rules})")
     else:
         parts.append("flat")
-    if st.spec.engine_preset:
-        parts.append(f"engine={st.spec.engine_preset}")
-    if st.spec.engine.get("window") is not None:
-        parts.append(f"window={st.spec.engine['window']}")
+    if st.spec.counting_preset:
+        parts.append(f"counting={st.spec.counting_preset}")
+    if st.spec.counting.get("window") is not None:
+        parts.append(f"window={st.spec.counting['window']}")
     if st.spec.sample_rate is not None:
         parts.append(f"r={st.spec.sample_rate:g}")
     return " | ".join(parts + [stamp])
 
 
 def setup(st) -> str:
-    """One line: the engine, hierarchy and hardware a sweep replays (the report's header)."""
+    """One line: the counting, hierarchy and hardware a sweep replays, or the fleet it serves
+    (the report's header)."""
     parts = []
-    preset = st.spec.engine_preset
-    parts.append(f"engine preset sim.engine={preset} (docs/engines.md)" if preset
-                 else "the paper's counting (no engine preset)")
+    preset = st.spec.counting_preset
+    if st.fleet is None:  # a serving replay counts as its engine does: no counting preset applies
+        parts.append(f"counting preset sim.counting={preset} (docs/engines.md)" if preset
+                     else "the paper's counting (no counting preset)")
     if st.fleet is not None:
         parts.append(f"fleet={st.fleet.name}: {st.fleet.describe()}")
     elif st.spec.tiers:
@@ -295,7 +297,7 @@ def summary_text(st) -> str:
                          saturation_capacity(st.trace))
     if st.spec.tiers and len(st.pools) > 1:
         text += "\n\n" + tier_table(st.curves, st.caps, points)
-    if st.spec.engine.get("window") is not None:
+    if st.spec.counting.get("window") is not None:
         shown = st.spec.cost_models[-1]  # the model-derived cost when swept
         text += "\n\n" + ranking_text(ranking(window_rows(st.curves, st.caps)), shown)
     return text

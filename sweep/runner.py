@@ -36,7 +36,7 @@ class SimulatorShard:
         self.trace = from_payload(payload)
         self.sim_kwargs = dict(sim_kwargs)
         self.serve_kwargs = self.sim_kwargs.pop("serve", None)  # fleet=...: serve()'s settings
-        self.routes = self.serve_kwargs.pop("routes") if self.serve_kwargs else {}  # label -> replicas, router, ...
+        self.deployments = self.serve_kwargs.pop("deployments") if self.serve_kwargs else {}  # route label ->
 
     def info(self) -> dict:
         return {"pid": os.getpid(), "host": socket.gethostname()}
@@ -49,7 +49,7 @@ class SimulatorShard:
         t0, c0 = time.perf_counter(), time.process_time()
         if job.load:
             recs = [serve(self.trace, job.policy, b, arrival_speedup=job.load, params=dict(job.params),
-                          **self.serve_kwargs, **self.routes[job.route]) for b in job.capacities]
+                          deployment=self.deployments[job.route], **self.serve_kwargs) for b in job.capacities]
             return job.id, recs, time.perf_counter() - t0, time.process_time() - c0, started
         recs = simulate(self.trace, job.policy, list(job.capacities), cost_models=list(job.cost_models),
                         params=dict(job.params), tiers=[dict(t) for t in job.tiers] or None, **self.sim_kwargs)

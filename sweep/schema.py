@@ -47,20 +47,29 @@ ModeChoice = _choice("ModeChoice", MODES)
 HitsChoice = _choice("HitsChoice", HITS)
 OrderChoice = _choice("OrderChoice", [o.value for o in Order])
 PartialBlocksChoice = _choice("PartialBlocksChoice", PARTIAL_BLOCKS)
-EngineChoice = _choice("EngineChoice", ENGINES)
+EngineChoice = _choice("EngineChoice", ENGINES)  # fleet.engine: the serving engine presets
 # the step-time models a sweep takes (a measured profile needs its table: sim_core.serve directly)
 StepModelChoice = _choice("StepModelChoice", ("dynamo", "roofline"))
 
 
 @dataclass
-class SimSchema:
-    engine: Optional[str] = None
+class AnalysisSimSchema:
+    """The sim keys of `python -m analysis`: the replay switches."""
+
     mode: ModeChoice = ModeChoice["request"]
     hits: HitsChoice = HitsChoice["block"]
     order: Optional[OrderChoice] = None
     seed: int = 0
     sample_rate: Any = "auto"
     sample_seed: int = 0
+
+
+@dataclass
+class SimSchema(AnalysisSimSchema):
+    """The sim keys of `python -m sweep`: the replay switches, counting and tiers' options."""
+
+    counting: Optional[str] = None  # a counting preset (sim_core.catalog.counting)
+    engine: Optional[str] = None  # deprecated: the older name of counting (sweep.spec.apply_counting moves it)
     sample_force: Any = False
     hbm_admit: str = "all"
     partial_blocks: PartialBlocksChoice = PartialBlocksChoice["cache"]
@@ -99,44 +108,32 @@ class FleetSchema:
 
 
 @dataclass
-class Schema:
+class Groups:
+    """The config groups both entry points take: each is checked by its own resolver
+    (sweep/spec.py, sweep/traces.py, sweep/fleet.py)."""
+
+    trace: Any = None
+    capacity: Any = None
+    cost: Any = None
+    tier: Any = None
+    hardware: Any = None
+    fleet: FleetSchema = field(default_factory=FleetSchema)
+    model: Any = None
+    tracking: Any = None
+
+
+@dataclass
+class Schema(Groups):
     sim: SimSchema = field(default_factory=SimSchema)
     sweep: SweepSchema = field(default_factory=SweepSchema)
-    # the groups: each is checked by its own resolver (sweep/spec.py, sweep/traces.py)
-    trace: Any = None
     policy: Any = None
-    capacity: Any = None
-    cost: Any = None
-    tier: Any = None
-    hardware: Any = None
-    fleet: FleetSchema = field(default_factory=FleetSchema)
-    model: Any = None
     cluster: Any = None
-    tracking: Any = None
 
 
 @dataclass
-class AnalysisSimSchema:
-    mode: ModeChoice = ModeChoice["request"]
-    hits: HitsChoice = HitsChoice["block"]
-    order: Optional[OrderChoice] = None
-    seed: int = 0
-    sample_rate: Any = "auto"
-    sample_seed: int = 0
-
-
-@dataclass
-class AnalysisSchema:
+class AnalysisSchema(Groups):
     sim: AnalysisSimSchema = field(default_factory=AnalysisSimSchema)
     analysis: Any = None
-    trace: Any = None
-    capacity: Any = None
-    cost: Any = None
-    model: Any = None
-    tier: Any = None
-    hardware: Any = None
-    fleet: FleetSchema = field(default_factory=FleetSchema)
-    tracking: Any = None
 
 
 def register() -> None:

@@ -15,13 +15,13 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from sim_core import Hits, Mode, get_policy
 from sim_core.replay.accounting import check_warmup, duration_s
-from sim_core.deployment.capacity import log_spaced_bytes, parse_size
-from sim_core.deployment.cost import cost_names
-from sim_core.deployment.counting import preset, twins
-from sim_core.deployment.hardware import as_hardware
+from sim_core.catalog.capacity import log_spaced_bytes, parse_size
+from sim_core.catalog.cost import cost_names
+from sim_core.catalog.counting import preset, twins
+from sim_core.catalog.hardware import as_hardware
 from sim_core.tiers.rules import rules_at, rules_name
 from sim_core.tiers.spec import as_tier_specs, parse_admit
-from sim_core.deployment.models import ModelConfig
+from sim_core.catalog.models import ModelConfig
 from sim_core.policies import REGISTRY
 from sim_core.replay.options import resolve_order
 
@@ -46,8 +46,8 @@ class PolicyChoice:
     route: str = ""  # fleet=...: its replicas and router (sweep.fleet.Route.label, "kv_router x8")
 
 
-# simulate()'s defaults for the engine switches a sweep passes (conf/config.yaml `sim:`)
-ENGINE_DEFAULTS = {"hbm_admit": "all", "partial_blocks": "cache", "warmup": None, "window": None, "overlap": True}
+# simulate()'s defaults for the counting switches a sweep passes (conf/config.yaml `sim:`)
+COUNTING_DEFAULTS = {"hbm_admit": "all", "partial_blocks": "cache", "warmup": None, "window": None, "overlap": True}
 
 
 @dataclass
@@ -56,7 +56,7 @@ class SweepSpec:
     cost_models: list[str]
     capacity_sizes: list  # as given: '24GiB' strings or block counts
     capacity_name: str
-    model: Any  # sim_core.deployment.models.ModelConfig
+    model: Any  # sim_core.catalog.models.ModelConfig
     mode: Any  # sim_core.Mode
     hits: Any  # sim_core.Hits
     seed: int
@@ -70,21 +70,21 @@ class SweepSpec:
     tier_name: str = "none"
     tier_rules: str = ""  # the engine hierarchy whose rules filled the tiers' unset ones (sim_core.tiers.rules)
     tiers: list = field(default_factory=list)  # [(name, capacities as given, settings)], top down
-    engine: dict = field(default_factory=dict)  # simulate()'s hbm_admit, partial_blocks, warmup, window, overlap
-    hardware: Any = None  # a sim_core.deployment.hardware mapping {part, overrides}, or None (no TTFT)
-    engine_preset: str | None = None  # sim.engine: its results are its own (keys, run names, tags)
+    counting: dict = field(default_factory=dict)  # simulate()'s hbm_admit, partial_blocks, warmup, window, overlap
+    hardware: Any = None  # a sim_core.catalog.hardware mapping {part, overrides}, or None (no TTFT)
+    counting_preset: str | None = None  # sim.counting: its results are its own (keys, run names, tags)
 
-    def engine_key(self, preset: bool = True) -> tuple:
-        """The engine settings that change results, for a curve's identity: () when all
+    def counting_key(self, preset: bool = True) -> tuple:
+        """The counting settings that change results, for a curve's identity: () when all
         are the defaults, so a flat sweep keeps the keys it had before tiers existed. A
-        preset (sim.engine) is part of it: presets with equal switches (lmcache and vllm)
+        preset (sim.counting) is part of it: presets with equal switches (lmcache and vllm)
         replay alike, yet each records its own runs, as a user who names one expects."""
-        d = {k: v for k, v in self.engine.items() if v != ENGINE_DEFAULTS[k]}
-        if preset and self.engine_preset is not None:
-            d["preset"] = self.engine_preset
+        d = {k: v for k, v in self.counting.items() if v != COUNTING_DEFAULTS[k]}
+        if preset and self.counting_preset is not None:
+            d["preset"] = self.counting_preset
         if self.hardware is not None:
             d["hardware"] = tuple(sorted(self.hardware.items()))
-            d["overlap"] = self.engine.get("overlap", ENGINE_DEFAULTS["overlap"])
+            d["overlap"] = self.counting.get("overlap", COUNTING_DEFAULTS["overlap"])
         return tuple(sorted(d.items()))
 
     def sampled(self, policy: str) -> bool:
@@ -249,7 +249,7 @@ def capacity_sizes(cfg: DictConfig) -> list:
             n = int(ls["n"])
             if n < 1:
                 raise ValueError(f"capacity.logspace.n must be >= 1, got {n}")
-            # exact byte strings: sim_core.deployment.capacity.to_blocks rounds to whole blocks
+            # exact byte strings: sim_core.catalog.capacity.to_blocks rounds to whole blocks
             sizes = [f"{b:.3f}B" for b in log_spaced_bytes(ls["lo"], ls["hi"], n)]
         except (KeyError, ValueError) as e:
             raise ConfigError(f"capacity={name}: bad logspace {ls}: {e}") from None
@@ -288,7 +288,7 @@ def resolve_tiers(cfg: DictConfig) -> tuple[str, list[tuple[str, list, list[dict
     filled the rest), top down. A mode is the tier's other settings; a list under write,
     admit, inclusive or touch sweeps them (every combination is a mode). A rule the config
     leaves out (or sets to null) is the engine hierarchy's: `tier.hierarchy`, else
-    sim.engine's, else vLLM's CPU offload (sim_core.tiers.rules); a list of hierarchies
+    sim.counting's, else vLLM's CPU offload (sim_core.tiers.rules); a list of hierarchies
     compares them, each a mode tagged `hierarchy`. Every setting is checked
     here (sim_core.tiers.spec.as_tier_specs), before any work."""
     t = cfg.get("tier") or {}
@@ -298,8 +298,8 @@ def resolve_tiers(cfg: DictConfig) -> tuple[str, list[tuple[str, list, list[dict
     if not hiers:
         raise ConfigError(f"tier={name}: tier.hierarchy is an empty list: give one hierarchy or several to compare")
     try:
-        engine = cfg.sim.get("engine")
-        names = [rules_name(h, None if engine is None else str(engine)) for h in hiers]
+        counting = cfg.sim.get("counting")
+        names = [rules_name(h, None if counting is None else str(counting)) for h in hiers]
     except ValueError as e:
         raise ConfigError(f"tier={name}: {e}") from None
     levels = []
@@ -340,16 +340,16 @@ def untagged(mode: dict) -> dict:
     return {k: v for k, v in mode.items() if k != "hierarchy"}
 
 
-def resolve_engine(cfg: DictConfig) -> tuple[dict, Any]:
-    """(the engine's counting and admission switches as simulate() takes them, the
+def resolve_counting(cfg: DictConfig) -> tuple[dict, Any]:
+    """(the counting and admission switches as simulate() takes them, the
     hardware mapping or None), checked."""
     sim = cfg.sim
-    admit = str(sim.get("hbm_admit", ENGINE_DEFAULTS["hbm_admit"]))
+    admit = str(sim.get("hbm_admit", COUNTING_DEFAULTS["hbm_admit"]))
     try:
         parse_admit(admit, "sim.hbm_admit")
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    partial = str(sim.get("partial_blocks", ENGINE_DEFAULTS["partial_blocks"]))  # an enum (sweep/schema.py)
+    partial = str(sim.get("partial_blocks", COUNTING_DEFAULTS["partial_blocks"]))  # an enum (sweep/schema.py)
     warmup, window = _plain(sim.get("warmup")), _plain(sim.get("window"))
     try:
         check_warmup(warmup, "sim.warmup")
@@ -357,30 +357,39 @@ def resolve_engine(cfg: DictConfig) -> tuple[dict, Any]:
             raise ValueError(f"sim.window must be a positive duration, got {window!r}")
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    engine = {"hbm_admit": admit, "partial_blocks": partial, "warmup": warmup, "window": window,
-              "overlap": check_bool(sim.get("overlap", ENGINE_DEFAULTS["overlap"]), "sim.overlap")}
+    counting = {"hbm_admit": admit, "partial_blocks": partial, "warmup": warmup, "window": window,
+              "overlap": check_bool(sim.get("overlap", COUNTING_DEFAULTS["overlap"]), "sim.overlap")}
     hw = _plain(cfg.get("hardware") or {})
     if not hw or hw.get("part") is None:
-        return engine, None
+        return counting, None
     hw = {k: v for k, v in hw.items() if v is not None}
     try:
         as_hardware(hw)
     except ValueError as e:
         raise ConfigError(f"hardware: {e}") from None
-    return engine, hw
+    return counting, hw
 
 
-def apply_engine(cfg: DictConfig, overrides: list[str]) -> str | None:
-    """sim.engine=<preset>: the engine's counting switches (sim_core.deployment.counting) go into
-    cfg.sim, except those given on the command line, which win. Returns a note."""
-    name = cfg.sim.get("engine")
+def apply_counting(cfg: DictConfig, overrides: list[str]) -> str | None:
+    """sim.counting=<preset>: an engine's counting switches (sim_core.catalog.counting) go
+    into cfg.sim, except those given on the command line, which win. Returns a note. The
+    older key sim.engine is moved to sim.counting with a warning (one release)."""
+    given = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
+    old = cfg.sim.get("engine")
+    if old is not None:
+        if cfg.sim.get("counting") is not None:
+            raise ConfigError("give the counting preset once: sim.counting (sim.engine is its older name)")
+        log.warning("sim.engine=%s is deprecated and will be removed in the next release: use sim.counting=%s "
+                    "(fleet.engine is the serving engine)", old, old)
+        with open_dict(cfg):
+            cfg.sim.counting, cfg.sim.engine = old, None
+    name = cfg.sim.get("counting")
     if name is None:
         return None
     try:
         p = preset(str(name))
     except ValueError as e:
-        raise ConfigError(f"sim.engine: {e}") from None
-    given = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
+        raise ConfigError(f"sim.counting: {e}") from None
     set_ = {}
     with open_dict(cfg):
         for k, v in p.switches().items():
@@ -388,7 +397,7 @@ def apply_engine(cfg: DictConfig, overrides: list[str]) -> str | None:
                 cfg.sim[k] = v
                 set_[k] = v
     kept = sorted(k for k in p.switches() if k not in set_)
-    return (f"sim.engine={name}: " + ", ".join(f"sim.{k}={'null' if v is None else v}" for k, v in set_.items()) +
+    return (f"sim.counting={name}: " + ", ".join(f"sim.{k}={'null' if v is None else v}" for k, v in set_.items()) +
             (f" (kept from the command line: {', '.join('sim.' + k for k in kept)})" if kept else "") +
             (f"; {name} usually runs {p.block_tokens}-token blocks (trace.block_tokens re-blocks a trace)"
              if p.block_tokens else "") + _twins_note(str(name)))
@@ -429,11 +438,11 @@ def resolve(cfg: DictConfig, policy_choice: str = "all") -> SweepSpec:
     if tiers and check_bool(cfg.sim.get("tier_bound", True), "sim.tier_bound") and \
             not any(p.name == "tier_bound" for p in policies):
         policies.append(choice(REGISTRY["tier_bound"]))  # every policy's gap to it: the pool sizing table
-    engine, hardware = resolve_engine(cfg)
-    preset_name = cfg.sim.get("engine")
+    counting, hardware = resolve_counting(cfg)
+    preset_name = cfg.sim.get("counting")
     return SweepSpec(policies=policies, cost_models=costs, capacity_sizes=sizes,
-                     tier_name=tier_name, tiers=tiers, tier_rules=tier_rules, engine=engine, hardware=hardware,
-                     engine_preset=None if preset_name is None else str(preset_name),
+                     tier_name=tier_name, tiers=tiers, tier_rules=tier_rules, counting=counting, hardware=hardware,
+                     counting_preset=None if preset_name is None else str(preset_name),
                      capacity_name=str(cfg.capacity.get("name", "custom")), model=model,
                      mode=Mode(mode), hits=Hits(hits), seed=seed, order=order,
                      sample_rate=None if rate is None or rate == 1 else rate, sample_seed=sample_seed, notes=notes,

@@ -17,18 +17,18 @@ from omegaconf import OmegaConf
 
 from sim_core import Hits, Mode, get_policy, saturation_capacity
 from sim_core.digest import source_digest, trace_digest
-from sim_core.traces.sample import SampleSet, auto_rate, capacity_rates
+from sim_core.traces.sample import SampleSet, auto_rate
 
 from . import derived, fleet, traces, weeks
 from .config import ConfigError
 from .curves import Curve
 from .journal import JobTime, Journal, Point
 from .keys import CurveIdentity
-from .plan import (counted, format_plan, hbm_warning, make_plan, oversized_warnings, pool_count,
+from .plan import (counted, format_plan, sampled_scale, hbm_warning, make_plan, oversized_warnings, pool_count,
                    resolve_capacities, resolve_pools, without_sessions)
 from .progress import Progress
 from .report.families import pool_parts
-from .spec import PolicyChoice, apply_engine, resolve
+from .spec import PolicyChoice, apply_counting, resolve
 from .store import check_reachable, default_uri
 from .tracking import REFERENCE
 
@@ -71,7 +71,7 @@ class Study:
 def configure(cfg, overrides: list[str], trace_choice: str, policy_choice: str) -> Study:
     """Everything that can be checked without work; raises ConfigError."""
     st = Study(cfg=cfg, overrides=overrides, trace_choice=trace_choice)
-    note = apply_engine(cfg, overrides)
+    note = apply_counting(cfg, overrides)
     if note:
         log.info("%s", note)
     st.spec = resolve(cfg, policy_choice)
@@ -131,7 +131,7 @@ def variants(sp, pools) -> list:
     """Every policy once per pool size (a flat sweep: the policies themselves). A stack
     policy's one-pass curve models no tiers, admission, windows or TTFT, so it replays
     each capacity then; a policy solved over the whole trace runs a flat cache only."""
-    flat = not sp.tiers and not sp.engine_key(preset=False)  # a preset's name replays nothing
+    flat = not sp.tiers and not sp.counting_key(preset=False)  # a preset's name replays nothing
     if not flat:
         solved = [p.name for p in sp.policies if get_policy(p.name).solve is not None]
         if solved:
@@ -242,17 +242,17 @@ def _curves(st: Study, policies=None) -> list:
             return ()  # replayed exactly: the same key as an exact sweep's
         return (sp.sample_rate, sp.sample_seed, get_policy(p.name).sample_by)
 
-    def engine(p) -> tuple:
+    def setup(p) -> tuple:
         tiers = tuple(tuple(sorted((k, tuple(sorted(v.items())) if isinstance(v, dict) else v)
                                    for k, v in t.items())) for t in p.tiers)
-        return sp.engine_key() + ((("tiers", tiers),) if tiers else ())
+        return sp.counting_key() + ((("tiers", tiers),) if tiers else ())
 
     if st.fleet is not None:
         return fleet.curves(st.fleet, st.variants, blocks, trace=tdig, simulator=sdig, seed=sp.seed, model=sp.model)
     return [Curve(p.name, m, CurveIdentity.make(trace=tdig, policy=p.name, params=p.params, mode=sp.mode,
                                                 hits=sp.hits, seed=sp.seed, cost_model=m, model=sp.model,
                                                 simulator=sdig, sample=sample(p), order=sp.order,
-                                                engine=engine(p)), blocks, pool=p.pool)
+                                                setup=setup(p)), blocks, pool=p.pool)
             for p in (st.variants if policies is None else policies) for m in sp.cost_models]
 
 
@@ -280,40 +280,8 @@ def _plan_kw(st: Study) -> dict:
     if st.fleet is not None:  # serve(): one call per capacity, none shared
         kw.update(max_request_blocks=0, saturation_blocks=None)
     if st.spec.sample_rate is not None:
-        st.replay_scale = kw["replay_scale"] = _sampled_scale(st)
+        st.replay_scale = kw["replay_scale"] = sampled_scale(st.trace, [c.blocks for c in st.caps], st.spec)
     return kw
-
-
-def _sampled_scale(st: Study):
-    """Relative cost of a capacity under sampling: the rate it runs at (raised where the
-    scaled cache would be below the policy's sampling floor; sim_core.traces.sample.capacity_rates)."""
-    sp = st.spec
-    blocks = [c.blocks for c in st.caps]
-    per_rule: dict[tuple, dict[int, float]] = {}  # (unit, floor) -> capacity -> rate
-    rule = {}
-    for p in sp.policies:
-        spec = get_policy(p.name)
-        rule[p.name] = (spec.sample_by, spec.sample_floor)
-        if rule[p.name] not in per_rule:
-            per_rule[rule[p.name]] = capacity_rates(st.trace, blocks, sp.sample_rate, sp.sample_seed,
-                                                    spec.sample_by, sp.mode, floor=spec.sample_floor)
-    raised = {}
-    for p in sp.policies:
-        if sp.sampled(p.name):
-            for c, r in per_rule[rule[p.name]].items():
-                if r > sp.sample_rate:
-                    raised.setdefault((c, r), []).append(p.name)
-    if raised:
-        every = len([p for p in sp.policies if sp.sampled(p.name)])
-        log.info("sampling at r=%g: %s would hold too few sampled blocks and run at a higher rate (%s)",
-                 sp.sample_rate, counted(len({c for c, _ in raised}), "capacity", "capacities"),
-                 "; ".join(f"{c} blocks: r={r:g}" + ("" if len(ps) == every else f" for {', '.join(ps)}")
-                           for (c, r), ps in sorted(raised.items())[:6]) + (" ..." if len(raised) > 6 else ""))
-    exact = sp.exact_policies()
-    if exact:
-        log.info("sampling at r=%g: %s stay exact (their sampled error misses the target; see "
-                 "docs/sampling.md)", sp.sample_rate, ", ".join(exact))
-    return lambda policy, blocks: 1.0 if policy in exact else per_rule[rule[policy]].get(blocks, 1.0)
 
 
 def resolve_known(st: Study) -> None:
@@ -379,7 +347,7 @@ def known_line(st: Study) -> str | None:
                 f"{counted(len(st.caps), 'capacity', 'capacities')}) are already computed; nothing to simulate "
                 f"(sweep.resume=false recomputes)")
     return (f"resume: {n_known} of {n_points} results already computed (same trace, policy, parameters, "
-            f"engine, cost model and simulator); simulating the other {n_points - n_known}")
+            f"setup, cost model and simulator); simulating the other {n_points - n_known}")
 
 
 def dry_run(st: Study) -> int:
@@ -397,11 +365,11 @@ def run_jobs(st: Study, cluster) -> None:
     """Replay every planned job; each result goes to the journal, then to delivery."""
     sp = st.spec
     sim_kwargs = {"mode": sp.mode, "hits": sp.hits, "order": sp.order, "model": sp.model, "seed": sp.seed,
-                  **sp.engine, "hardware": sp.hardware}
+                  **sp.counting, "hardware": sp.hardware}
     if sp.sample_rate is not None:
         sim_kwargs.update(sample_rate=sp.sample_rate, sample_seed=sp.sample_seed, sample_force=sp.sample_force)
     if st.fleet is not None:  # sweep.runner: serve() per capacity for jobs with a load
-        sim_kwargs["serve"] = {**st.fleet.runner_kwargs(), "model": sp.model, "seed": sp.seed}
+        sim_kwargs["serve"] = {**st.fleet.runner_kwargs(sp.model), "seed": sp.seed}
     pool = cluster.pool_for(traces.to_payload(_shipped(st)), sim_kwargs, len(st.jobs))
     log.info("%s x %s x %s -> %s on %d actor(s)", counted(len(sp.policies), "policy", "policies"),
              counted(len(st.fleet.loads), "load") if st.fleet else counted(len(sp.cost_models), "cost model"),

@@ -29,7 +29,7 @@ from .report.families import POOL_SEP, policy_info, styles
 from .report.regimes import HEADLINES, REGIMES
 
 EXPERIMENT_NOTE = (
-    "kvsweep: one run per sweep (named by trace, flat / tier / fleet, engine preset, windows), a child run per "
+    "kvsweep: one run per sweep (named by trace, flat / tier / fleet, counting preset, windows), a child run per "
     "curve. Open a sweep run: its Description links to its views (every policy's curve per cost model over "
     "capacity, log axis; the runs ranked) and its Artifacts hold report.html. MLflow opens in GenAI mode (traces) "
     "unless the address has `?workflowType=machine_learning` or you pick *Model training* at the top left; "

@@ -119,7 +119,7 @@ def test_windows_sum_to_the_whole(policy):
     assert len(w["start_s"]) == int(span // 600) + 1
     cm = "qwen3_coder_30b"
     # savings per window, weighted by each window's cost, give the whole
-    from sim_core.deployment.cost import cost_per_depth
+    from sim_core.catalog.cost import cost_per_depth
 
     cost = cost_per_depth(cm, t.max_request_blocks, t.block_tokens)
     d = t.depths()

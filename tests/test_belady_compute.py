@@ -11,7 +11,7 @@ import pytest
 
 from sim_core import Trace, simulate
 from sim_core.traces import synth
-from sim_core.deployment.cost import cost_per_depth
+from sim_core.catalog.cost import cost_per_depth
 from sim_core.replay.engine import EVICTIONS, FAILED, new_engine_state, replay_range
 from sim_core.policies import PolicyContext, get_policy
 from sim_core.policies import belady_compute as bc

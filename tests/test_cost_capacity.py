@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from sim_core import QWEN3_CODER_30B as Q, Trace, simulate
-from sim_core.deployment.capacity import log_spaced_bytes, parse_size, to_blocks
-from sim_core.deployment.cost import cost_per_depth
+from sim_core.catalog.capacity import log_spaced_bytes, parse_size, to_blocks
+from sim_core.catalog.cost import cost_per_depth
 
 
 def test_qwen3_flops_match_the_paper():

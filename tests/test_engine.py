@@ -306,9 +306,9 @@ def test_capacities_past_saturation_share_one_replay(policy):
     count (every access after a block's first is a hit)."""
     from sim_core.policies import get_policy
     from sim_core.simulate import _replay
-    from sim_core.deployment.capacity import saturation_capacity
+    from sim_core.catalog.capacity import saturation_capacity
     from sim_core.replay.units import depth_totals
-    from sim_core.deployment.cost import cost_per_depth
+    from sim_core.catalog.cost import cost_per_depth
     from sim_core.replay.engine import EVICTIONS
 
     t = session_trace(n_sessions=25, seed=3)

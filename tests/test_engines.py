@@ -1,4 +1,4 @@
-"""Engine presets (sim_core.deployment.counting, sim.engine=): each on a hand-computed trace.
+"""Engine presets (sim_core.catalog.counting, sim.counting=): each on a hand-computed trace.
 
 16-token blocks; four requests of 40 prompt tokens (the last block holds 8):
 [A B C], [A D C], [A B C], [A B C], a cache that never evicts. By hand:
@@ -15,9 +15,9 @@ from __future__ import annotations
 import pytest
 
 from sim_core import Trace, simulate
-from sim_core.deployment.counting import PRESETS, preset
+from sim_core.catalog.counting import PRESETS, preset
 from sweep.config import ConfigError
-from sweep.spec import apply_engine
+from sweep.spec import apply_counting
 
 HAND = {"paper": (12, 8, 160, 104), "vllm": (12, 5, 160, 80), "sglang": (12, 7, 160, 96),
         "lmcache": (12, 5, 160, 80), "mooncake": (6, 6, 80, 80), "dynamo": (12, 5, 160, 80)}
@@ -38,13 +38,13 @@ def test_every_preset_has_a_hand_case():
 
 
 def test_the_command_line_wins_over_a_preset(compose):
-    cfg = compose("sim.engine=vllm", "sim.hits=block")
-    note = apply_engine(cfg, ["sim.engine=vllm", "sim.hits=block"])
+    cfg = compose("sim.counting=vllm", "sim.hits=block")
+    note = apply_counting(cfg, ["sim.counting=vllm", "sim.hits=block"])
     assert cfg.sim.hits == "block" and cfg.sim.partial_blocks == "skip" and cfg.sim.mode == "request"
     assert "kept from the command line: sim.hits" in note
 
 
 def test_an_unknown_preset_names_the_valid_ones(compose):
-    cfg = compose("sim.engine=vlm")
+    cfg = compose("sim.counting=vlm")
     with pytest.raises(ConfigError, match="sim.engine.*valid: paper, vllm"):
-        apply_engine(cfg, ["sim.engine=vlm"])
+        apply_counting(cfg, ["sim.counting=vlm"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import logging
 
-from sim_core.deployment.counting import PRESETS, twins
+from sim_core.catalog.counting import PRESETS, twins
 from sweep.plan import Capacity
 from sweep.report.tables import summary_table
 
@@ -35,28 +35,28 @@ def test_engine_presets_with_the_same_switches_are_named():
 def test_engine_note_says_lmcache_counts_as_vllm_and_records_its_own():
     from omegaconf import OmegaConf
 
-    from sweep.spec import apply_engine
+    from sweep.spec import apply_counting
 
     cfg = OmegaConf.create({"sim": {"engine": "lmcache"}})
-    note = apply_engine(cfg, [])
+    note = apply_counting(cfg, [])
     assert "the same switches as vllm" in note and "recorded as lmcache's own runs" in note
 
 
 def test_a_preset_is_part_of_a_results_identity(compose):
     """Presets with equal switches replay alike, but each is its own result (key), so a
-    sweep under sim.engine=lmcache after one under vllm simulates and records its runs."""
+    sweep under sim.counting=lmcache after one under vllm simulates and records its runs."""
     from sweep import study
 
     def spec(*over):
         cfg = compose("trace=mooncake_conversation", "policy=lru", *over)
         return study.configure(cfg, list(over), "mooncake_conversation", "lru").spec
 
-    vllm, lmc, none = spec("sim.engine=vllm"), spec("sim.engine=lmcache"), spec()
-    assert vllm.engine == lmc.engine and vllm.mode == lmc.mode and vllm.hits == lmc.hits
-    assert dict(lmc.engine_key())["preset"] == "lmcache" and dict(vllm.engine_key())["preset"] == "vllm"
-    assert lmc.engine_key(preset=False) == vllm.engine_key(preset=False)
-    paper = spec("sim.engine=paper")  # the default switches: a flat sweep still, with its own key
-    assert paper.engine_key(preset=False) == none.engine_key() == () and paper.engine_key() == (("preset", "paper"),)
+    vllm, lmc, none = spec("sim.counting=vllm"), spec("sim.counting=lmcache"), spec()
+    assert vllm.counting == lmc.counting and vllm.mode == lmc.mode and vllm.hits == lmc.hits
+    assert dict(lmc.counting_key())["preset"] == "lmcache" and dict(vllm.counting_key())["preset"] == "vllm"
+    assert lmc.counting_key(preset=False) == vllm.counting_key(preset=False)
+    paper = spec("sim.counting=paper")  # the default switches: a flat sweep still, with its own key
+    assert paper.counting_key(preset=False) == none.counting_key() == () and paper.counting_key() == (("preset", "paper"),)
 
 
 def test_sweep_under_lmcache_after_vllm_records_its_own_runs(tmp_path):
@@ -67,21 +67,21 @@ def test_sweep_under_lmcache_after_vllm_records_its_own_runs(tmp_path):
                                          "hash_ids": list(range(i % 5 + 1))}) + "\n" for i in range(40)))
     common = ["trace=file", f"trace.path={trace}", "trace.file_block_tokens=64", "policy=lru", "cost=[uniform]",
               "capacity=custom", "capacity.sizes=[2,4]", "cluster.num_cpus=1"]
-    first = run_module(tmp_path, *common, "sim.engine=vllm")
+    first = run_module(tmp_path, *common, "sim.counting=vllm")
     assert first.returncode == 0, first.stderr[-3000:]
-    second = run_module(tmp_path, *common, "sim.engine=lmcache")
+    second = run_module(tmp_path, *common, "sim.counting=lmcache")
     assert second.returncode == 0, second.stderr[-3000:]
     assert "nothing to simulate" not in second.stderr
     assert "recorded as lmcache's own runs" in second.stderr
     runs = child_runs(tmp_path / "mlflow.db", "t")
     assert sorted(r.data.tags.get("engine") for r in runs) == ["lmcache", "vllm"]
-    assert sorted(r.info.run_name for r in runs) == ["lru | uniform | engine=lmcache", "lru | uniform | engine=vllm"]
+    assert sorted(r.info.run_name for r in runs) == ["lru | uniform | counting=lmcache", "lru | uniform | counting=vllm"]
     for r in runs:
         assert r.info.status == "FINISHED" and r.data.params["sim.engine"] == r.data.tags["engine"]
     # same switches, same numbers
     hits = {r.data.tags["engine"]: r.data.metrics["hit_ratio_mean"] for r in runs}
     assert hits["lmcache"] == hits["vllm"]
-    third = run_module(tmp_path, *common, "sim.engine=lmcache")  # its own results now: resumed
+    third = run_module(tmp_path, *common, "sim.counting=lmcache")  # its own results now: resumed
     assert third.returncode == 0 and "nothing to simulate" in third.stderr
 
 

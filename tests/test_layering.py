@@ -80,7 +80,7 @@ def test_the_check_sees_a_violation(tmp_path, monkeypatch):
 #: sim_core's rooms (docs/extending.md#where-things-live), lowest first: a module may import
 #: from its own room and from rooms below it, never above. The top-level modules jit, result,
 #: config_checks and digest are the ground floor; simulate and the package's __init__ the roof.
-ROOMS = ["jit", "result", "config_checks", "digest", "deployment", "traces", "structures", "oracles",
+ROOMS = ["jit", "result", "config_checks", "digest", "catalog", "traces", "structures", "oracles",
          "policies", "tiers", "replay", "serving", "simulate", "__init__"]
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from sim_core import Trace, simulate
 from sim_core.structures.onepass import percentile_from_hist
-from sim_core.deployment.capacity import saturation_capacity
+from sim_core.catalog.capacity import saturation_capacity
 from sim_core.replay.units import ONE_PASS_COST, replay_units
 from tests.helpers import mooncake_trace, session_trace
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from sim_core import Trace, simulate
-from sim_core.deployment.cost import cost_per_depth
+from sim_core.catalog.cost import cost_per_depth
 from sim_core.policies import get_policy
 from sim_core.policies.partial_node import radix_nodes
 from tests.helpers import engine_kw, mooncake_trace, session_trace

@@ -94,7 +94,7 @@ def test_counts_say_sizes_times_modes_in_the_right_number():
 def _study(table_lines=0, **kw):
     spec = NS(policies=[NS(name=n) for n in ("lru", "s3fifo", "tier_bound")], cost_models=["uniform", "linear"],
               tiers=[{"capacity": 1}], tier_name="hbm_dram", tier_rules="vllm_cpu", hardware={"part": "h100_sxm"},
-              engine={"window": None}, sample_rate=None, engine_preset="vllm")
+              engine={"window": None}, sample_rate=None, counting_preset="vllm")
     return NS(trace=NS(name="mooncake_conversation", source="real"), spec=spec, caps=CAPS, fleet=None,
               pools=[("dram=0", ()), ("dram=1TiB[on_evict]", ()), ("dram=1TiB[on_compute]", ())],
               warnings=[hbm_warning(CAPS, spec.hardware)], cfg=NS(sim={"engine": "vllm"}), **kw)
@@ -102,14 +102,14 @@ def _study(table_lines=0, **kw):
 
 def test_run_names_say_what_the_sweep_is():
     assert sweep_name(_study(), "20260101-000000") == \
-        "mooncake_conversation | tier=hbm_dram (vllm_cpu) | engine=vllm | 20260101-000000"
+        "mooncake_conversation | tier=hbm_dram (vllm_cpu) | counting=vllm | 20260101-000000"
 
 
 def test_the_description_stays_under_mlflows_limit_as_valid_markdown():
     st = _study()
     head = description(st, views={"uniform": "#/experiments/1/runs?viewStateShareKey=k"})
     assert "2 policies (+ tier_bound [oracle], the hierarchy's bound) x 2 capacities" in head
-    assert "2 pool sizes x 2 modes" in head and "sim.engine=vllm" in head and "**Warning:** hardware=h100" in head
+    assert "2 pool sizes x 2 modes" in head and "sim.counting=vllm" in head and "**Warning:** hardware=h100" in head
     assert "[uniform](#/experiments/1/runs?viewStateShareKey=k)" in head
     sections = ["\n".join(f"section {k} line {j} " + "x" * 80 for j in range(12)) for k in range(20)]
     text = description(st, "\n\n".join(sections), "work: 1 job", views={})

@@ -76,7 +76,7 @@ def test_summary_and_difference_to_lru_by_hand():
 
 
 def test_headlines_and_regimes_are_the_capacity_configs():
-    from sim_core.deployment.capacity import parse_size
+    from sim_core.catalog.capacity import parse_size
 
     gib = lambda s: parse_size(s)[0] / 2**30  # noqa: E731
     conf = REPO / "conf" / "capacity"

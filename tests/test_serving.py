@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from sim_core import Trace, serve, simulate
-from sim_core.deployment.hardware import PARTS
+from sim_core.catalog.hardware import PARTS
 from sim_core.traces.loaders import load_trace
-from sim_core.deployment.models import QWEN3_CODER_30B
+from sim_core.catalog.models import QWEN3_CODER_30B
 from sim_core.serving.engines import ServeEngine
 from tests.helpers import SHARED_MOONCAKE
 

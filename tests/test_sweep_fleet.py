@@ -189,8 +189,8 @@ def test_routes_and_their_keys(compose):
     tuned = resolve_fleet(compose(*BASE, *AXES, "fleet.router_params={least_loaded:{waiting_weight:1}}"), None)
     assert tuned.key(1, tuned.route("least_loaded x2")) != fl.key(1, fl.route("least_loaded x2"))
     assert tuned.key(1, tuned.route("round_robin x2")) == fl.key(1, fl.route("round_robin x2"))
-    assert tuned.serve_kwargs(tuned.route("least_loaded x2"))["router_params"] == {"waiting_weight": 1.0}
-    assert "router_params" not in tuned.serve_kwargs(tuned.route("round_robin x2"))
+    assert tuned.deployment(tuned.route("least_loaded x2")).router_params == (("waiting_weight", 1.0),)
+    assert tuned.deployment(tuned.route("round_robin x2")).router_params == ()
     single = resolve_fleet(compose(*BASE), None)  # a parameterless router keeps the key it had
     assert dict(single.key(1)[0][1]).keys() == {"engine", "step_model", "arrival_speedup", "replicas", "router",
                                                 "slo_ttft_s", "slo_tpot_s"}

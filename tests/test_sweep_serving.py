@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from sim_core import QWEN3_CODER_30B, serve
-from sim_core.deployment.capacity import human_gib
+from sim_core.catalog.capacity import human_gib
 from sim_core.serving import serve_metric_fields
 from sweep.config import ConfigError
 from sweep.fleet import resolve as resolve_fleet

@@ -139,10 +139,10 @@ def test_tier_rules_come_from_the_named_hierarchy_or_the_engine(compose):
 
     vllm = {"write": "on_compute", "inclusive": True, "touch": "request", "admit": "all", "promote": 0}
     assert rules("tier=hbm_dram") == ("vllm_cpu", [vllm])
-    assert rules("tier=hbm_dram", "sim.engine=vllm") == ("vllm_cpu", [vllm])
-    assert rules("tier=hbm_dram", "sim.engine=mooncake") == ("mooncake_store", [{**vllm, "touch": "loads"}])
+    assert rules("tier=hbm_dram", "sim.counting=vllm") == ("vllm_cpu", [vllm])
+    assert rules("tier=hbm_dram", "sim.counting=mooncake") == ("mooncake_store", [{**vllm, "touch": "loads"}])
     assert rules("tier=victim") == ("victim", [{**vllm, "write": "on_evict", "inclusive": False, "touch": "loads"}])
-    assert rules("tier=hbm_dram", "sim.engine=vllm", "tier.dram.touch=loads")[1] == [{**vllm, "touch": "loads"}]
+    assert rules("tier=hbm_dram", "sim.counting=vllm", "tier.dram.touch=loads")[1] == [{**vllm, "touch": "loads"}]
     name, (g2, g3) = rules("tier=kvbm")
     assert name == "kvbm" and g3["admit"] == "frequency=2/600s" and g2["admit"] == "all"
     assert rules("tier=lmcache_cpu_disk")[1][1]["promote"] == 1
@@ -164,7 +164,7 @@ def test_flat_sweeps_keep_their_keys(compose):
     """No tier and default engine switches: the identity has no engine part, so results
     recorded before tiers existed are found again."""
     sp = resolve(compose(), "lru")
-    assert sp.tiers == [] and sp.engine_key() == () and sp.hardware is None
+    assert sp.tiers == [] and sp.counting_key() == () and sp.hardware is None
     tiered = resolve(compose("tier=hbm_dram"), "lru")
     assert [t[0] for t in tiered.tiers] == ["dram"]
 
@@ -248,12 +248,12 @@ def test_engine_defaults_are_simulates():
     simulate()'s own, or a default run would be keyed as a changed one."""
     import inspect
 
-    from sweep.spec import ENGINE_DEFAULTS
+    from sweep.spec import COUNTING_DEFAULTS
 
     params = inspect.signature(simulate).parameters
     # simulate's partial_blocks=None is the engine preset's, "cache" without one
-    assert params["partial_blocks"].default is None and ENGINE_DEFAULTS["partial_blocks"] == "cache"
-    assert ENGINE_DEFAULTS == {k: params[k].default if k != "partial_blocks" else "cache" for k in ENGINE_DEFAULTS}
+    assert params["partial_blocks"].default is None and COUNTING_DEFAULTS["partial_blocks"] == "cache"
+    assert COUNTING_DEFAULTS == {k: params[k].default if k != "partial_blocks" else "cache" for k in COUNTING_DEFAULTS}
 
 
 def test_write_and_admission_modes_are_an_axis(compose):

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as hs
 
 from sim_core import Trace, simulate
-from sim_core.deployment.models import QWEN3_CODER_30B
+from sim_core.catalog.models import QWEN3_CODER_30B
 from sim_core.tiers.rules import HIERARCHIES
 
 BLOCK = QWEN3_CODER_30B.kv_bytes_per_block(16)
@@ -137,19 +137,19 @@ def test_inclusive_pool_with_request_touch_is_one_lru_of_the_larger_size(reqs_, 
     assert h.tier_skipped_writes == {"dram": 0}
 
 
-def test_the_engine_preset_fills_the_rules_it_leaves_out():
+def test_the_counting_preset_fills_the_rules_it_leaves_out():
     t = reqs([1, 2], [3], [1, 2], [4, 5], [2, 1], [3])
     vllm = {"write": "on_compute", "inclusive": True, "touch": "request", "policy": "lru", "admit": "all"}
     switches = {"mode": "request", "hits": "prefix", "order": "tail_first", "partial_blocks": "skip"}
-    got = run(t, 2, [{"name": "dram", "capacity": 2}], engine="vllm")
+    got = run(t, 2, [{"name": "dram", "capacity": 2}], counting="vllm")
     want = run(t, 2, [{"name": "dram", "capacity": 2, **vllm}], **switches)
     assert got.to_dict() == want.to_dict()
     # a rule given wins over the preset's; a named hierarchy fills the rest
     mine = run(t, 2, [{"name": "dram", "capacity": 2, "write": "on_evict", "inclusive": False, "touch": "loads"}],
-               engine="vllm")
-    named = run(t, 2, [{"name": "dram", "capacity": 2}], engine="vllm", hierarchy="victim")
+               counting="vllm")
+    named = run(t, 2, [{"name": "dram", "capacity": 2}], counting="vllm", hierarchy="victim")
     assert mine.to_dict() == named.to_dict() != got.to_dict()
-    # without an engine, a tier runs vLLM's CPU offload too
+    # without a counting preset, a tier runs vLLM's CPU offload too
     assert run(t, 2, [{"name": "dram", "capacity": 2}], **switches).to_dict() == got.to_dict()
 
 
@@ -163,7 +163,7 @@ def test_every_named_hierarchy_runs():
 
 @pytest.mark.parametrize("kw,words", [
     (dict(hierarchy="nosuch"), "hierarchy: unknown engine hierarchy 'nosuch'"),
-    (dict(engine="nosuch"), "engine: unknown engine preset 'nosuch'"),
+    (dict(counting="nosuch"), "counting: unknown counting preset 'nosuch'"),
     (dict(tiers=[{"name": "dram", "capacity": 4, "admit": "lookups=0"}]), "tier 'dram'.*threshold must be >= 1"),
     (dict(tiers=[{"name": "dram", "capacity": 4, "admit": "frequency=0"}]), "tier 'dram'.*threshold must be >= 1"),
     (dict(tiers=[{"name": "dram", "capacity": 4, "admit": "after_hits=-1"}]), "tier 'dram'.*threshold must be >= 1"),

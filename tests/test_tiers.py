@@ -8,10 +8,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as hs
 
 from sim_core import Trace, simulate
-from sim_core.deployment.hardware import PARTS
+from sim_core.catalog.hardware import PARTS
 from sim_core.tiers.hierarchy import DOOR_WINDOW
 from sim_core.traces.loaders import bundled_path, load_trace
-from sim_core.deployment.models import QWEN3_CODER_30B
+from sim_core.catalog.models import QWEN3_CODER_30B
 from sim_core.result import per_tier_fields
 
 

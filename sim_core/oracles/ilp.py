@@ -55,8 +55,8 @@ import time
 
 import numpy as np
 
-from ..deployment.capacity import saturation_capacity
-from ..deployment.cost import cost_per_depth
+from ..catalog.capacity import saturation_capacity
+from ..catalog.cost import cost_per_depth
 from ..jit import njit
 from ..result import Mode
 

@@ -6,7 +6,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
-from ..structures.dlist import new_list, push_head, tail_unpinned, unlink
+from ..structures.dlist import new_list, push_head, remove_hook, tail_unpinned, unlink
 from .api import PolicySpec, register_hooks
 
 
@@ -40,12 +40,7 @@ def evict(st, j, r, pin):
     return v
 
 
-@njit
-def remove(st, b):
-    unlink(st.prev, st.nxt, b)
-
-
-register_hooks(FIFOState, on_hit, on_insert, evict, remove=remove)
+register_hooks(FIFOState, on_hit, on_insert, evict, remove=remove_hook)
 
 SPEC = PolicySpec(
     "fifo", make_state,

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..jit import njit
 from ..structures.onepass import lru_curve
-from ..structures.dlist import move_to_head, new_list, pop_lru, push_head, unlink
+from ..structures.dlist import move_to_head, new_list, pop_lru, push_head, remove_hook
 from .api import PolicySpec, register_hooks
 
 
@@ -35,12 +35,7 @@ def evict(st, j, r, pin):
     return pop_lru(st.prev, st.nxt, pin, r)
 
 
-@njit
-def remove(st, b):
-    unlink(st.prev, st.nxt, b)
-
-
-register_hooks(LRUState, on_hit, on_insert, evict, remove=remove)
+register_hooks(LRUState, on_hit, on_insert, evict, remove=remove_hook)
 
 SPEC = PolicySpec(
     "lru", make_state,

@@ -120,6 +120,7 @@ from ..jit import njit
 from ..structures.catlists import cat_push, cat_tail_unpinned, cat_unlink
 from ..structures.packed import header_layout
 from ..structures.reuse_fit import FITS, H_BINS, hist_rate, hist_record, refit_due, request_times
+from ..traces.sessions import turn_index
 from .api import PolicySpec, register_hooks
 
 CATEGORIES = ("session_turn", "turn", "none")
@@ -162,19 +163,12 @@ def request_categories(trace, kind: str, turn_buckets: int) -> tuple[np.ndarray,
     R = trace.n_requests
     if kind == "none":
         return np.zeros(R, np.int32), 1
-    sess = np.asarray(trace.session, dtype=np.int64)
-    known = sess >= 0
-    turn = np.zeros(R, np.int64)
-    count = np.zeros(R, np.int64)
-    if known.any():
-        idx = np.nonzero(known)[0]
-        order = idx[np.argsort(sess[idx], kind="stable")]  # by session, then arrival order
-        starts = np.r_[0, np.nonzero(np.diff(sess[order]))[0] + 1]
-        sizes = np.diff(np.r_[starts, len(order)])
-        group = np.repeat(np.arange(len(starts)), sizes)
-        turn[order] = np.arange(len(order)) - starts[group]
-        count[order] = sizes[group]
-    tb = np.minimum(turn, turn_buckets - 1)
+    turn = turn_index(trace)
+    known = turn >= 0
+    count = np.zeros(R, np.int64)  # requests of the request's session
+    _, which, size = np.unique(np.asarray(trace.session)[known], return_inverse=True, return_counts=True)
+    count[known] = size[which]
+    tb = np.minimum(np.maximum(turn, 0), turn_buckets - 1)
     cat = np.zeros(R, np.int64)
     if kind == "turn":
         cat[known] = 1 + tb[known]

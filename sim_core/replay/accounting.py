@@ -7,7 +7,7 @@ blocks and t input tokens has n-1 full blocks and a last block of t - (n-1) T to
 (T = block_tokens); `partial_blocks="skip"` never caches that last block when it is
 partial (vLLM, SGLang with pages, LMCache and Dynamo hash and keep full blocks only):
 the replay then runs on a view of the trace without those blocks (`skip_partial_view`),
-and they count as recomputed accesses. Every cost model is affine in depth (sim_core.deployment.cost),
+and they count as recomputed accesses. Every cost model is affine in depth (sim_core.catalog.cost),
 so a request's cost, saved cost and FLOPs follow from its number of blocks and the sum of
 their depths.
 """

@@ -11,9 +11,9 @@ import numpy as np
 
 from ..traces.sums import full_requests
 from .accounting import PARTIAL_BLOCKS, duration_s, warmup_cut
-from ..deployment.hardware import as_hardware
+from ..catalog.hardware import as_hardware
 from ..tiers.spec import as_tier_specs, parse_admit
-from ..deployment.models import QWEN3_CODER_30B, get_model
+from ..catalog.models import QWEN3_CODER_30B, get_model
 from ..result import Hits, Mode, Order
 from ..traces.sample import MIN_SAMPLED_BLOCKS, scaled_capacity
 

@@ -1,6 +1,6 @@
 """The units of replay work: how `simulate` batches capacities into replays (the sweep's
 planner costs jobs with it). What a capacity is, and where the cache saturates:
-sim_core.deployment.capacity."""
+sim_core.catalog.capacity."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -18,43 +18,42 @@ from typing import Mapping
 
 import numpy as np
 
-from ..deployment.cost import cost_per_depth
-from ..deployment.hardware import as_hardware
+from ..catalog.cost import cost_per_depth
 from ..tiers.hierarchy import NO_TIER, T_BAD_VICTIM, T_COUNTING, T_FAILED
-from ..tiers.spec import as_tier_specs, build_tier
-from ..deployment.models import QWEN3_CODER_30B, get_model
+from ..tiers.spec import build_tier
 from ..policies import PolicyContext, get_policy, resolve_params
 from .ceiling import fleet_ceiling
-from .engines import ENGINES, ServeEngine, as_engine
+from .deployment import FIELDS, Deployment, deployment
+from .engines import ENGINES, ServeEngine
 from .loop import run_serve
 from .result import ServeResult, goodput_fields, imbalance_fields, latency_fields, serve_metric_fields
 from .routers import ROUTERS, get_router, lag, router_view
 from .routers.view import RS_REGRET
 from .state import (C_BADV, C_DEC_TOKENS, C_ERR, C_EVICT, C_PEAK_PINNED, C_PF_TOKENS, C_PREEMPT, C_QPEAK,
-                    C_COMPUTED, C_LOADED, C_REQS, C_STEPS, ERR_POLICY, ERR_STALL, ERR_STATE, F_BUSY, F_QAREA, Below, new_state)
+                    C_COMPUTED, C_LOADED, C_STEPS, ERR_POLICY, ERR_STALL, ERR_STATE, F_BUSY, F_QAREA, Below, new_state)
 from .sessions import turns
 from .stepmodel import dynamo_model, profile_model, roofline_model
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ENGINES", "ROUTERS", "ServeEngine", "ServeResult", "serve", "serve_metric_fields", "slo_seconds"]
+__all__ = ["Deployment", "ENGINES", "ROUTERS", "ServeEngine", "ServeResult", "deployment", "serve", "serve_metric_fields",
+           "slo_seconds"]
 
 
-def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router: str = "round_robin",
-          router_params: Mapping | None = None, engine="dynamo", arrival_speedup: float = 1.0, tiers=None,
-          hardware=None, model=None, seed: int = 0,
-          params: Mapping | None = None, slo: Mapping | None = None, cost_model: str | None = None,
-          sessions: bool = False, overlap: bool = True) -> ServeResult:
-    """Replay `trace` through `replicas` engines of `capacity_blocks` KV blocks each.
+def serve(trace, policy: str, capacity_blocks: int, *, deployment: Deployment | None = None,
+          arrival_speedup: float = 1.0, seed: int = 0, params: Mapping | None = None, slo: Mapping | None = None,
+          cost_model: str | None = None, sessions: bool = False, **fields) -> ServeResult:
+    """Replay `trace` through a deployment's replicas, each with `capacity_blocks` KV blocks.
 
-    `policy` (and its `params`) is any registered eviction policy that can run with
-    pinned blocks; `engine` a preset name of `ENGINES` or a mapping {"preset": name,
-    key: override} (sim_core.serving.engines.ServeEngine: max_num_seqs,
-    max_num_batched_tokens, chunked_prefill, step_model, ...); `router` one of `ROUTERS`
-    with its `router_params` (sim_core.serving.routers, docs/fleet.md);
-    `hardware` and `model` feed the roofline step model (and name the model whose FLOPs a
-    cost-aware policy optimises, `cost_model` overriding); `slo` {"ttft": "2s", "tpot":
-    "50ms"} adds goodput. `sessions=True` closes each session's loop: turn k+1 is sent when
+    The deployment (sim_core.serving.deployment) is `deployment`, or is built from its
+    fields given as keywords: `replicas`, `engine` (a preset name of `ENGINES` or a mapping
+    {"preset": name, key: override}: max_num_seqs, max_num_batched_tokens, chunked_prefill,
+    step_model, tp, ...), `router` (one of `ROUTERS`) with its `router_params`
+    (sim_core.serving.routers, docs/fleet.md), `tiers`, `hardware`, `model` and `overlap`;
+    not both. `policy` (and its `params`) is any registered eviction policy that can run
+    with pinned blocks; `hardware` and `model` feed the roofline step model (and name the
+    model whose FLOPs a cost-aware policy optimises, `cost_model` overriding); `slo`
+    {"ttft": "2s", "tpot": "50ms"} adds goodput. `sessions=True` closes each session's loop: turn k+1 is sent when
     turn k finishes, plus the trace's gap between them (sim_core.serving.sessions). The
     engine's block size is the trace's (sim_core.traces.reblock coarsens a trace). `tiers` (as
     simulate takes them, one engine only) hold blocks below HBM: a block found there is
@@ -67,24 +66,22 @@ def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router
         raise ValueError(f"policy {spec.name!r} cannot run in the serving replay: {why}")
     params = resolve_params(spec, params)
     cap = _positive_int(capacity_blocks, "capacity_blocks")
-    n_rep = _positive_int(replicas, "replicas")
-    rspec = get_router(router)
-    rgot = rspec.resolve(router_params)
-    eng = as_engine(engine)
+    dep = _deployment(deployment, fields)
+    n_rep = dep.replicas
+    rspec = get_router(dep.router)
+    rgot = dict(dep.router_params)
+    eng = dep.engine
     speedup = _positive_real(arrival_speedup, "arrival_speedup")
-    specs = serving_tiers(tiers)
+    specs = list(dep.tiers)
     if specs and n_rep > 1:
         raise ValueError("tiers with replicas > 1 are not modelled yet: give one replica, or no tiers")
-    if not isinstance(overlap, (bool, np.bool_)):
-        raise ValueError(f"overlap must be true or false, got {overlap!r}")
     if trace.depth is not None or trace.tail_first:
         raise ValueError("serve takes a whole trace, not a sample or a replay view: spatial sampling does not "
                          "preserve queueing (docs/serving.md)")
     if trace.n_requests == 0 or trace.n_accesses == 0:
         raise ValueError(f"trace {trace.name!r} is empty")
     slo_ttft, slo_tpot = _slo(slo)
-    mdl = get_model(model) if model is not None else QWEN3_CODER_30B
-    hw = as_hardware(hardware)
+    mdl, hw = dep.model, dep.hardware
     bt = int(trace.block_tokens)
 
     prompt, out, assumed = served_lengths(trace, eng)
@@ -111,7 +108,7 @@ def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router
     cache, reqs, queues = new_state(ext, n_rep, cap, eng.max_num_seqs, ext.request_lengths, prompt, out, arrive,
                                     trace.session, track_times=lag(rgot) > 0)
     rcode, view = router_view(rspec, rgot, seed, n_rep, ext.n_unique, trace.n_requests)
-    lo = _below(specs, ext, cost, seed, hw, mdl, bt, bool(overlap))
+    lo = _below(specs, ext, cost, seed, hw, mdl, bt, dep.overlap)
     cfg = np.array([eng.max_num_batched_tokens, eng.max_num_seqs, int(eng.chunked_prefill),
                     eng.long_prefill_token_threshold, int(eng.watermark * cap), bt, int(eng.admit_whole),
                     int(_checking())], np.int64)
@@ -144,6 +141,21 @@ def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router
         res = dataclasses.replace(res, tier_hits={s.name: int(x) for s, x in zip(specs, loaded)},
                                   tier_loaded_bytes={s.name: int(x) * int(lo.block_bytes) for s, x in zip(specs, loaded)})
     return res
+
+
+def _deployment(dep, given: dict) -> Deployment:
+    """The deployment serve() replays: `dep`, or one built from the keywords `given`."""
+    unknown = set(given) - set(FIELDS)
+    if unknown:
+        raise TypeError(f"serve() got unexpected keyword argument(s) {sorted(unknown)}")
+    if dep is None:
+        return deployment(**given)
+    if given:
+        raise ValueError(f"give the deployment once: deployment=, or its fields {sorted(given)} as keywords")
+    if not isinstance(dep, Deployment):
+        raise ValueError(f"deployment must be a sim_core.serving.Deployment (sim_core.serving.deployment(...)), "
+                         f"got {dep!r}")
+    return dep
 
 
 def _below(specs, ext, cost, seed: int, hw, mdl, bt: int, overlap: bool) -> Below:
@@ -307,17 +319,3 @@ def _positive_real(v, what: str) -> float:
     if isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0 < v < math.inf:
         raise ValueError(f"{what} must be a positive number, got {v!r}")
     return float(v)
-
-
-def serving_tiers(tiers) -> list:
-    """The lower tiers of a serving replay: it refreshes a tier's copy on loads only
-    (touch=loads, its default here) and models write on_evict/on_compute with all,
-    after_hits or doorkeeper admission; the engines' other rules are simulate()'s."""
-    specs = as_tier_specs([{"touch": "loads", **(t if isinstance(t, dict) else t.__dict__)} for t in tiers or []])
-    for s in specs:
-        if s.touch != "loads" or s.promote or s.write == "on_hit" or s.admit.split("=")[0] in ("lookups",
-                                                                                             "frequency"):
-            raise ValueError(f"tier {s.name!r}: the serving replay does not model touch=request, promote, "
-                             f"write=on_hit or lookups/frequency admission (simulate() does)")
-    return specs
-

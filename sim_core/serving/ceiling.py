@@ -11,7 +11,7 @@ them and exceed it.
 blocks. Belady here is MIN with bypass: a missed block may stay out of the cache; when
 the cache is full a block enters only if its next use is nearer than the farthest next
 use held, which then leaves; a block never used again is never kept. For unit-size
-blocks this maximises hits. One pass with a max-heap of next-use positions,
+blocks this maximises hits. One pass with a max-heap of next-use positions (structures.pairheap),
 O(A log A) for A accesses.
 """
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numbers
 import numpy as np
 
 from ..jit import njit
+from ..structures.pairheap import heap_pop, heap_push
 
 
 
@@ -39,41 +40,6 @@ def _sequence(offsets, blocks, full, order):
             seq[p] = blocks[s + k]
             p += 1
     return seq
-
-
-@njit
-def _heap_push(h, n, x):
-    """Push x on the max-heap h[:n]; the new size."""
-    i = n
-    while i > 0:
-        p = (i - 1) >> 1
-        if h[p] >= x:
-            break
-        h[i] = h[p]
-        i = p
-    h[i] = x
-    return n + 1
-
-
-@njit
-def _heap_pop(h, n):
-    """Remove the top of the max-heap h[:n]; the new size."""
-    n -= 1
-    x = h[n]
-    i = 0
-    while True:
-        c = 2 * i + 1
-        if c >= n:
-            break
-        if c + 1 < n and h[c + 1] > h[c]:
-            c += 1
-        if h[c] <= x:
-            break
-        h[i] = h[c]
-        i = c
-    if n > 0:
-        h[i] = x
-    return n
 
 
 @njit
@@ -96,8 +62,10 @@ def _ceiling(seq, n_ids, capacity):
     # seq[position]). An entry goes stale when its position is reached (a hit) and is
     # then below every live entry, so the top is always live while anything is cached.
     key = np.full(n_ids, -1, np.int64)
+    # a max-heap of next-use positions: the pair heap over negated positions
+    neg = np.empty(A + 1, np.int64)
     heap = np.empty(A + 1, np.int64)
-    hn = 0
+    hn = np.zeros(1, np.int64)
     held = 0
     hits = 0
     for i in range(A):
@@ -110,23 +78,23 @@ def _ceiling(seq, n_ids, capacity):
                 held -= 1
             else:
                 key[b] = nu
-                hn = _heap_push(heap, hn, nu)
+                heap_push(neg, heap, hn, -nu, nu)
             continue
         if nu == never or capacity <= 0:
             continue  # bypass
         if held < capacity:
             key[b] = nu
-            hn = _heap_push(heap, hn, nu)
+            heap_push(neg, heap, hn, -nu, nu)
             held += 1
             continue
         while key[seq[heap[0]]] != heap[0]:  # (defensive: stale entries never reach the top)
-            hn = _heap_pop(heap, hn)
+            heap_pop(neg, heap, hn)
         far = heap[0]
         if far > nu:  # the farthest next use held is later than b's: b takes its place
             key[seq[far]] = -1
-            hn = _heap_pop(heap, hn)
+            heap_pop(neg, heap, hn)
             key[b] = nu
-            hn = _heap_push(heap, hn, nu)
+            heap_push(neg, heap, hn, -nu, nu)
     return hits, A - distinct
 
 

@@ -6,7 +6,7 @@ arrivals (scaled by the speed-up), as an agent loop or a user waits for an answe
 next call. Its TTFT counts from that release. Requests without a session id (-1) arrive at
 their trace times.
 
-Released turns wait in a binary min-heap of (time, request) kept in flat arrays.
+Released turns wait in a min-heap of (time, request) pairs (sim_core.structures.pairheap).
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import hook_njit
+from ..structures.pairheap import heap_pop, heap_push
 
 
 class Turns(NamedTuple):
@@ -45,39 +46,11 @@ def turns(session: np.ndarray, arrive: np.ndarray, closed: bool) -> tuple[Turns,
 
 @hook_njit
 def push(tu, t, r):
-    i = tu.hn[0]
-    tu.hn[0] = i + 1
-    while i > 0:
-        p = (i - 1) >> 1
-        if tu.hk[p] <= t:
-            break
-        tu.hk[i] = tu.hk[p]
-        tu.hv[i] = tu.hv[p]
-        i = p
-    tu.hk[i] = t
-    tu.hv[i] = r
+    """Release request r at time t."""
+    heap_push(tu.hk, tu.hv, tu.hn, t, r)
 
 
 @hook_njit
 def pop(tu):
     """Remove the earliest release and return its request."""
-    r = tu.hv[0]
-    n = tu.hn[0] - 1
-    tu.hn[0] = n
-    t = tu.hk[n]
-    v = tu.hv[n]
-    i = 0
-    while True:
-        c = 2 * i + 1
-        if c >= n:
-            break
-        if c + 1 < n and tu.hk[c + 1] < tu.hk[c]:
-            c += 1
-        if tu.hk[c] >= t:
-            break
-        tu.hk[i] = tu.hk[c]
-        tu.hv[i] = tu.hv[c]
-        i = c
-    tu.hk[i] = t
-    tu.hv[i] = v
-    return r
+    return heap_pop(tu.hk, tu.hv, tu.hn)

@@ -81,7 +81,7 @@ ROOFLINE_DEFAULTS = dict(mfu_prefill=None, mfu_decode=0.3, step_overhead_s=0.000
 
 
 def roofline_model(hardware, model, tp: int = 1, **over) -> StepModel:
-    """The roofline of `model` on `hardware` (sim_core.deployment.hardware.Hardware), `tp` GPUs of it.
+    """The roofline of `model` on `hardware` (sim_core.catalog.hardware.Hardware), `tp` GPUs of it.
     mfu_prefill defaults to the part's MFU (the idle TTFT estimate's), mfu_decode to 0.3;
     the overheads to 0.5 ms per step and 4 us per scheduled request."""
     unknown = set(over) - set(ROOFLINE_DEFAULTS)

@@ -47,6 +47,13 @@ def unlink(prev, nxt, b):
 
 
 @njit
+def remove_hook(st, b):
+    """The `remove` hook of a policy whose state holds one list as st.prev, st.nxt (LRU,
+    FIFO): an exclusive tier hands block b up."""
+    unlink(st.prev, st.nxt, b)
+
+
+@njit
 def tail(prev):
     """Last element, or -1 if the list is empty."""
     s = prev.shape[0] - 1

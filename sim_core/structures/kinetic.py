@@ -19,12 +19,8 @@ touch neighbouring leaves (consecutive depths), whose root paths share all but t
 lowest nodes, so the repair visits about two nodes per leaf instead of log2(P).
 `flush(static=True)` repairs winners only, for repeated queries at one clock.
 
-Exactness: every comparison decides the sign of a*x - b*y (a, b float64 weights, x, y
-integers) exactly, from the rounded products and, when those are equal, from their
-exact rounding errors (Dekker's two-product). The order is therefore that of exact
-rationals, independent of rounding. Melt times come from the float crossing time minus
-a rigorous error margin (an early melt only makes the node re-check), and when the
-margin does not clear the clock the first crossing is found with the exact predicate.
+Exactness: every comparison and every melt time comes from `structures/crossing.py`, which
+orders scores as exact rationals, independent of rounding.
 
 Layout (flat arrays, so hot calls pass two arrays): `kt` int64 and `kc` float64[2P].
 Every node k (1..2P-1; leaf s is node P + s) is a record of four words that carries
@@ -45,14 +41,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..jit import inline_njit, njit
+from .crossing import NO_EVENT, beats, match
 
-NO_EVENT = np.iinfo(np.int64).max
 _H = 8  # header words in kt
 _STACK = 4 * 64 + 8
-_SPLIT = 134217729.0  # 2**27 + 1 (Dekker split)
-_EPS = 2.0 ** -52
-
-
 def new_tree(n_slots: int, inverse: bool, tmax: int, weights=None):
     """(kt, kc) of an empty tree with room for `n_slots` items; `weights`, if given,
     the c of each slot (what `weight` returns before the slot is first filled)."""
@@ -75,135 +67,6 @@ def new_tree(n_slots: int, inverse: bool, tmax: int, weights=None):
 def tree_words(P: int) -> int:
     """Words of kt that hold the tree (header and records, not the scratch)."""
     return _H + 8 * P
-
-
-@njit
-def _two_prod_err(a, b, p):
-    """Exact error of p = fl(a*b): a*b == p + err (no overflow/underflow)."""
-    t = _SPLIT * a
-    ah = t - (t - a)
-    al = a - ah
-    t = _SPLIT * b
-    bh = t - (t - b)
-    bl = b - bh
-    return ((ah * bh - p) + ah * bl + al * bh) + al * bl
-
-
-@njit
-def sign_diff(a, x, b, y):
-    """Exact sign of a*x - b*y for finite floats (x, y integral, |x|, |y| < 2**53)."""
-    p = a * x
-    q = b * y
-    # rounding is monotone: fl(A) > fl(B) implies A > B
-    if p > q:
-        return 1
-    if p < q:
-        return -1
-    e = _two_prod_err(a, x, p)
-    f = _two_prod_err(b, y, q)
-    if e > f:
-        return 1
-    if e < f:
-        return -1
-    return 0
-
-
-@njit
-def _tie(a, x, b, y, io, iw):
-    """_beats when fl(a*x) == fl(b*y): the exact sign from the rounding errors, then ids."""
-    s = sign_diff(a, x, b, y)
-    return s > 0 or (s == 0 and io < iw)
-
-
-@njit
-def _beats(co, no, io, cw, nw, iw, t, inv):
-    """True if item o = (c, n, id) ranks above item w at time t (ties: smaller id).
-    Unequal rounded products decide at once (rounding is monotone); the rest is rare."""
-    xo = float(no - t)
-    xw = float(nw - t)
-    if inv:  # xo/co vs xw/cw  <=>  xo*cw vs xw*co
-        a = cw
-        b = co
-    else:
-        a = co
-        b = cw
-    p = a * xo
-    q = b * xw
-    if p != q:
-        return p > q
-    return _tie(a, xo, b, xw, io, iw)
-
-
-@njit
-def _first_overtake(co, no, io, cw, nw, iw, T, tmax, inv):
-    """A time t > T no later than the first time item o ranks above item w (w ranks
-    above o at T); NO_EVENT if that does not happen by tmax. Scalars only (no arrays
-    cross the call, which keeps reference counting out of the hot loop)."""
-    if inv:
-        p = cw
-        q = co
-    else:
-        p = co
-        q = cw
-    # score_o - score_w  ~  p*(n_o - t) - q*(n_w - t): increasing in t only if q > p
-    if not (q > p) or T >= tmax:
-        return NO_EVENT
-    a = q * float(nw)
-    b = p * float(no)
-    est = (a - b) / (q - p)
-    # |est - crossing| is a few ulps of the products amplified by 1/(q - p); pad it well
-    err = 8.0 * _EPS * ((abs(a) + abs(b)) / (q - p) + abs(est)) + 1.0
-    if est - err > float(tmax):
-        return NO_EVENT
-    if est - err > float(T + 2):
-        return np.int64(np.floor(est - err))
-    # close to the clock: find the exact first integer time
-    if not _beats(co, no, io, cw, nw, iw, tmax, inv):
-        return NO_EVENT
-    if not (est < float(tmax)):
-        g = tmax
-    elif est <= float(T + 1):
-        g = T + 1
-    else:
-        g = np.int64(np.ceil(est))
-        if g > tmax:
-            g = tmax
-    # bracket: beats(lo) false, beats(hi) true, T <= lo < hi <= tmax
-    if _beats(co, no, io, cw, nw, iw, g, inv):
-        hi = g
-        step = np.int64(1)
-        lo = hi - step
-        while lo > T and _beats(co, no, io, cw, nw, iw, lo, inv):
-            hi = lo
-            step *= 2
-            lo = hi - step
-        if lo < T:
-            lo = T
-    else:
-        lo = g
-        step = np.int64(1)
-        hi = lo + step
-        while hi < tmax and not _beats(co, no, io, cw, nw, iw, hi, inv):
-            lo = hi
-            step *= 2
-            hi = lo + step
-        if hi > tmax:
-            hi = tmax
-    while hi - lo > 1:
-        mid = lo + (hi - lo) // 2
-        if _beats(co, no, io, cw, nw, iw, mid, inv):
-            hi = mid
-        else:
-            lo = mid
-    return hi
-
-
-@njit
-def _match(ca, na, ia, cb, nb, ib, T, tmax, inv):
-    """Winner of a against b at T (0 = a, 1 = b) and the time it may change."""
-    if _beats(cb, nb, ib, ca, na, ia, T, inv):
-        return 1, _first_overtake(ca, na, ia, cb, nb, ib, T, tmax, inv)
-    return 0, _first_overtake(cb, nb, ib, ca, na, ia, T, tmax, inv)
 
 
 @inline_njit
@@ -239,7 +102,7 @@ def _node(kt, kc, k, t, tmax, inv):
     else:
         ca = kc[2 * k]
         cb = kc[2 * k + 1]
-        side, own = _match(ca, kt[ra + 1], kt[ra + 2], cb, kt[rb + 1], kt[rb + 2], t, tmax, inv)
+        side, own = match(ca, kt[ra + 1], kt[ra + 2], cb, kt[rb + 1], kt[rb + 2], t, tmax, inv)
         if side == 1:
             src = rb
             cw = cb
@@ -293,7 +156,7 @@ def _fix_path_static(kt, kc, s):
             oi = kt[ro + 2]
             oc = kc[o]
             # ids are unique, so which of the two is asked first does not matter
-            take = ws < 0 or _beats(oc, on, oi, wc, wn, wi, T, inv)
+            take = ws < 0 or beats(oc, on, oi, wc, wn, wi, T, inv)
             ws = os if take else ws
             wn = on if take else wn
             wi = oi if take else wi

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..deployment.counting import PRESETS
+from ..catalog.counting import PRESETS
 from .spec import RULES, TierSpec
 
 _VICTIM = {"write": "on_evict", "inclusive": False, "touch": "loads"}
@@ -35,12 +35,12 @@ HIERARCHIES: dict[str, list[dict]] = {
     # the textbook exclusive write-back victim cache (no engine runs it; the LRU stack check does)
     "victim": [_VICTIM],
 }
-# the hierarchy an engine preset (sim.engine) brings; the paper's accounting has none of
+# the hierarchy a counting preset (sim.counting) brings; the paper's accounting has none of
 # its own and takes the default
-ENGINE_HIERARCHY = {"paper": "vllm_cpu", "vllm": "vllm_cpu", "dynamo": "vllm_cpu", "sglang": "hicache_write_through",
+COUNTING_HIERARCHY = {"paper": "vllm_cpu", "vllm": "vllm_cpu", "dynamo": "vllm_cpu", "sglang": "hicache_write_through",
                     "lmcache": "lmcache_cpu_disk", "mooncake": "mooncake_store"}
 DEFAULT = "vllm_cpu"
-assert set(ENGINE_HIERARCHY) == set(PRESETS)
+assert set(COUNTING_HIERARCHY) == set(PRESETS)
 
 
 def hierarchy_rules(name: str, where: str = "hierarchy") -> list[dict]:
@@ -49,18 +49,18 @@ def hierarchy_rules(name: str, where: str = "hierarchy") -> list[dict]:
     return HIERARCHIES[name]
 
 
-def engine_hierarchy(engine: str | None) -> str:
-    if engine is None:
+def counting_hierarchy(counting: str | None) -> str:
+    if counting is None:
         return DEFAULT
-    if engine not in ENGINE_HIERARCHY:
-        raise ValueError(f"engine: unknown engine preset {engine!r}; valid: {', '.join(ENGINE_HIERARCHY)}")
-    return ENGINE_HIERARCHY[engine]
+    if counting not in COUNTING_HIERARCHY:
+        raise ValueError(f"counting: unknown counting preset {counting!r}; valid: {', '.join(COUNTING_HIERARCHY)}")
+    return COUNTING_HIERARCHY[counting]
 
 
-def rules_name(hierarchy: str | None = None, engine: str | None = None) -> str:
-    """Whose rules fill a tier's unset ones: the named hierarchy, else the engine's, else
-    vLLM's CPU offload (checked)."""
-    name = hierarchy if hierarchy is not None else engine_hierarchy(engine)
+def rules_name(hierarchy: str | None = None, counting: str | None = None) -> str:
+    """Whose rules fill a tier's unset ones: the named hierarchy, else the counting preset's,
+    else vLLM's CPU offload (checked)."""
+    name = hierarchy if hierarchy is not None else counting_hierarchy(counting)
     hierarchy_rules(name)
     return name
 
@@ -72,10 +72,10 @@ def rules_at(i: int, name: str) -> dict:
     return {k: rules[min(i, len(rules) - 1)].get(k, getattr(TierSpec, k)) for k in RULES}
 
 
-def with_rules(tiers, hierarchy: str | None = None, engine: str | None = None) -> list[dict]:
+def with_rules(tiers, hierarchy: str | None = None, counting: str | None = None) -> list[dict]:
     """The tier dicts with every rule they leave out (or set to None) filled from the
-    named hierarchy, else the engine's, else vLLM's CPU offload; a rule given wins."""
-    name = rules_name(hierarchy, engine)
+    named hierarchy, else the counting preset's, else vLLM's CPU offload; a rule given wins."""
+    name = rules_name(hierarchy, counting)
     out = []
     for i, t in enumerate(tiers or []):
         if not isinstance(t, Mapping):  # a TierSpec: every rule already resolved

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from sim_core import get_policy
-from sim_core.deployment.capacity import parse_size
+from sim_core.catalog.capacity import parse_size
 
 #: Online palette: tab10 without #7f7f7f (grey is the oracles').
 #: Ordered so that the policies most often swept together (lru, fifo, the quick-demotion

@@ -35,7 +35,7 @@ import statistics
 import textwrap
 from typing import Mapping, Sequence
 
-from sim_core.deployment.capacity import human_gib
+from sim_core.catalog.capacity import human_gib
 
 from .regimes import CURVE_KEYS, HEADLINES, REGIMES, diff_points, identical_groups
 from .families import POOL_SEP, ordered, policy_info, pool_key, reference_of, styles

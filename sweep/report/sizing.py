@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from sim_core.deployment.capacity import human_gib
+from sim_core.catalog.capacity import human_gib
 
 from ..plan import Capacity
 from .families import pool_key, pool_parts

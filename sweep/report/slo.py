@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from sim_core.deployment.capacity import human_gib
+from sim_core.catalog.capacity import human_gib
 
 Row = Mapping[str, float]
 

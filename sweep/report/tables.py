@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Mapping, Sequence
 
-from sim_core.deployment.capacity import human_gib
+from sim_core.catalog.capacity import human_gib
 from sim_core.policies import REGISTRY, get_policy
 
 from ..plan import Capacity

@@ -8,7 +8,7 @@ holds characters and is trimmed by size; here it holds blocks, and `ttl` (defaul
 ages entries out instead."""
 from ...jit import hook_njit
 from .spec import Param, RouterSpec
-from .view import least
+from .view import least, span
 
 SPEC = RouterSpec(
     "cache_aware", "longest approximate prefix match unless the fleet is imbalanced, then least loaded",
@@ -22,11 +22,7 @@ SPEC = RouterSpec(
 
 @hook_njit
 def pick(v, queues, cache, reqs, r, t, n_rep, bt):
-    lo = v.infl[0]
-    hi = v.infl[0]
-    for q in range(1, n_rep):
-        lo = min(lo, v.infl[q])
-        hi = max(hi, v.infl[q])
+    lo, hi = span(v.infl, n_rep)
     if hi - lo > v.p[1] and hi > v.p[2] * lo:
         return least(v.infl, n_rep)
     best = 0

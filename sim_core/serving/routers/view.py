@@ -97,6 +97,17 @@ def least(load, n_rep):
 
 
 @hook_njit
+def span(load, n_rep):
+    """(smallest, largest) load over the replicas."""
+    lo = load[0]
+    hi = load[0]
+    for k in range(1, n_rep):
+        lo = min(lo, load[k])
+        hi = max(hi, load[k])
+    return lo, hi
+
+
+@hook_njit
 def ring_pick(v, key):
     """The replica owning the first ring point at or after hash(key), wrapping."""
     h = mix(np.uint64(key))

@@ -8,7 +8,7 @@ precise-prefix profile, deploy/config: prefix 2, KV 1, queue 1):
 from ...jit import hook_njit
 from ..state import C_CAP, C_USED
 from .spec import Param, RouterSpec
-from .view import rand_below
+from .view import rand_below, span
 
 SPEC = RouterSpec(
     "weighted", "llm-d's scorer sum: prefix match, queue and KV-utilisation scores with weights",
@@ -25,11 +25,7 @@ SPEC = RouterSpec(
 
 @hook_njit
 def pick(v, queues, cache, reqs, r, t, n_rep, bt):
-    qlo = queues.wn[0]
-    qhi = queues.wn[0]
-    for q in range(1, n_rep):
-        qlo = min(qlo, queues.wn[q])
-        qhi = max(qhi, queues.wn[q])
+    qlo, qhi = span(queues.wn, n_rep)
     blocks = max((reqs.prompt[r] + bt - 1) // bt, 1)
     best = 0
     top = -1.0

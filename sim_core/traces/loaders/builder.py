@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...deployment.models import QWEN3_CODER_30B
+from ...catalog.models import QWEN3_CODER_30B
 from ..trace import Trace
 from ..reblock import chain_by_position, chain_counts
 from ..file import remap_dense_ids

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ...deployment.models import QWEN3_CODER_30B
+from ...catalog.models import QWEN3_CODER_30B
 
 BLOCK_TOKENS = 16
 MAX_CONTEXT_TOKENS = QWEN3_CODER_30B.context_tokens  # the paper's cap: the model's window

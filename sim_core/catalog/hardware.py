@@ -6,7 +6,7 @@ TTFT here is service time, not a queue: a request's prefill time on an idle part
   TTFT    = max(compute, load) with `overlap` (layer-wise pipelining of loads under
             compute), compute + load without.
 No scheduler, batching or queueing is modelled: with load, real TTFT is longer.
-The FLOPs are the model's cost model (sim_core.deployment.cost: a + b*p per token), summed over
+The FLOPs are the model's cost model (sim_core.catalog.cost: a + b*p per token), summed over
 the recomputed blocks as full blocks.
 """
 from __future__ import annotations
