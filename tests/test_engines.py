@@ -46,5 +46,5 @@ def test_the_command_line_wins_over_a_preset(compose):
 
 def test_an_unknown_preset_names_the_valid_ones(compose):
     cfg = compose("sim.counting=vlm")
-    with pytest.raises(ConfigError, match="sim.engine.*valid: paper, vllm"):
+    with pytest.raises(ConfigError, match="sim.counting.*valid: paper, vllm"):
         apply_counting(cfg, ["sim.counting=vlm"])

@@ -94,7 +94,7 @@ def test_counts_say_sizes_times_modes_in_the_right_number():
 def _study(table_lines=0, **kw):
     spec = NS(policies=[NS(name=n) for n in ("lru", "s3fifo", "tier_bound")], cost_models=["uniform", "linear"],
               tiers=[{"capacity": 1}], tier_name="hbm_dram", tier_rules="vllm_cpu", hardware={"part": "h100_sxm"},
-              engine={"window": None}, sample_rate=None, counting_preset="vllm")
+              counting={"window": None}, sample_rate=None, counting_preset="vllm")
     return NS(trace=NS(name="mooncake_conversation", source="real"), spec=spec, caps=CAPS, fleet=None,
               pools=[("dram=0", ()), ("dram=1TiB[on_evict]", ()), ("dram=1TiB[on_compute]", ())],
               warnings=[hbm_warning(CAPS, spec.hardware)], cfg=NS(sim={"engine": "vllm"}), **kw)

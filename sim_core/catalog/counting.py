@@ -47,7 +47,7 @@ PRESETS: dict[str, Preset] = {
 
 def preset(name: str) -> Preset:
     if name not in PRESETS:
-        raise ValueError(f"unknown engine preset {name!r}; valid: {', '.join(PRESETS)}")
+        raise ValueError(f"unknown counting preset {name!r}; valid: {', '.join(PRESETS)}")
     return PRESETS[name]
 
 
