@@ -131,7 +131,8 @@ def draw_front(p, out: Path) -> dict:
     for gpu in p.space.gpu:
         mine = [d for d in p.candidates if d["gpu"] == gpu]
         ax.scatter([d["cost_per_hour"] for d in mine], [d[k] for d in mine], s=22, alpha=0.7, label=gpu)
-    ax.plot([d["cost_per_hour"] for d in p.front], [d[k] for d in p.front], "k-", lw=1, label="front")
+    ax.plot([d["cost_per_hour"] for d in p.front], [d[k] for d in p.front], "k-", lw=1, drawstyle="steps-post",
+            label="front")
     ax.axhline(p.slo.primary.seconds, color="red", ls="--", lw=1, label=f"SLO {k} {p.slo.primary.text}")
     if p.best is not None:
         ax.scatter([p.best["cost_per_hour"]], [p.best[k]], s=160, facecolors="none", edgecolors="red",
@@ -162,13 +163,14 @@ def metrics(p) -> dict:
     return {k: float(v) for k, v in out.items() if v == v}
 
 
-def log_candidates(uri: str, experiment_id: str, parent: str, p) -> None:
+def log_candidates(uri: str, parent: str, p) -> None:
     """One FINISHED child run of the plan run per replayed candidate (each load's): its axes
     as params, its cost and every ServeResult number as metrics."""
     from mlflow.entities import Metric, Param
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=uri)
+    experiment_id = client.get_run(parent).info.experiment_id
     heavier = [] if p.heavier is None else [(p.heavier["load"], d) for d in p.heavier["candidates"]]
     for load, d in [(p.load, d) for d in p.candidates] + heavier:
         run = client.create_run(experiment_id, run_name=f"{d['label']} @ {load:g}x", tags={

@@ -133,7 +133,7 @@ def search(lanes: list, slo, *, order: Callable, tolerance: float = 0.0) -> Gene
 
     for lane in lanes:
         lo, hi = yield from bisect(lane)
-        if not lane.scanned and hi == lane.start > lane.bound_start:
+        if not lane.scanned and hi < len(lane.cands) and hi == lane.start > lane.bound_start:
             # the lane starts above the prefill bound because a lighter load failed there:
             # check that assumption where the answer rests on it
             below = lane.cands[hi - 1]
