@@ -142,13 +142,13 @@ def test_bisection_replays_few_when_monotone():
 
 
 def test_a_monotonicity_failure_is_seen_and_scanned():
-    # the bisection alone would answer 7 replicas (it sees 5 miss and 7 meet); 6 misses by
-    # more than 5 does, so the lane is scanned from the start and 3 is found
+    # the bisection alone would answer 7 replicas (8 meets, 4 and 6 miss, 7 meets); 6 misses
+    # by more than 4 does, so the lane is scanned from the start and 3 is found
     ttft = [10, 9, 1.5, 3, 2.5, 3.2, 1, 1]
     out, asked = _table_search(ttft, 2.0)
     assert out.best[0].replicas == 3
-    assert "ttft_p99 goes from 2.5 at 5 to 3.2 at 6 replicas" in out.lanes[0].scanned
-    assert out.notes and asked[:3] == [5, 7, 6] and 3 in asked
+    assert "ttft_p99 goes from 3 at 4 to 3.2 at 6 replicas" in out.lanes[0].scanned
+    assert out.notes and asked[:3] == [8, 4, 6] and asked[3:] == [1, 2, 3]
 
 
 def test_the_prefill_bound_is_safe_and_prunes(trace):
@@ -209,3 +209,18 @@ def test_cli_bad_input_exits_2_naming_the_field(tmp_path):
     r = run_module(tmp_path, "plan", "trace=mooncake_conversation", "trace.max_requests=50",
                    "plan.space.gpu=[h100_sxm,gh200]", "tracking.offline=true", module="analysis")
     assert r.returncode == 2 and "prices.gpu.gh200" in r.stderr
+
+
+def test_tpot_p99_is_the_99th_percentile_that_goodput_counts(trace):
+    """ServeResult.tpot_p99_s (which slo.tpot_p99 bounds) against serve's per-request goodput:
+    at that bound at least rank + 1 of the m requests with two or more output tokens are
+    within it, just below it at most rank (rank = round((m - 1) 0.99))."""
+    r = serve(trace, "lru", CAP, replicas=2, arrival_speedup=LOAD)
+    multi = int((trace.output_tokens > 1).sum())
+    single = trace.n_requests - multi
+    rank = int((multi - 1) * 0.99 + 0.5)
+    at = serve(trace, "lru", CAP, replicas=2, arrival_speedup=LOAD, slo={"tpot": f"{r.tpot_p99_s}s"})
+    below = serve(trace, "lru", CAP, replicas=2, arrival_speedup=LOAD, slo={"tpot": f"{r.tpot_p99_s * (1 - 1e-9)}s"})
+    assert round(at.goodput_ratio * trace.n_requests) - single >= rank + 1
+    assert round(below.goodput_ratio * trace.n_requests) - single <= rank
+    assert r.tpot_mean_s < r.tpot_p99_s

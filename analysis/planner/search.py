@@ -11,10 +11,11 @@ ascending, so their cost ascends too. Three rules prune (docs/planning.md#how-th
   turn from met to missed); where it fails, the lane is scanned upwards from its start
   instead, and the outcome says so;
 * dominance: a candidate that meets the SLO makes every dearer one uninteresting, in its
-  lane and in the others of the search: a lane is searched only below the cheapest
-  meeting candidate found so far (the incumbent), from the top down, and drops out on the
-  first miss. Candidates priced the same as the incumbent are still looked at, so that a
-  tie goes to the lower TTFT.
+  lane and in the others of the search: a lane is searched only up to the price of the
+  cheapest meeting candidate found so far (the incumbent), and each lane is first tried at
+  its most replicas within that price, so a lane that cannot do better drops out after one
+  replay. Candidates priced the same as the incumbent are still looked at, so that a tie
+  goes to the lower TTFT.
 
 `search(...)` is a generator: it yields a Candidate it needs replayed and receives its
 sim_core.ServeResult, so the same search runs in-process or on the sweep's runner
@@ -78,7 +79,6 @@ def search(lanes: list, slo, *, order: Callable, tolerance: float = 0.0) -> Gene
     breaks ties between equally priced candidates that meet the SLO with the same value."""
     seen: dict = {}
     inc = None  # (rank, Candidate, ServeResult): the cheapest meeting candidate so far
-    some_missed = False
 
     def get(c):
         if c not in seen:
@@ -104,8 +104,11 @@ def search(lanes: list, slo, *, order: Callable, tolerance: float = 0.0) -> Gene
                 return lo, hi
             if first and lane.hint is not None and lo <= lane.hint < h:
                 i = lane.hint
-            elif first and (inc is not None or some_missed):
-                i = h - 1  # likely to miss: one replay settles the lane
+            elif first:
+                # the most replicas worth trying: a miss there settles the lane in one
+                # replay (nothing cheaper in it can meet); a meet costs one replay more
+                # than starting in the middle
+                i = h - 1
             else:
                 i = (lo + h) // 2
             first = False
@@ -142,7 +145,6 @@ def search(lanes: list, slo, *, order: Callable, tolerance: float = 0.0) -> Gene
         if lane.scanned:  # the bisection's inferences are unsafe here: every candidate from the bound up
             lo, hi = yield from scan(lane, lane.bound_start)
         lane.lo, lane.answer = lo, (hi if hi < len(lane.cands) else None)
-        some_missed |= lane.status == "misses"
     notes = [f"monotonicity failed ({ln.scanned}): that shape was scanned" for ln in lanes if ln.scanned]
     return Outcome(best=None if inc is None else (inc[1], inc[2]), lanes=lanes, seen=seen, notes=notes)
 
