@@ -44,9 +44,8 @@ def text(p, trace_name: str = "") -> str:
     """The printed answer: the deployment first, then the runners-up, the heavier load, the
     front, and how much was replayed."""
     cur = p.prices.currency
-    head = (f"Plan{' for ' + trace_name if trace_name else ''} at {p.load:g}x load: SLO {p.slo.text()}; "
-            f"space {p.space.describe()}")
-    lines = [head]
+    lines = [f"Plan{' for ' + trace_name if trace_name else ''} at {p.load:g}x load, SLO {p.slo.text()}",
+             f"space: {p.space.describe()}"]
     if p.best is not None:
         lines += deployment_lines(p, p.best, "cheapest: ")
     else:
@@ -61,7 +60,7 @@ def text(p, trace_name: str = "") -> str:
         lines += deployment_lines(p, d, f"runner-up on {g}: ") if d else [f"runner-up on {g}: none meets the SLO"]
     if p.heavier is not None:
         h = p.heavier
-        lines.append(f"at {h['load']:g}x load ({h['factor']:g}x): " + (
+        lines.append(f"at {h['load']:g}x load" + (f" ({h['factor']:g} x the plan's)" if p.load != 1 else "") + ": " + (
             f"{h['best']['label']}: {_money(h['best']['cost_per_hour'], cur)}, {p.slo.primary.key.replace('_', ' ')} "
             f"{_value(p.slo.primary.key, h['best'][p.slo.primary.key])}" if h["best"] else "no candidate meets the SLO"))
     k = p.slo.primary.key
@@ -164,13 +163,21 @@ def metrics(p) -> dict:
 
 
 def log_candidates(uri: str, parent: str, p) -> None:
-    """One FINISHED child run of the plan run per replayed candidate (each load's): its axes
-    as params, its cost and every ServeResult number as metrics."""
+    """The front on the plan run (metric `front.<latency>` and the SLO `slo.<latency>`, step =
+    cost in cents per hour: MLflow charts it), and one FINISHED child run per replayed
+    candidate (each load's): its axes as params, its cost and every ServeResult number as
+    metrics."""
     from mlflow.entities import Metric, Param
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=uri)
     experiment_id = client.get_run(parent).info.experiment_id
+    # the front as the plan run's own chart: the primary latency and the SLO by cost (step = cents per hour)
+    k, now = p.slo.primary.key, int(time.time() * 1000)
+    client.log_batch(parent, metrics=[Metric(f"front.{k}", float(d[k]), now, int(round(d["cost_per_hour"] * 100)))
+                                      for d in p.front] +
+                     [Metric(f"slo.{k}", p.slo.primary.seconds, now, int(round(d["cost_per_hour"] * 100)))
+                      for d in p.front])
     heavier = [] if p.heavier is None else [(p.heavier["load"], d) for d in p.heavier["candidates"]]
     for load, d in [(p.load, d) for d in p.candidates] + heavier:
         run = client.create_run(experiment_id, run_name=f"{d['label']} @ {load:g}x", tags={

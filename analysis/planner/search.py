@@ -95,32 +95,42 @@ def search(lanes: list, slo, *, order: Callable, tolerance: float = 0.0) -> Gene
         """Priced above the incumbent (a tie is still looked at)."""
         return inc is not None and cost > inc[0][0] * (1 + 1e-12)
 
-    def bisect(lane: Lane):
-        """(lo, hi): every candidate below lo fails, hi is the first found meeting (or the lane's length)."""
-        lo, hi, first = lane.start, len(lane.cands), True
-        while True:
-            h = min(hi, sum(1 for x in lane.costs if not dearer(x)))
+    def cap(lane: Lane) -> int:
+        """How many of the lane's candidates are priced at most the incumbent."""
+        return sum(1 for x in lane.costs if not dearer(x))
+
+    def known(lane: Lane) -> tuple:
+        """(lo, hi) by monotonicity from the lane's replays: below lo all miss, hi is the
+        first replayed that meets (the lane's length if none)."""
+        lo, hi = lane.start, len(lane.cands)
+        for i in range(lane.start, len(lane.cands)):
+            c = lane.cands[i]
+            if c in seen:
+                if slo.meets(seen[c]):
+                    hi = min(hi, i)
+                else:
+                    lo = max(lo, i + 1)
+        return lo, hi
+
+    def look(lane: Lane, i: int):
+        res = yield from get(lane.cands[i])
+        if slo.meets(res):
+            offer(lane.cands[i], lane.costs[i], res)
+        lane.scanned = lane.scanned or violation(lane, seen, slo, tolerance)
+        return res
+
+    def bisect(lane: Lane, settle: bool):
+        """(lo, hi) for the lane. With `settle`, first try its most replicas priced at most
+        the incumbent: a miss there settles the lane in one replay."""
+        while not lane.scanned:
+            lo, hi = known(lane)
+            h = min(hi, cap(lane))
             if lo >= h:
                 return lo, hi
-            if first and lane.hint is not None and lo <= lane.hint < h:
-                i = lane.hint
-            elif first:
-                # the most replicas worth trying: a miss there settles the lane in one
-                # replay (nothing cheaper in it can meet); a meet costs one replay more
-                # than starting in the middle
-                i = h - 1
-            else:
-                i = (lo + h) // 2
-            first = False
-            res = yield from get(lane.cands[i])
-            if slo.meets(res):
-                hi = i
-                offer(lane.cands[i], lane.costs[i], res)
-            else:
-                lo = i + 1
-            lane.scanned = violation(lane, seen, slo, tolerance)
-            if lane.scanned:
-                return lo, hi
+            i = h - 1 if settle and lane.cands[h - 1] not in seen else (lo + h) // 2
+            settle = False
+            yield from look(lane, i)
+        return known(lane)
 
     def scan(lane: Lane, frm: int):
         """(lo, hi) from replaying the lane upwards from `frm`, assuming nothing."""
@@ -134,8 +144,21 @@ def search(lanes: list, slo, *, order: Callable, tolerance: float = 0.0) -> Gene
                 return i, i
         return n, n
 
+    # first, one look at every lane: at its hint (a heavier load: the lighter one's answer
+    # scaled), else at its most replicas priced at most the incumbent. A lane that misses
+    # at its most replicas is settled; the others are bisected, the lowest value first (the
+    # likeliest to need the fewest replicas, so that its answer prunes the rest)
+    first = {}
     for lane in lanes:
-        lo, hi = yield from bisect(lane)
+        lo, hi = known(lane)
+        h = min(hi, cap(lane))
+        if lo < h:
+            i = lane.hint if lane.hint is not None and lo <= lane.hint < h else h - 1
+            res = yield from look(lane, i)
+            first[id(lane)] = (not slo.meets(res), float(getattr(res, slo.primary.field)))
+    ranked = sorted(lanes, key=lambda ln: first.get(id(ln), (True, math.inf)))
+    for k, lane in enumerate(ranked):
+        lo, hi = yield from bisect(lane, settle=k > 0)
         if not lane.scanned and hi < len(lane.cands) and hi == lane.start > lane.bound_start:
             # the lane starts above the prefill bound because a lighter load failed there:
             # check that assumption where the answer rests on it
