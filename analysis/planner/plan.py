@@ -195,7 +195,8 @@ def _heavier(trace, pb: Problem, lanes: list, order, ev, known: dict) -> dict:
     pairs = sorted(zip(heavy, lanes), key=lambda hl: (hl[1].answer is None, math.inf if hl[1].answer is None
                                                       else hl[1].costs[hl[1].answer]))
     heavy = [h for h, _ in pairs]
-    (out,) = drive([(load * factor, search(heavy, slo, order=order, tolerance=pb.tolerance))], ev, setting, known)
+    (out,) = drive([(load * factor, search(heavy, slo, order=order, tolerance=pb.tolerance, ranked=True))], ev, setting,
+                   known)
     return {"load": load * factor, "factor": factor, "evaluated": len(out.seen), "notes": out.notes,
             "best": None if out.best is None else row(*out.best, slo, pr), "lanes": heavy,
             "candidates": [row(c, r, slo, pr) for c, r in out.seen.items()]}

@@ -74,9 +74,11 @@ def violation(lane: Lane, seen: dict, slo, tolerance: float) -> str:
     return ""
 
 
-def search(lanes: list, slo, *, order: Callable, tolerance: float = 0.0) -> Generator:
+def search(lanes: list, slo, *, order: Callable, tolerance: float = 0.0, ranked: bool = False) -> Generator:
     """Yield candidates to replay, receive their results; return an Outcome. `order(c)`
-    breaks ties between equally priced candidates that meet the SLO with the same value."""
+    breaks ties between equally priced candidates that meet the SLO with the same value.
+    `ranked`: the lanes come likeliest first (a lighter load's answers), so no first look
+    at every lane is needed to order them."""
     seen: dict = {}
     inc = None  # (rank, Candidate, ServeResult): the cheapest meeting candidate so far
 
@@ -120,14 +122,19 @@ def search(lanes: list, slo, *, order: Callable, tolerance: float = 0.0) -> Gene
         return res
 
     def bisect(lane: Lane, settle: bool):
-        """(lo, hi) for the lane. With `settle`, first try its most replicas priced at most
-        the incumbent: a miss there settles the lane in one replay."""
+        """(lo, hi) for the lane. With `settle`, first try its hint, or its most replicas
+        priced at most the incumbent: a miss there settles the lane in one replay."""
         while not lane.scanned:
             lo, hi = known(lane)
             h = min(hi, cap(lane))
             if lo >= h:
                 return lo, hi
-            i = h - 1 if settle and lane.cands[h - 1] not in seen else (lo + h) // 2
+            if settle and lane.hint is not None and lo <= lane.hint < h and lane.cands[lane.hint] not in seen:
+                i = lane.hint
+            elif settle and lane.cands[h - 1] not in seen:
+                i = h - 1
+            else:
+                i = (lo + h) // 2
             settle = False
             yield from look(lane, i)
         return known(lane)
@@ -149,16 +156,15 @@ def search(lanes: list, slo, *, order: Callable, tolerance: float = 0.0) -> Gene
     # at its most replicas is settled; the others are bisected, the lowest value first (the
     # likeliest to need the fewest replicas, so that its answer prunes the rest)
     first = {}
-    for lane in lanes:
+    for lane in [] if ranked else lanes:
         lo, hi = known(lane)
         h = min(hi, cap(lane))
         if lo < h:
             i = lane.hint if lane.hint is not None and lo <= lane.hint < h else h - 1
             res = yield from look(lane, i)
             first[id(lane)] = (not slo.meets(res), float(getattr(res, slo.primary.field)))
-    ranked = sorted(lanes, key=lambda ln: first.get(id(ln), (True, math.inf)))
-    for k, lane in enumerate(ranked):
-        lo, hi = yield from bisect(lane, settle=k > 0)
+    for k, lane in enumerate(lanes if ranked else sorted(lanes, key=lambda ln: first.get(id(ln), (True, math.inf)))):
+        lo, hi = yield from bisect(lane, settle=ranked or k > 0)
         if not lane.scanned and hi < len(lane.cands) and hi == lane.start > lane.bound_start:
             # the lane starts above the prefill bound because a lighter load failed there:
             # check that assumption where the answer rests on it
