@@ -19,12 +19,11 @@ from omegaconf import OmegaConf
 from sweep import signals
 from sweep.config import ConfigError
 from sweep.journal import Journal
-from sweep.runner import RayCluster
 
 from .. import config
 from . import report
 from .plan import problem, solve
-from .runner import Keys, LocalEvaluator, RayEvaluator, journaled
+from .runner import Keys, LazyRay, LocalEvaluator, journaled
 
 log = logging.getLogger("analysis")
 
@@ -96,8 +95,7 @@ def main(argv: list[str]) -> int:
     signals.install()
     try:
         if runner == "ray":
-            with RayCluster(inv.cfg.cluster) as cluster:
-                ev = RayEvaluator(cluster, trace, pb.setting, cands, journal, keys, uri=uri, experiment=experiment)
+            with LazyRay(inv.cfg.cluster, trace, pb.setting, cands, journal, keys, uri=uri, experiment=experiment) as ev:
                 p = solve(trace, pb, ev, known)
         else:
             p = solve(trace, pb, LocalEvaluator(trace, pb.setting, journal, keys, uri=uri, experiment=experiment), known)

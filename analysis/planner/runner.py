@@ -19,7 +19,7 @@ from sweep import signals
 from sweep.journal import JobTime, Journal, Point
 from sweep.keys import CurveIdentity
 from sweep.plan import Job
-from sweep.runner import SimulatorShard
+from sweep.runner import RayCluster, SimulatorShard
 from sweep.serving import SERVE
 from sweep.traces import to_payload
 
@@ -112,6 +112,35 @@ class RayEvaluator:
         log.info("replayed %s at %gx load in %.1fs: TTFT p99 %.3fs", c.label(), load, secs, res.ttft_p99_s)
         self._start()
         return [(key, res)]
+
+
+class LazyRay:
+    """A RayEvaluator started on the first replay the searches ask for: a plan whose
+    replays are all journaled never starts Ray. A context manager: Ray is shut down on exit."""
+
+    def __init__(self, cluster_cfg, *args, **kw):
+        self.cfg, self.args, self.kw = cluster_cfg, args, kw
+        self.cluster = self.ev = None
+
+    @property
+    def replays(self) -> int:
+        return self.ev.replays if self.ev else 0
+
+    def submit(self, key, c, load: float) -> None:
+        if self.ev is None:
+            self.cluster = RayCluster(self.cfg).__enter__()
+            self.ev = RayEvaluator(self.cluster, *self.args, **self.kw)
+        self.ev.submit(key, c, load)
+
+    def collect(self) -> list:
+        return self.ev.collect()
+
+    def __enter__(self) -> "LazyRay":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.cluster is not None:
+            self.cluster.__exit__(*exc)
 
 
 class LocalEvaluator:

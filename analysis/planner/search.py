@@ -40,16 +40,16 @@ class Lane:
     bound_start: int = 0  # the prefill bound's own start (start may be higher: see plan's later loads)
     hint: int | None = None  # where to look first
     lo: int = 0  # every candidate below fails (replayed, or by monotonicity)
-    answer: int | None = None  # index of the cheapest candidate found meeting the SLO
+    answer: int | None = None  # index of the cheapest candidate found meeting the SLO (see status)
     scanned: str = ""  # why monotonicity failed here (the lane was scanned), or ""
 
     @property
     def status(self) -> str:
-        if self.answer is not None:
-            return "meets"
+        if self.answer is not None and self.lo >= self.answer:
+            return "meets"  # answer is the lane's cheapest meeting candidate
         if self.lo >= len(self.cands):
             return "misses"  # up to its most replicas
-        return "dominated"  # not searched past the incumbent's cost
+        return "dominated"  # not searched below the incumbent's price (answer, if any, meets but may not be its cheapest)
 
 
 @dataclass
