@@ -108,11 +108,12 @@ def test_an_infeasible_slo_names_the_closest_and_recommends_nothing(trace):
     ({"space": {"prefill_replicas": [1, 2]}}, "space.prefill_replicas"),
     ({"space": {"replicas": [0, 1]}}, "space.replicas"),
     ({"prices": {"gpu": {"h100_sxm": -1}}}, "prices.gpu.h100_sxm"),
+    ({"capacity_blocks": 100}, "capacity_blocks=100 cannot hold request"),
 ])
 def test_bad_input_names_the_field(trace, kw, field):
-    args = {"slo": {"ttft_p99": "2s"}, "space": {"replicas": [1, 2]}, **kw}
+    args = {"slo": {"ttft_p99": "2s"}, "space": {"replicas": [1, 2]}, "capacity_blocks": CAP, **kw}
     with pytest.raises(ValueError, match=re.escape(field)):
-        plan(trace, capacity_blocks=CAP, **args)
+        plan(trace, **args)
 
 
 def _table_search(ttft: list, slo_s: float):

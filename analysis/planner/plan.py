@@ -15,6 +15,7 @@ import numpy as np
 
 from sim_core.catalog.capacity import to_blocks
 from sim_core.catalog.models import QWEN3_CODER_30B, get_model
+from sim_core.serving import served_lengths
 from sim_core.serving.engines import as_engine
 
 from . import bound
@@ -101,6 +102,12 @@ def problem(trace, slo, space=None, capacity_blocks=None, engine="dynamo", polic
     except ValueError as e:
         raise ValueError(f"capacity_blocks: {e}") from None
     eng = {"preset": engine} if isinstance(engine, str) else dict(engine)
+    prompt, out, _ = served_lengths(trace, as_engine(eng))
+    need = -(-(prompt + out - 1) // int(trace.block_tokens))
+    if int(need.max()) > cap:
+        r = int(np.argmax(need))
+        raise ValueError(f"capacity_blocks={cap} cannot hold request {r} ({int(need[r])} blocks of "
+                         f"{trace.block_tokens} tokens with its output) in one replica: give at least {int(need[r])}")
     setting = Setting(engine=eng, capacity_blocks=cap, model=model, seed=int(seed), per_request=slo.per_request())
     for s in sp.shapes():
         setting.deployment(sp.lane(s)[0])  # a bad engine, or a GPU the step model cannot use, fails here
@@ -206,7 +213,7 @@ def row(c, r, slo, pr) -> dict:
     """A candidate as the answer names it: its axes, GPUs, cost, SLO values, margin, reuse
     and gap to the fleet ceiling, and its ServeResult."""
     return {**c.axes(), "gpus": c.gpus, "cost_per_hour": pr.per_hour(c), "label": c.label(),
-            "meets": slo.meets(r), "margin": slo.margin(r), **{f"{k}": v for k, v in slo.values(r).items()},
+            "meets": slo.meets(r), "margin": slo.margin(r), **slo.values(r),
             "ttft_p99_s": r.ttft_p99_s, "tpot_mean_s": r.tpot_mean_s, "reuse_ratio": r.reuse_ratio,
             "ceiling_reuse_ratio": r.ceiling_reuse_ratio,
             "ceiling_gap_points": 100.0 * (r.ceiling_reuse_ratio - r.reuse_ratio), "result": r}

@@ -1,10 +1,12 @@
 """The search: the cheapest candidate that meets the SLO, replaying as few as it takes.
 
 Candidates come in *lanes*: the candidates of one shape (space.Candidate.shape), replicas
-ascending, so their cost ascends too. Three rules prune (docs/planning.md#how-the-search-prunes):
+ascending, so their cost ascends too. What prunes (docs/planning.md#how-the-search-prunes):
 
 * the prefill bound (bound.py): a lane starts at the fewest replicas that can compute the
   trace's prefill work in time; below, nothing is replayed;
+* one look at every lane at its most replicas: a miss there settles the lane; the lanes
+  that meet are taken lowest value first;
 * monotonicity: at equal load, TTFT falls as replicas of one shape are added, so a lane is
   bisected for its first candidate that meets the SLO. It is checked on every pair of a
   lane's replayed candidates (each SLO value must not rise with replicas, nor the SLO
@@ -12,10 +14,10 @@ ascending, so their cost ascends too. Three rules prune (docs/planning.md#how-th
   instead, and the outcome says so;
 * dominance: a candidate that meets the SLO makes every dearer one uninteresting, in its
   lane and in the others of the search: a lane is searched only up to the price of the
-  cheapest meeting candidate found so far (the incumbent), and each lane is first tried at
-  its most replicas within that price, so a lane that cannot do better drops out after one
-  replay. Candidates priced the same as the incumbent are still looked at, so that a tie
-  goes to the lower TTFT.
+  cheapest meeting candidate found so far (the incumbent), first at its most replicas
+  within that price, so a lane that cannot do better drops out after one replay.
+  Candidates priced the same as the incumbent are still looked at, so that a tie goes to
+  the lower TTFT.
 
 `search(...)` is a generator: it yields a Candidate it needs replayed and receives its
 sim_core.ServeResult, so the same search runs in-process or on the sweep's runner
