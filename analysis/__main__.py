@@ -12,6 +12,7 @@ COMMANDS = {
     "characterize": "analysis.characterize",  # the paper's section 4 measurements of a trace
     "advise": "analysis.advise",  # section 5.4 as a procedure: which eviction design, with the numbers
     "report": "analysis.report",  # report.html and PNGs of a sweep, from the tracking store
+    "plan": "analysis.planner.cli",  # the cheapest deployment meeting an SLO on the trace at its load
 }
 
 

@@ -91,7 +91,8 @@ def help_text(command: str, summary: str, examples: list[str]) -> str:
     """--help: what the command does, examples, the groups, and the default config."""
     conf_dir = find_conf_dir()
     groups = "\n".join(f"  {g:<9} {', '.join(group_options(g, conf_dir))}"
-                       for g in ("trace", "capacity", "cost", "model", "tier", "hardware", "fleet", "tracking"))
+                       for g in ("trace", "capacity", "cost", "model", "tier", "hardware", "fleet", "tracking", "prices",
+                                 "cluster"))
     try:
         default = OmegaConf.to_yaml(compose(command, []).cfg, resolve=False)
     except ConfigError as e:
@@ -175,10 +176,11 @@ def start(command: str, argv: list[str], summary: str, examples: list[str],
 
 def publish(inv: Invocation, uri: str | None, trace, report: Mapping, *, kind: str, title: str,
             draw: Callable[[Path], dict], markdown: Callable[[Mapping, dict, Path], str],
-            metrics: Mapping[str, float]) -> None:
+            metrics: Mapping[str, float]) -> str | None:
     """Write a command's report (report.md, report.json and, unless analysis.figures is
     false, the figures `draw(out)` makes) into its directory, say where (`title` of the
-    trace), and log it as one MLflow run unless tracking is offline (uri None)."""
+    trace), and log it as one MLflow run unless tracking is offline (uri None). Returns the
+    run's id (None offline)."""
     experiment = experiment_of(inv, trace)
     out = out_dir(inv, experiment)
     record.clear_figures(out)
@@ -190,3 +192,5 @@ def publish(inv: Invocation, uri: str | None, trace, report: Mapping, *, kind: s
                              overrides=inv.overrides, metrics=metrics, out=out,
                              artifact_location=inv.cfg.tracking.get("artifact_location"))
         print(f"MLflow experiment {experiment!r}, run {rid}; view it: {ui_command(uri)}")
+        return rid
+    return None

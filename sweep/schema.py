@@ -134,6 +134,9 @@ class Schema(Groups):
 class AnalysisSchema(Groups):
     sim: AnalysisSimSchema = field(default_factory=AnalysisSimSchema)
     analysis: Any = None
+    plan: Any = None  # `python -m analysis plan` (analysis/planner/cli.py checks it)
+    prices: Any = None  # conf/prices: the planner's prices
+    cluster: Any = None  # where the planner's replays run, as the sweep's
 
 
 def register() -> None:

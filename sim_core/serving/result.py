@@ -54,6 +54,8 @@ class ServeResult:
     queue_peak: int = _m("largest waiting queue of any replica")
     queue_mean: float = _m("waiting requests over all replicas, time-weighted mean over the makespan")
     pinned_peak: int = _m("most blocks pinned by running requests on one replica at a step start")
+    tpot_p99_s: float = _m("time per output token, 99th percentile over requests with more than one output token",
+                            default=NAN)
     regret_tokens: int = _m("prompt tokens recomputed because the router sent a request to a replica holding "
                             "less of its prefix than another held at that moment", default=0)
     busy_imbalance: float = _m("busiest replica's busy time / the mean over replicas (1: balanced)", default=NAN)
@@ -128,7 +130,7 @@ def latency_fields(arrive, t_first, t_last, out) -> dict:
     tpot = gaps / (out[multi] - 1)
     n_gaps = int((out[multi] - 1).sum())
     return {"ttft_mean_s": _mean(ttft), "ttft_p50_s": _pct(ttft, 50), "ttft_p90_s": _pct(ttft, 90),
-            "ttft_p99_s": _pct(ttft, 99), "tpot_mean_s": _mean(tpot),
+            "ttft_p99_s": _pct(ttft, 99), "tpot_mean_s": _mean(tpot), "tpot_p99_s": _pct(tpot, 99),
             "itl_mean_s": float(gaps.sum() / n_gaps) if n_gaps else NAN,
             "e2e_mean_s": _mean(e2e), "e2e_p99_s": _pct(e2e, 99)}
 

@@ -1,0 +1,95 @@
+"""Candidates that cannot meet a TTFT bound, known without a replay.
+
+Two facts, both from the model `serve` replays (docs/planning.md#the-prefill-bound):
+
+1. A replica prefills at most `rate` prompt tokens per second. Every step lasts at least
+   what its step-time model gives a step of its T new prompt tokens with one request, no
+   attention context and no decode (each model is non-decreasing in the FLOPs, the KV read,
+   the requests and the decodes of a step), and T is at most the step's token budget. So
+   rate = max over T of T / step_seconds(T), scanned over every T up to the budget.
+
+2. A set S of requests needs at least W(S) prompt tokens computed: its prompt tokens minus
+   what an infinite cache could reuse, which is each distinct full prompt block once
+   (the engine reuses full blocks only, and never a request's last token). Dropping a
+   request lowers W by at most its prompt tokens, so W(S) >= W(all) - the prompt tokens of
+   the requests left out.
+
+If TTFT p99 <= S, all but the k = n - 1 - round((n - 1) 0.99) slowest requests had their
+first token by (last arrival + S), so the fleet computed at least W(all) minus the k largest
+prompts by then: R replicas with W(all) - top_k > R x rate x (last arrival + S) cannot meet
+it. The same holds for any TTFT percentile, and for a goodput floor g with the loosest TTFT
+bound (k = n - ceil(g n)). Times are the serving replay's: arrivals from the first,
+divided by the load.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim_core.serving import _step_model as step_model_of, served_lengths
+from sim_core.serving.stepmodel import step_seconds
+
+
+@dataclass(frozen=True)
+class Work:
+    """The trace's prefill work at one load, as the bound needs it."""
+
+    min_tokens: float  # W(all): prompt tokens minus an infinite cache's reuse
+    prompt_tokens: float
+    top: np.ndarray  # cumulative prompt tokens of the largest prompts: top[k] = the k largest
+    requests: int
+    horizon_s: float  # the last arrival, in the replay's time (divided by the load)
+
+
+def work(trace, engine, load: float) -> Work:
+    prompt, _, _ = served_lengths(trace, engine)
+    bt = int(trace.block_tokens)
+    full = np.minimum(trace.request_lengths, prompt // bt)
+    starts = trace.req_offsets[:-1]
+    # each request's leading full prompt blocks, the only ones any request can find cached
+    idx = np.repeat(starts, full) + (np.arange(int(full.sum())) - np.repeat(np.cumsum(full) - full, full))
+    distinct = len(np.unique(trace.blocks[idx])) if len(idx) else 0
+    P = float(prompt.sum())
+    top = np.concatenate([[0.0], np.cumsum(np.sort(prompt)[::-1].astype(np.float64))])
+    arrive = trace.arrival_s - trace.arrival_s.min()
+    return Work(min_tokens=P - bt * float(full.sum() - distinct), prompt_tokens=P, top=top,
+                requests=int(trace.n_requests), horizon_s=float(arrive.max()) / float(load))
+
+
+def prefill_rate(dep, kv_tokens: int) -> float:
+    """The most prompt tokens per second one replica of deployment `dep` can compute."""
+    eng = dep.engine
+    sm = step_model_of(eng, int(kv_tokens), dep.hardware, dep.model).arrays()
+    a = float(dep.model.flops_a)
+    best = 0.0
+    for t in range(1, int(eng.max_num_batched_tokens) + 1):
+        s = step_seconds(*sm, 1, t, t * a, float(t), 0, 0.0)
+        if s > 0:
+            best = max(best, t / s)
+    return best if best > 0 else math.inf
+
+
+def allowed_misses(slo, n: int) -> list[tuple[float, int]]:
+    """(TTFT bound in seconds, requests that may exceed it) for each TTFT bound of the SLO."""
+    out = []
+    for b in slo.bounds:
+        if b.key.startswith("ttft"):
+            rank = int(math.floor((n - 1) * b.percentile / 100.0 + 0.5))
+            out.append((b.seconds, n - 1 - rank))
+    ttft = [b.seconds for b in slo.bounds if b.key.startswith("ttft")]
+    if slo.goodput is not None and ttft:
+        out.append((max(ttft), n - math.ceil(slo.goodput * n - 1e-9)))
+    return out
+
+
+def min_replicas(w: Work, slo, rate: float) -> int:
+    """The fewest replicas of prefill `rate` (tokens/s each) that the bound lets meet the
+    SLO's TTFT bounds (1 when it has none)."""
+    need = 1
+    for secs, k in allowed_misses(slo, w.requests):
+        tokens = w.min_tokens - float(w.top[min(max(k, 0), w.requests)])
+        if tokens > 0:
+            need = max(need, math.ceil(tokens / (rate * (w.horizon_s + secs)) - 1e-12))
+    return need

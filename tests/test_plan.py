@@ -1,0 +1,242 @@
+"""The deployment planner (analysis.plan, `python -m analysis plan`; docs/planning.md).
+
+Its answers are checked against a brute force that calls sim_core.serve on every candidate
+of small spaces and prices them by hand, on the first 300 requests of the bundled Mooncake
+trace at 4x its request rate (each replay well under a second).
+"""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from analysis import plan
+from analysis.planner.report import text
+from analysis.planner.search import Lane, search
+from analysis.planner.slo import as_slo
+from analysis.planner.space import Candidate
+from sim_core import deployment, serve
+from sim_core.traces.loaders import load_trace
+from tests.helpers import SHARED_MOONCAKE, child_runs, run_module
+
+CAP = 400  # blocks per replica: the largest of the 300 requests needs 239
+LOAD = 4.0
+PRICES = {"gpu": {"h100_sxm": 3.0, "h200": 4.0, "l40s": 1.86}}
+
+
+@pytest.fixture(scope="module")
+def trace():
+    return load_trace(SHARED_MOONCAKE).subset(300)
+
+
+def _secs(text: str) -> float:
+    return float(text[:-2]) / 1000 if text.endswith("ms") else float(text[:-1])
+
+
+def brute(trace, space: dict, slo: dict, engine="dynamo"):
+    """Every candidate served directly and priced by hand: [(cost, ttft p99, axes, meets)],
+    and the cheapest meeting `slo` (ties: the lower TTFT p99). `slo` bounds ttft_p99 and
+    tpot_mean (with units) and may set a goodput floor over the TTFT bound."""
+    rows = []
+    for gpu in space.get("gpu", ["h100_sxm"]):
+        for reps in space["replicas"]:
+            for router in space["router"]:
+                for pol in space.get("policy", ["lru"]):
+                    r = serve(trace, pol, CAP, replicas=reps, router=router, engine=engine, hardware=gpu,
+                              arrival_speedup=LOAD, slo={"ttft": slo["ttft_p99"]})
+                    ok = r.ttft_p99_s <= _secs(slo["ttft_p99"])
+                    ok &= "tpot_mean" not in slo or r.tpot_mean_s <= _secs(slo["tpot_mean"])
+                    ok &= "goodput" not in slo or r.goodput_ratio >= slo["goodput"]
+                    rows.append((reps * PRICES["gpu"][gpu], r.ttft_p99_s,
+                                 {"gpu": gpu, "replicas": reps, "router": router, "policy": pol}, ok))
+    ok = [x for x in rows if x[3]]
+    return rows, (min(ok, key=lambda x: (x[0], x[1])) if ok else None)
+
+
+EIGHT = [1, 2, 3, 4, 5, 6, 7, 8]
+
+
+@pytest.mark.parametrize("engine, space, slo", [
+    ("dynamo", {"replicas": EIGHT, "router": ["round_robin", "kv_router"], "policy": ["lru", "fifo"]},
+     {"ttft_p99": "50s"}),
+    ("vllm", {"gpu": ["h100_sxm", "l40s"], "replicas": EIGHT, "router": ["round_robin", "kv_router"]},
+     {"ttft_p99": "150s"}),
+    # TPOT is far from monotone here (kv_router: 42.5 ms mean at 4 replicas, 42.8 at 5)
+    ("dynamo", {"replicas": EIGHT, "router": ["round_robin", "kv_router"]}, {"ttft_p99": "50s", "tpot_mean": "41ms"}),
+    ("dynamo", {"replicas": EIGHT, "router": ["round_robin", "kv_router"]}, {"ttft_p99": "100s", "goodput": 0.97}),
+])
+def test_answer_equals_brute_force(trace, engine, space, slo):
+    p = plan(trace, slo=slo, space=space, capacity_blocks=CAP, engine=engine, arrival_speedup=LOAD, prices=PRICES)
+    rows, best = brute(trace, space, slo, engine)
+    assert best is not None and p.best is not None
+    assert p.best["cost_per_hour"] == pytest.approx(best[0])
+    assert {k: p.best[k] for k in best[2]} == best[2]
+    assert p.evaluated < len(rows)  # the brute force replays every candidate, the plan fewer
+    assert len(p.candidates) == p.evaluated and p.space_size == len(rows)
+    # each GPU type's runner-up is its own cheapest
+    for gpu in space.get("gpu", ["h100_sxm"]):
+        assert p.runners_up[gpu]["cost_per_hour"] == pytest.approx(min(x[0] for x in rows
+                                                                       if x[2]["gpu"] == gpu and x[3]))
+    # what the plan read is what serve says, and it judged each candidate as the brute force did
+    by_axes = {tuple(sorted(x[2].items())): x for x in rows}
+    for c in p.candidates:
+        x = by_axes[tuple(sorted((k, c[k]) for k in best[2]))]
+        assert c["ttft_p99_s"] == x[1] and c["meets"] == x[3]
+
+
+def test_the_answer_meets_the_slo_replayed_alone(trace):
+    p = plan(trace, slo={"ttft_p99": "50s"}, space={"replicas": [1, 2, 3, 4, 5, 6], "router": ["kv_router"]},
+             capacity_blocks=CAP, engine="dynamo", policy="lru", arrival_speedup=LOAD, prices=PRICES)
+    b = p.best
+    d = deployment(replicas=b["replicas"], router=b["router"], engine={"preset": "dynamo", "tp": b["tp"]},
+                   hardware=b["gpu"])
+    again = serve(trace, b["policy"], CAP, deployment=d, arrival_speedup=LOAD)
+    assert again.ttft_p99_s <= 50.0
+    assert b["gpus"] == b["replicas"] and b["cost_per_hour"] == pytest.approx(3.0 * b["replicas"])
+
+
+def test_an_infeasible_slo_names_the_closest_and_recommends_nothing(trace):
+    space = {"replicas": [1, 2, 3, 4], "router": ["round_robin", "kv_router"]}
+    p = plan(trace, slo={"ttft_p99": "1s"}, space=space, capacity_blocks=CAP, arrival_speedup=LOAD, prices=PRICES)
+    assert p.best is None and all(v is None for v in p.runners_up.values())
+    rows, best = brute(trace, space, {"ttft_p99": "1s"})
+    assert best is None
+    closest = min(rows, key=lambda x: (x[1], x[0]))  # under monotonicity, the most replicas of the best shape
+    c = p.closest
+    assert {k: c[k] for k in closest[2]} == closest[2]
+    assert c["misses"]["ttft_p99"] == pytest.approx(closest[1] / 1.0 - 1)
+    out = text(p, trace.name)
+    assert "no candidate meets the SLO: nothing is recommended" in out
+    assert f"closest: {c['label']}" in out and f"misses by {c['misses']['ttft_p99']:.1%}" in out
+    assert "cheapest:" not in out
+
+
+@pytest.mark.parametrize("kw, field", [
+    ({"space": {"replicas": []}}, "space.replicas"),
+    ({"space": {"router": []}}, "space.router"),
+    ({"space": {"gpu": ["gh200"]}}, "prices.gpu.gh200"),  # the default prices leave gh200 out
+    ({"slo": {"ttft_p99": 2}}, "slo.ttft_p99"),
+    ({"slo": {"tpot_mean": "50"}}, "slo.tpot_mean"),
+    ({"slo": {"goodput": 0.99}}, "slo.goodput"),
+    ({"space": {"prefill_replicas": [1, 2]}}, "space.prefill_replicas"),
+    ({"space": {"replicas": [0, 1]}}, "space.replicas"),
+    ({"prices": {"gpu": {"h100_sxm": -1}}}, "prices.gpu.h100_sxm"),
+    ({"capacity_blocks": 100}, "capacity_blocks=100 cannot hold request"),
+])
+def test_bad_input_names_the_field(trace, kw, field):
+    args = {"slo": {"ttft_p99": "2s"}, "space": {"replicas": [1, 2]}, "capacity_blocks": CAP, **kw}
+    with pytest.raises(ValueError, match=re.escape(field)):
+        plan(trace, **args)
+
+
+def _table_search(ttft: list, slo_s: float):
+    """The search over one lane of made-up results (replicas 1..n, p99 TTFT `ttft`)."""
+    cands = [Candidate("h100_sxm", 1, r, "round_robin", "lru") for r in range(1, len(ttft) + 1)]
+    lane = Lane(shape=cands[0].shape, cands=cands, costs=[float(c.replicas) for c in cands])
+
+    class R:  # the fields the SLO reads
+        def __init__(self, t):
+            self.ttft_p99_s = t
+
+    gen = search([lane], as_slo({"ttft_p99": f"{slo_s}s"}), order=lambda c: c.replicas)
+    asked, c = [], next(gen)
+    try:
+        while True:
+            asked.append(c.replicas)
+            c = gen.send(R(ttft[c.replicas - 1]))
+    except StopIteration as stop:
+        return stop.value, asked
+
+
+def test_bisection_replays_few_when_monotone():
+    ttft = [50, 20, 9, 6, 4, 3, 2.5, 2.2, 1.9, 1.8, 1.7, 1.6, 1.5, 1.4, 1.3, 1.2]
+    out, asked = _table_search(ttft, 2.0)
+    assert out.best[0].replicas == 9 and not out.lanes[0].scanned
+    assert len(asked) <= 5 < len(ttft)
+
+
+def test_a_monotonicity_failure_is_seen_and_scanned():
+    # the bisection alone would answer 7 replicas (8 meets, 4 and 6 miss, 7 meets); 6 misses
+    # by more than 4 does, so the lane is scanned from the start and 3 is found
+    ttft = [10, 9, 1.5, 3, 2.5, 3.2, 1, 1]
+    out, asked = _table_search(ttft, 2.0)
+    assert out.best[0].replicas == 3
+    assert "ttft_p99 goes from 3 at 4 to 3.2 at 6 replicas" in out.lanes[0].scanned
+    assert out.notes and asked[:3] == [8, 4, 6] and asked[3:] == [1, 2, 3]
+
+
+def test_the_prefill_bound_is_safe_and_prunes(trace):
+    """At 40x load the bound rules out the fewest replicas without replaying them; the
+    most replicas it rules out, replayed here, indeed miss."""
+    space = {"replicas": [1, 2, 3, 4, 5, 6, 7, 8], "router": ["round_robin"]}
+    p = plan(trace, slo={"ttft_p99": "2s"}, space=space, capacity_blocks=CAP, arrival_speedup=40.0, prices=PRICES)
+    start = p.lanes[0].bound_start  # candidates [0, start) are ruled out: replicas 1..start
+    assert p.pruned_by_bound == start >= 1
+    assert all(c["replicas"] > start for c in p.candidates)
+    below = serve(trace, "lru", CAP, replicas=start, arrival_speedup=40.0)
+    assert below.ttft_p99_s > 2.0
+
+
+def test_heavier_load_costs_at_least_as_much(trace):
+    space = {"replicas": [1, 2, 3, 4, 5, 6, 7, 8], "router": ["kv_router"]}
+    p = plan(trace, slo={"ttft_p99": "50s"}, space=space, capacity_blocks=CAP, arrival_speedup=2.0, check_load=2,
+             prices=PRICES)
+    h = p.heavier
+    assert h["load"] == 4.0 and h["best"] is not None
+    assert h["best"]["cost_per_hour"] >= p.best["cost_per_hour"]
+    rows, best = brute(trace, space, {"ttft_p99": "50s"})  # brute() serves at LOAD = 4 = 2 x 2
+    assert h["best"]["cost_per_hour"] == pytest.approx(best[0])
+
+
+def test_cli_resumes_an_interrupted_plan(tmp_path):
+    """One plan on the sweep's Ray runner, logged to MLflow; its journal cut after the first
+    replay (as an interrupted plan leaves it); the re-run replays only the rest, in this
+    process, and gives the same answer; a third run replays nothing."""
+    args = ["plan", "trace=mooncake_conversation", "trace.max_requests=300", f"plan.capacity_blocks={CAP}",
+            f"plan.arrival_speedup={LOAD}", "plan.slo.ttft_p99=50s", "plan.space.replicas=[2,3,4,5]",
+            "plan.space.router=[kv_router]", "plan.check_load=null", "cluster.num_cpus=1",
+            f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", f"analysis.out={tmp_path / 'out'}"]
+    first = run_module(tmp_path, *args, module="analysis")
+    assert first.returncode == 0, first.stderr[-3000:]
+    answer = re.search(r"^cheapest: (.*)$", first.stdout, re.M).group(1)
+    n = int(re.search(r"replayed (\d+) of the space's 4 candidates", first.stdout).group(1))
+    journal = tmp_path / "kvsweep-journal.jsonl"
+    lines = journal.read_text().splitlines()
+    assert len(lines) == n >= 2 and all(json.loads(x)["points"][0]["kind"] == "serve" for x in lines)
+    journal.write_text(lines[0] + "\n")
+    quick = ["plan.runner=local", "tracking.offline=true", "analysis.figures=false"]
+    second = run_module(tmp_path, *args, *quick, module="analysis")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "resume: 1 replays of this plan's candidates are already in the journal" in second.stderr
+    assert f"({n - 1} replayed now" in second.stdout
+    assert re.search(r"^cheapest: (.*)$", second.stdout, re.M).group(1) == answer
+    third = run_module(tmp_path, *args, *quick, module="analysis")
+    assert "(0 replayed now" in third.stdout and re.search(r"^cheapest: (.*)$", third.stdout, re.M).group(1) == answer
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["best"]["replicas"] == int(answer.split(" x ")[0]) and report["evaluated"] == n
+    assert len(child_runs(tmp_path / "mlflow.db")) == n  # the first plan run's candidates as its children
+
+
+def test_cli_bad_input_exits_2_naming_the_field(tmp_path):
+    r = run_module(tmp_path, "plan", "trace=mooncake_conversation", "trace.max_requests=50", "plan.slo.ttft_p99=2",
+                   "tracking.offline=true", module="analysis")
+    assert r.returncode == 2 and "plan.slo.ttft_p99 must be a latency with its unit" in r.stderr
+    r = run_module(tmp_path, "plan", "trace=mooncake_conversation", "trace.max_requests=50",
+                   "plan.space.gpu=[h100_sxm,gh200]", "tracking.offline=true", module="analysis")
+    assert r.returncode == 2 and "prices.gpu.gh200" in r.stderr
+
+
+def test_tpot_p99_is_the_99th_percentile_that_goodput_counts(trace):
+    """ServeResult.tpot_p99_s (which slo.tpot_p99 bounds) against serve's per-request goodput:
+    at that bound at least rank + 1 of the m requests with two or more output tokens are
+    within it, just below it at most rank (rank = round((m - 1) 0.99))."""
+    r = serve(trace, "lru", CAP, replicas=2, arrival_speedup=LOAD)
+    multi = int((trace.output_tokens > 1).sum())
+    single = trace.n_requests - multi
+    rank = int((multi - 1) * 0.99 + 0.5)
+    at = serve(trace, "lru", CAP, replicas=2, arrival_speedup=LOAD, slo={"tpot": f"{r.tpot_p99_s}s"})
+    below = serve(trace, "lru", CAP, replicas=2, arrival_speedup=LOAD, slo={"tpot": f"{r.tpot_p99_s * (1 - 1e-9)}s"})
+    assert round(at.goodput_ratio * trace.n_requests) - single >= rank + 1
+    assert round(below.goodput_ratio * trace.n_requests) - single <= rank
+    assert r.tpot_mean_s < r.tpot_p99_s
