@@ -19,28 +19,27 @@ from typing import Mapping
 import numpy as np
 
 from ..cost import cost_per_depth
-from ..hardware import as_hardware
 from ..hierarchy import NO_TIER, T_BAD_VICTIM, T_COUNTING, T_FAILED
 from ..tier_spec import as_tier_specs, build_tier
-from ..models import QWEN3_CODER_30B, get_model
 from ..policies import PolicyContext, get_policy, resolve_params
 from .ceiling import fleet_ceiling
+from .deploy import deployment, measured_config
 from .engines import ENGINES, ServeEngine, as_engine
 from .loop import run_serve
 from .result import ServeResult, goodput_fields, imbalance_fields, latency_fields, serve_metric_fields
 from .routers import ROUTERS, get_router, lag, router_view
 from .routers.view import RS_REGRET
-from .state import (C_BADV, C_DEC_TOKENS, C_ERR, C_EVICT, C_PEAK_PINNED, C_PF_TOKENS, C_PREEMPT, C_QPEAK,
+from .state import (C_BADV, C_DEC_TOKENS, C_ERR, C_EVICT, C_EXTRAP, C_PEAK_PINNED, C_PF_TOKENS, C_PREEMPT, C_QPEAK,
                     C_COMPUTED, C_LOADED, C_REQS, C_STEPS, ERR_POLICY, ERR_STALL, ERR_STATE, F_BUSY, F_QAREA, Below, new_state)
 from .sessions import turns
-from .stepmodel import dynamo_model, profile_model, roofline_model
+from .stepmodel import dynamo_model, measured_model, profile_model, roofline_model
 
 log = logging.getLogger(__name__)
 
 __all__ = ["ENGINES", "ROUTERS", "ServeEngine", "ServeResult", "serve", "serve_metric_fields", "slo_seconds"]
 
 
-def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router: str = "round_robin",
+def serve(trace, policy: str, capacity_blocks: int | None, *, replicas: int = 1, router: str = "round_robin",
           router_params: Mapping | None = None, engine="dynamo", arrival_speedup: float = 1.0, tiers=None,
           hardware=None, model=None, seed: int = 0,
           params: Mapping | None = None, slo: Mapping | None = None, cost_model: str | None = None,
@@ -52,8 +51,11 @@ def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router
     key: override} (sim_core.serving.engines.ServeEngine: max_num_seqs,
     max_num_batched_tokens, chunked_prefill, step_model, ...); `router` one of `ROUTERS`
     with its `router_params` (sim_core.serving.routers, docs/fleet.md);
-    `hardware` and `model` feed the roofline step model (and name the model whose FLOPs a
-    cost-aware policy optimises, `cost_model` overriding); `slo` {"ttft": "2s", "tpot":
+    `hardware` and `model` feed the roofline and measured step models (and name the model
+    whose FLOPs a cost-aware policy optimises, `cost_model` overriding): `model` a
+    sim_core.models name, a Hugging Face id bundled with aiconfigurator-core or a local
+    directory holding config.json; with a GPU and such a model `capacity_blocks=None` (or
+    "auto") derives each engine's KV cache from memory (sim_core.serving.kvmemory); `slo` {"ttft": "2s", "tpot":
     "50ms"} adds goodput. `sessions=True` closes each session's loop: turn k+1 is sent when
     turn k finishes, plus the trace's gap between them (sim_core.serving.sessions). The
     engine's block size is the trace's (sim_core.reblock coarsens a trace). `tiers` (as
@@ -66,7 +68,6 @@ def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router
     if why:
         raise ValueError(f"policy {spec.name!r} cannot run in the serving replay: {why}")
     params = resolve_params(spec, params)
-    cap = _positive_int(capacity_blocks, "capacity_blocks")
     n_rep = _positive_int(replicas, "replicas")
     rspec = get_router(router)
     rgot = rspec.resolve(router_params)
@@ -83,9 +84,10 @@ def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router
     if trace.n_requests == 0 or trace.n_accesses == 0:
         raise ValueError(f"trace {trace.name!r} is empty")
     slo_ttft, slo_tpot = _slo(slo)
-    mdl = get_model(model) if model is not None else QWEN3_CODER_30B
-    hw = as_hardware(hardware)
     bt = int(trace.block_tokens)
+    dep = deployment(eng, hardware, model, capacity_blocks, bt)
+    mdl, hw, cap = dep.mdl, dep.hw, dep.capacity
+    mcfg = measured_config(eng, dep, hardware) if eng.step_model == "measured" else None
 
     prompt, out, assumed = served_lengths(trace, eng)
     need = -(-(prompt + out - 1) // bt)
@@ -102,7 +104,7 @@ def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router
                          f"(trace.sessions=auto infers them: sim_core/sessions.py)")
     arrive = (trace.arrival_s - trace.arrival_s.min()) / speedup
     tu, order = turns(trace.session, arrive, bool(sessions))
-    sm = _step_model(eng, cap * bt, hw, mdl)
+    sm = _step_model(eng, cap * bt, hw, mdl, mcfg)
 
     ext = engine_blocks(trace, prompt, out)
     cost = cost_per_depth(cost_model or mdl.name, max(ext.max_request_blocks, 1), bt, mdl)
@@ -133,6 +135,14 @@ def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router
                                f"{tier.c[T_BAD_VICTIM]} at capacity {s.capacity}")
     res = _result(trace, cap, n_rep, speedup, cache, reqs, prompt, out, assumed, float(makespan),
                   slo_ttft, slo_tpot)
+    out_steps = int(cache.c[:, C_EXTRAP].sum())
+    if out_steps:
+        why = cache.c[:, C_EXTRAP + 1:C_EXTRAP + 4].sum(axis=0)
+        log.warning("%d of %d steps ran outside the data %s measured (tokens per pass: %d, prefill attention: %d, "
+                    "decode attention: %d): their times are its extrapolation; %s", out_steps, res.steps,
+                    "aiconfigurator-core", *map(int, why), sm.data_range)
+    res = dataclasses.replace(res, extrapolated_steps=out_steps, step_model=sm.describe,
+                              kv_budget=dep.budget.as_dict() if dep.budget else {})
     # the fleet ceiling over the order requests reached the engines (arrival order, or with
     # sessions=True the order turns were released): docs/fleet.md
     best, inf = fleet_ceiling(ext, np.minimum(trace.request_lengths, prompt // bt), n_rep * cap, order=view.ro)
@@ -225,7 +235,13 @@ def served_lengths(trace, eng: ServeEngine):
     return prompt, np.maximum(out, 1), assumed
 
 
-def _step_model(eng: ServeEngine, kv_tokens: int, hw, mdl):
+def _step_model(eng: ServeEngine, kv_tokens: int, hw, mdl, mcfg=None):
+    if eng.step_model == "measured":
+        over = dict(eng.step_params)
+        unknown = set(over) - {"composition"}
+        if unknown:
+            raise ValueError(f"step_model measured has no parameter(s) {sorted(unknown)}; valid: composition")
+        return measured_model(mcfg, over.get("composition", "fused"))
     if eng.step_model == "dynamo":
         return dynamo_model(kv_tokens, **dict(eng.step_params))
     if eng.step_model == "roofline":

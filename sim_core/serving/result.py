@@ -68,7 +68,15 @@ class ServeResult:
     goodput_tps: float = _m("output tokens of requests meeting the SLO / makespan", default=NAN)
     slo_ttft_s: float = field(default=NAN, metadata={"doc": "the SLO's TTFT bound (NaN: none)"})
     slo_tpot_s: float = field(default=NAN, metadata={"doc": "the SLO's TPOT bound (NaN: none)"})
+    extrapolated_steps: int = _m("steps step_model=measured timed outside aiconfigurator-core's measured data (tokens "
+                                 "per pass, prefill or decode attention beyond its grid): their times are the "
+                                 "package's extrapolation", default=0)
     router: str = field(default="round_robin", metadata={"doc": "the router in front of the replicas"})
+    step_model: str = field(default="", metadata={
+        "doc": "the step-time model; for measured: model, GPU, backend, data and package versions, TP, composition"})
+    kv_budget: dict = field(default_factory=dict, metadata={
+        "doc": "with a GPU and a Hugging Face model: the KV cache memory leaves (sim_core.serving.kvmemory): "
+               "memory, fraction, weights, activations, runtime bytes per GPU, tokens, blocks, host_blocks"})
     output_tokens_assumed: int = field(default=0, metadata={
         "doc": "the trace has no output lengths: every request generates this many (0: the trace's own)"})
     tier_hits: dict = field(default_factory=dict, metadata={
