@@ -195,3 +195,13 @@ def test_without_the_package_the_measured_model_says_how_to_install_it(monkeypat
         serve(one_request(100, 2), "lru", 10, engine=ENGINE, hardware=GPU, model=str(tmp_path))
     # the other step models do not need it
     assert serve(one_request(100, 2), "lru", 10).steps == 2
+
+
+def test_the_setup_fields_do_not_make_two_results_differ():
+    """step_model and kv_budget describe the run; a result read back without them is the same."""
+    import dataclasses
+
+    r = serve(one_request(512), "lru", 100, engine=ENGINE, hardware=GPU, model=MODEL)
+    assert r.kv_budget and r.step_model
+    assert dataclasses.replace(r, step_model="", kv_budget={}) == r
+    assert dataclasses.replace(r, extrapolated_steps=1) != r
