@@ -30,6 +30,8 @@ def is_serve(res) -> bool:
 _FIELDS = {f.name: f for f in dataclasses.fields(ServeResult)}
 #: fields holding a mapping per lower tier (tier_hits, ...): flattened as <field>.<tier>
 _PER_TIER = {k for k, f in _FIELDS.items() if f.metadata.get("per_tier")}
+#: fields describing the run's setup (step_model, kv_budget): not a point's values, not in its row
+_SETUP = {k for k, f in _FIELDS.items() if f.metadata.get("setup")}
 
 
 def serve_row(res: ServeResult) -> dict:
@@ -39,7 +41,7 @@ def serve_row(res: ServeResult) -> dict:
     for k, v in res.to_dict().items():
         if k in _PER_TIER:
             out.update({f"{k}.{t}": x for t, x in v.items()})
-        elif k != "per_replica":
+        elif k != "per_replica" and k not in _SETUP:
             out[k] = v
     for q, rec in enumerate(res.per_replica):
         out.update({f"{REPLICA}{q}.{k}": v for k, v in rec.items()})

@@ -148,3 +148,18 @@ def test_agents_bench_lmcache_rows(capsys):
         assert f"| {label} | contexts |" in out
     assert out.count("| agent_next |") == 4 and "freeinference" not in out
     assert "- lmcache miniswe: 38 requests in 5 sessions" in out and "- lmcache magagent: 34 requests in 3 sessions" in out
+
+
+def test_stepmodel_bench_tables():
+    """`python -m benchmarks.stepmodel`: the KV capacity rows against the package and the table layout."""
+    pytest.importorskip("aiconfigurator_core")
+    from benchmarks import stepmodel
+
+    cap = stepmodel.capacity([("Qwen/Qwen3-30B-A3B", 1)])
+    assert cap[0]["ours"] == pytest.approx(cap[0]["theirs"], rel=0.15)
+    assert "| Qwen/Qwen3-30B-A3B | 1 | 119,265 |" in stepmodel.capacity_table(cap)
+    sp = {"load": 0.5, "model": "measured (fused)", "wall_s": 1.2, "steps": 10, "us_per_step": 5.0, "ratio": 1.2}
+    row = {"load": 0.5, "model": "roofline", "ttft_mean_ms": 1.0, "ttft_p50_ms": 1.0, "ttft_p99_ms": 2.0,
+           "tpot_ms": 3.0, "steps": 10, "preemptions": 0, "extrapolated": 0}
+    md = stepmodel.tables([sp], [row])
+    assert "| 0.5x | measured (fused) | 1.200 | 10 | 5.00 | 1.20x |" in md and "| 0.5x | roofline | 1.0 |" in md

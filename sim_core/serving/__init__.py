@@ -23,16 +23,16 @@ from ..tiers.hierarchy import NO_TIER, T_BAD_VICTIM, T_COUNTING, T_FAILED
 from ..tiers.spec import build_tier
 from ..policies import PolicyContext, get_policy, resolve_params
 from .ceiling import fleet_ceiling
-from .deployment import FIELDS, Deployment, deployment
+from .deployment import FIELDS, Deployment, deployment, kv_capacity, measured_config
 from .engines import ENGINES, ServeEngine
 from .loop import run_serve
 from .result import ServeResult, goodput_fields, imbalance_fields, latency_fields, serve_metric_fields
 from .routers import ROUTERS, get_router, lag, router_view
 from .routers.view import RS_REGRET
-from .state import (C_BADV, C_DEC_TOKENS, C_ERR, C_EVICT, C_PEAK_PINNED, C_PF_TOKENS, C_PREEMPT, C_QPEAK,
+from .state import (C_BADV, C_DEC_TOKENS, C_ERR, C_EVICT, C_EXTRAP, C_PEAK_PINNED, C_PF_TOKENS, C_PREEMPT, C_QPEAK,
                     C_COMPUTED, C_LOADED, C_STEPS, ERR_POLICY, ERR_STALL, ERR_STATE, F_BUSY, F_QAREA, Below, new_state)
 from .sessions import turns
-from .stepmodel import dynamo_model, profile_model, roofline_model
+from .stepmodel import dynamo_model, measured_model, profile_model, roofline_model
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ __all__ = ["Deployment", "ENGINES", "ROUTERS", "ServeEngine", "ServeResult", "de
            "slo_seconds"]
 
 
-def serve(trace, policy: str, capacity_blocks: int, *, deployment: Deployment | None = None,
+def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deployment | None = None,
           arrival_speedup: float = 1.0, seed: int = 0, params: Mapping | None = None, slo: Mapping | None = None,
           cost_model: str | None = None, sessions: bool = False, **fields) -> ServeResult:
     """Replay `trace` through a deployment's replicas, each with `capacity_blocks` KV blocks.
@@ -51,9 +51,12 @@ def serve(trace, policy: str, capacity_blocks: int, *, deployment: Deployment | 
     step_model, tp, ...), `router` (one of `ROUTERS`) with its `router_params`
     (sim_core.serving.routers, docs/fleet.md), `tiers`, `hardware`, `model` and `overlap`;
     not both. `policy` (and its `params`) is any registered eviction policy that can run
-    with pinned blocks; `hardware` and `model` feed the roofline step model (and name the
-    model whose FLOPs a cost-aware policy optimises, `cost_model` overriding); `slo`
-    {"ttft": "2s", "tpot": "50ms"} adds goodput. `sessions=True` closes each session's loop: turn k+1 is sent when
+    with pinned blocks; `hardware` and `model` feed the roofline and measured step models
+    (and name the model whose FLOPs a cost-aware policy optimises, `cost_model` overriding):
+    `model` a sim_core.catalog.models name, a Hugging Face id bundled with
+    aiconfigurator-core or a local directory holding config.json; with a GPU and such a
+    model `capacity_blocks=None` (or "auto") derives each engine's KV cache from memory
+    (sim_core.catalog.kvmemory). `slo` {"ttft": "2s", "tpot": "50ms"} adds goodput. `sessions=True` closes each session's loop: turn k+1 is sent when
     turn k finishes, plus the trace's gap between them (sim_core.serving.sessions). The
     engine's block size is the trace's (sim_core.traces.reblock coarsens a trace). `tiers` (as
     simulate takes them, one engine only) hold blocks below HBM: a block found there is
@@ -65,7 +68,6 @@ def serve(trace, policy: str, capacity_blocks: int, *, deployment: Deployment | 
     if why:
         raise ValueError(f"policy {spec.name!r} cannot run in the serving replay: {why}")
     params = resolve_params(spec, params)
-    cap = _positive_int(capacity_blocks, "capacity_blocks")
     dep = _deployment(deployment, fields)
     n_rep = dep.replicas
     rspec = get_router(dep.router)
@@ -83,6 +85,8 @@ def serve(trace, policy: str, capacity_blocks: int, *, deployment: Deployment | 
     slo_ttft, slo_tpot = _slo(slo)
     mdl, hw = dep.model, dep.hardware
     bt = int(trace.block_tokens)
+    cap, budget = kv_capacity(dep, capacity_blocks, bt)
+    mcfg = measured_config(dep) if eng.step_model == "measured" else None
 
     prompt, out, assumed = served_lengths(trace, eng)
     need = -(-(prompt + out - 1) // bt)
@@ -99,7 +103,7 @@ def serve(trace, policy: str, capacity_blocks: int, *, deployment: Deployment | 
                          f"(trace.sessions=auto infers them: sim_core/traces/sessions.py)")
     arrive = (trace.arrival_s - trace.arrival_s.min()) / speedup
     tu, order = turns(trace.session, arrive, bool(sessions))
-    sm = _step_model(eng, cap * bt, hw, mdl)
+    sm = _step_model(eng, cap * bt, hw, mdl, mcfg)
 
     ext = engine_blocks(trace, prompt, out)
     cost = cost_per_depth(cost_model or mdl.name, max(ext.max_request_blocks, 1), bt, mdl)
@@ -130,6 +134,14 @@ def serve(trace, policy: str, capacity_blocks: int, *, deployment: Deployment | 
                                f"{tier.c[T_BAD_VICTIM]} at capacity {s.capacity}")
     res = _result(trace, cap, n_rep, speedup, cache, reqs, prompt, out, assumed, float(makespan),
                   slo_ttft, slo_tpot)
+    out_steps = int(cache.c[:, C_EXTRAP].sum())
+    if out_steps:
+        why = cache.c[:, C_EXTRAP + 1:C_EXTRAP + 4].sum(axis=0)
+        log.warning("%d of %d steps ran outside the data %s measured (tokens per pass: %d, prefill attention: %d, "
+                    "decode attention: %d): their times are its extrapolation; %s", out_steps, res.steps,
+                    "aiconfigurator-core", *map(int, why), sm.data_range)
+    res = dataclasses.replace(res, extrapolated_steps=out_steps, step_model=sm.describe,
+                              kv_budget=budget.as_dict() if budget else {})
     # the fleet ceiling over the order requests reached the engines (arrival order, or with
     # sessions=True the order turns were released): docs/fleet.md
     best, inf = fleet_ceiling(ext, np.minimum(trace.request_lengths, prompt // bt), n_rep * cap, order=view.ro)
@@ -237,7 +249,13 @@ def served_lengths(trace, eng: ServeEngine):
     return prompt, np.maximum(out, 1), assumed
 
 
-def _step_model(eng: ServeEngine, kv_tokens: int, hw, mdl):
+def _step_model(eng: ServeEngine, kv_tokens: int, hw, mdl, mcfg=None):
+    if eng.step_model == "measured":
+        over = dict(eng.step_params)
+        unknown = set(over) - {"composition"}
+        if unknown:
+            raise ValueError(f"step_model measured has no parameter(s) {sorted(unknown)}; valid: composition")
+        return measured_model(mcfg, over.get("composition", "fused"))
     if eng.step_model == "dynamo":
         return dynamo_model(kv_tokens, **dict(eng.step_params))
     if eng.step_model == "roofline":

@@ -13,6 +13,8 @@ from typing import Mapping
 
 from .stepmodel import KINDS
 
+BACKENDS = ("vllm", "sglang", "trtllm")  # aiconfigurator-core's engines
+
 
 @dataclass(frozen=True)
 class ServeEngine:
@@ -30,11 +32,16 @@ class ServeEngine:
     step_model: str = "dynamo"  # one of stepmodel.KINDS
     step_params: Mapping = field(default_factory=dict)  # the step model's overrides
     profile: object = None  # step_model=profile: the table (mapping or JSON path)
-    tp: int = 1  # tensor-parallel GPUs per engine (roofline)
+    tp: int = 1  # tensor-parallel GPUs per engine (roofline, measured)
     default_output_tokens: int = 256  # for a trace without output lengths
+    # measured step model and KV capacity from memory (docs/serving.md)
+    backend: str = ""  # vllm, sglang or trtllm data ('': the preset's own engine, vllm for dynamo)
+    moe_tp: int = 0  # a MoE model's experts: moe_tp x moe_ep = tp (0: tp / moe_ep)
+    moe_ep: int = 1
+    gpu_memory_utilization: float = 0.9  # the fraction of GPU memory the engine takes (vLLM's default)
 
     def __post_init__(self) -> None:
-        for k in ("max_num_seqs", "max_num_batched_tokens", "tp", "default_output_tokens"):
+        for k in ("max_num_seqs", "max_num_batched_tokens", "tp", "default_output_tokens", "moe_ep"):
             v = getattr(self, k)
             if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
                 raise ValueError(f"engine.{k} must be a positive integer, got {v!r}")
@@ -53,6 +60,19 @@ class ServeEngine:
             raise ValueError("engine.step_model=profile needs engine.profile (a table or a JSON file)")
         if not isinstance(self.step_params, Mapping):
             raise ValueError(f"engine.step_params must be a mapping, got {self.step_params!r}")
+        if self.backend not in ("",) + BACKENDS:
+            raise ValueError(f"unknown engine.backend {self.backend!r}; valid: {', '.join(BACKENDS)}")
+        v = self.moe_tp
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0:
+            raise ValueError(f"engine.moe_tp must be a positive integer (0: tp / moe_ep), got {v!r}")
+        u = self.gpu_memory_utilization
+        if isinstance(u, bool) or not isinstance(u, numbers.Real) or not 0 < u <= 1:
+            raise ValueError(f"engine.gpu_memory_utilization must be in (0, 1], got {u!r}")
+
+    @property
+    def data_backend(self) -> str:
+        """The engine whose measured data times it: engine.backend, else the preset's."""
+        return self.backend or (self.name if self.name in BACKENDS else "vllm")
 
 
 ENGINES: dict[str, ServeEngine] = {e.name: e for e in (

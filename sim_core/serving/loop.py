@@ -16,9 +16,10 @@ from ..jit import hook_njit
 from .routers import on_finish, on_first_token, route
 from .sched import release, schedule
 from .sessions import pop, push
-from .state import (C_DEC_TOKENS, C_ERR, C_PEAK_PINNED, C_PF_TOKENS, C_PINNED, C_QPEAK, C_REQS, C_STEPS,
+from .measured.step import measured_seconds
+from .state import (C_DEC_TOKENS, C_ERR, C_EXTRAP, C_PEAK_PINNED, C_PF_TOKENS, C_PINNED, C_QPEAK, C_REQS, C_STEPS,
                     C_COMPUTED, C_RES, C_USED, ERR_POLICY, ERR_STALL, ERR_STATE, F_BUSY, F_NOW, F_QAREA)
-from .stepmodel import step_seconds
+from .stepmodel import K_MEASURED, step_seconds
 
 
 @hook_njit
@@ -88,10 +89,14 @@ def _step_time(reqs, queues, lo, q, sm_kind, sm_p, px, py, db, dc, dm):
             n_pf += 1
             pf_flops += n * a + b * (n * float(c0) + n * (n - 1) / 2.0)
             pf_ctx += c0 + n
-    dt = step_seconds(sm_kind, sm_p, px, py, db, dc, dm, n_pf, pf_tokens, pf_flops, pf_ctx, n_dec, dec_ctx)
+    out = 0
+    if sm_kind == K_MEASURED:  # times each prefill chunk at its own (new, cached) tokens: reads the step itself
+        dt, out = measured_seconds(sm_p, reqs, queues, q)
+    else:
+        dt = step_seconds(sm_kind, sm_p, px, py, db, dc, dm, n_pf, pf_tokens, pf_flops, pf_ctx, n_dec, dec_ctx)
     if load > 0.0:  # the step waits for its loads: overlapped with its compute (layer by layer) or after it
         dt = max(dt, load) if lo.overlap else dt + load
-    return dt, pf_tokens, n_dec
+    return dt, pf_tokens, n_dec, out
 
 
 @hook_njit
@@ -190,7 +195,11 @@ def run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, router, v, sm_kind, 
                     cache.c[0, C_ERR] = ERR_STALL
                     return t
                 continue
-            dt, pf, nd = _step_time(reqs, queues, lo, q, sm_kind, sm_p, px, py, db, dc, dm)
+            dt, pf, nd, out = _step_time(reqs, queues, lo, q, sm_kind, sm_p, px, py, db, dc, dm)
+            if out:  # the step left the measured data: count it and which part did
+                cache.c[q, C_EXTRAP] += 1
+                for bit in range(3):
+                    cache.c[q, C_EXTRAP + 1 + bit] += (out >> bit) & 1
             queues.until[q] = t + dt
             queues.busy[q] = True
             cache.c[q, C_STEPS] += 1

@@ -70,7 +70,18 @@ class ServeResult:
     goodput_tps: float = _m("output tokens of requests meeting the SLO / makespan", default=NAN)
     slo_ttft_s: float = field(default=NAN, metadata={"doc": "the SLO's TTFT bound (NaN: none)"})
     slo_tpot_s: float = field(default=NAN, metadata={"doc": "the SLO's TPOT bound (NaN: none)"})
+    extrapolated_steps: int = _m("steps step_model=measured timed outside aiconfigurator-core's measured data (tokens "
+                                 "per pass, prefill or decode attention beyond its grid): their times are the "
+                                 "package's extrapolation", default=0)
     router: str = field(default="round_robin", metadata={"doc": "the router in front of the replicas"})
+    # the setup, not the outcome: left out of equality (a point read back from MLflow has no text or mapping)
+    step_model: str = field(default="", metadata={
+        "setup": True,
+        "doc": "the step-time model; for measured: model, GPU, backend, data and package versions, TP, composition"})
+    kv_budget: dict = field(default_factory=dict, metadata={
+        "setup": True,
+        "doc": "with a GPU and a Hugging Face model: the KV cache memory leaves (sim_core.catalog.kvmemory): "
+               "memory, fraction, weights, activations, runtime bytes per GPU, tokens, blocks, host_blocks"})
     output_tokens_assumed: int = field(default=0, metadata={
         "doc": "the trace has no output lengths: every request generates this many (0: the trace's own)"})
     tier_hits: dict = field(default_factory=dict, metadata={
@@ -87,9 +98,15 @@ class ServeResult:
     def __eq__(self, other) -> bool:
         if not isinstance(other, ServeResult):
             return NotImplemented
-        return same_values(self.to_dict(), other.to_dict())
+        a, b = self.to_dict(), other.to_dict()
+        for k in _SETUP:
+            a.pop(k), b.pop(k)
+        return same_values(a, b)
 
     __hash__ = object.__hash__
+
+
+_SETUP = tuple(f.name for f in dataclasses.fields(ServeResult) if f.metadata.get("setup"))
 
 
 def serve_metric_fields() -> tuple[str, ...]:

@@ -14,7 +14,9 @@ import numpy as np
 (C_CAP, C_USED, C_RES, C_PINNED, C_EVICT, C_PEAK_PINNED, C_PREEMPT, C_BAD, C_BADV, C_STEPS, C_PF_TOKENS,
  C_DEC_TOKENS, C_REQS, C_QPEAK, C_ERR, C_COMPUTED, C_LOADED) = range(17)
 C_LOADED_END = C_LOADED + 3  # blocks loaded from lower tier 1, 2, 3
-N_C = C_LOADED_END
+# steps the measured step model timed outside its data: any, tokens, prefill attention, decode
+C_EXTRAP = C_LOADED_END
+N_C = C_EXTRAP + 4
 # Cache.f (float64, per replica)
 F_BUSY, F_QAREA, F_NOW = range(3)  # F_NOW: the time of the step being scheduled
 N_F = 3

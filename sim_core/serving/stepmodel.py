@@ -12,6 +12,9 @@ roofline  from the model's FLOPs and bytes and the part's peak and bandwidth (BL
 profile   a measured table: prefill ms by the step's prefill tokens (linear, extrapolated
           from the last two points), decode ms by (decodes, mean context) (bilinear,
           clamped to the table), added.
+measured  NVIDIA aiconfigurator-core's measured kernels for a model, GPU, backend and TP,
+          as tables interpolated per prefill chunk (sim_core.serving.measured.step; the
+          serving loop calls it with the step itself, not these aggregates).
 
 A model is a kind and flat float64 arrays (`StepModel`), so the serving loop stays one
 compiled function for all three.
@@ -28,8 +31,8 @@ import numpy as np
 
 from ..jit import inline_njit
 
-KINDS = ("dynamo", "roofline", "profile")
-K_DYNAMO, K_ROOFLINE, K_PROFILE = range(3)
+KINDS = ("dynamo", "roofline", "profile", "measured")
+K_DYNAMO, K_ROOFLINE, K_PROFILE, K_MEASURED = range(4)
 
 # Dynamo's default (uncalibrated) polynomial, lib/mocker/src/common/perf_model.rs: prefill
 # 4.209989e-7 T^2 + 1.518344e-2 T + 16.50142 ms; decode max(1, -25.74 u^2 + 54.01 u + 5.74) ms
@@ -51,6 +54,7 @@ class StepModel:
     decode_ctx: np.ndarray  # profile: mean context tokens (ascending)
     decode_ms: np.ndarray  # profile: ms, [len(decode_batch), len(decode_ctx)]
     describe: str
+    data_range: str = ""  # measured: the range the data covers (sim_core.serving.measured.grid)
 
     @property
     def code(self) -> int:
@@ -141,6 +145,19 @@ def profile_model(table: Mapping | str | Path) -> StepModel:
         raise ValueError(f"{where}: decode.ms must be {len(db)} rows of {len(dx)} non-negative numbers "
                          f"(one row per batch, one column per context)")
     return StepModel("profile", np.zeros(1), px, py, db, dx, dm, f"measured profile ({where})")
+
+
+def measured_model(cfg, composition: str = "fused") -> StepModel:
+    """aiconfigurator-core's data for `cfg` (sim_core.serving.measured.configure): tables
+    built once per configuration and package version, cached on disk."""
+    from .measured.tables import model_arrays  # imports nothing of the package until asked
+
+    p, meta = model_arrays(cfg, composition)
+    return StepModel("measured", p, _EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY2,
+                     f"measured: {meta['model']} on {meta['gpu']}, {meta['backend']} {meta['data']} data "
+                     f"(aiconfigurator-core {meta['package']}), TP {meta['tp']}"
+                     + (f" (moe_tp {meta['moe_tp']} x moe_ep {meta['moe_ep']})" if cfg.model.arch.experts else "")
+                     + f", {composition} steps", meta["grid"])
 
 
 def _axis(v, what: str) -> np.ndarray:
