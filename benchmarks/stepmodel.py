@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from sim_core import serve
-from sim_core.loaders import load_trace
+from sim_core.traces.loaders import load_trace
 
 from .serving import BUNDLED, publish
 
@@ -86,7 +86,7 @@ CAPACITY = [("Qwen/Qwen3-30B-A3B", 1), ("Qwen/Qwen3-30B-A3B", 2), ("Qwen/Qwen3-3
 def capacity(pairs=CAPACITY) -> list[dict]:
     from aiconfigurator_core.sdk.memory import estimate_kv_cache
 
-    from sim_core.serving import aic
+    from sim_core.serving.measured import aic
     from sim_core.catalog.kvmemory import kv_budget
 
     rows = []

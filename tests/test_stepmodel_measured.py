@@ -15,7 +15,7 @@ from sim_core import Trace, serve
 
 aicore = pytest.importorskip("aiconfigurator_core")
 
-from sim_core.serving import aic, measured  # noqa: E402  (after the skip: both need the package)
+from sim_core.serving.measured import aic, tables as measured  # noqa: E402  (after the skip: both need the package)
 from sim_core.serving.measured.step import OUT_PREFILL, OUT_TOKENS, measured_seconds, pack  # noqa: E402
 
 MODEL, GPU = "Qwen/Qwen3-30B-A3B", "h100_sxm"
