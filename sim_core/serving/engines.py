@@ -1,4 +1,4 @@
-"""Serving engine presets: the scheduler's limits and the step-time model of an engine.
+"""Serving engine presets: the scheduler, its limits and the step-time model of an engine.
 
 `serve(engine=...)` takes a preset name, or a mapping {"preset": name, key: override, ...}
 (a key of None keeps the preset's value), or a ServeEngine. Each preset's values and the
@@ -11,12 +11,19 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from .schedulers import SCHEDULERS
 from .stepmodel import KINDS
+
+SCHEDULE_POLICIES = ("fcfs", "fifo", "lpm")  # SGLang's queue orders (fifo: Dynamo's name for fcfs)
+# the keys each scheduler alone reads: a mapping that sets the other's is refused
+VLLM_KEYS = ("max_num_batched_tokens", "chunked_prefill", "admit_whole", "long_prefill_token_threshold", "watermark")
+SGLANG_KEYS = ("schedule_policy", "chunked_prefill_size", "max_prefill_tokens", "clip_max_new_tokens",
+               "schedule_conservativeness")
 
 
 @dataclass(frozen=True)
 class ServeEngine:
-    """One engine's scheduler (vLLM v1 semantics) and step-time model."""
+    """One engine's scheduler (vLLM v1's or SGLang's) and step-time model."""
 
     name: str
     max_num_seqs: int  # running requests at most
@@ -32,9 +39,17 @@ class ServeEngine:
     profile: object = None  # step_model=profile: the table (mapping or JSON path)
     tp: int = 1  # tensor-parallel GPUs per engine (roofline)
     default_output_tokens: int = 256  # for a trace without output lengths
+    scheduler: str = "vllm"  # one of schedulers.SCHEDULERS
+    # SGLang's scheduler (sched_sglang.py; server_args.py and schedule_policy.py defaults)
+    schedule_policy: str = "fcfs"  # fcfs (alias fifo) or lpm: longest cached prefix first
+    chunked_prefill_size: int = 8192  # new tokens of a prefill pass at most
+    max_prefill_tokens: int = 16384  # a request beside others must fit within these
+    clip_max_new_tokens: int = 4096  # output room a request's reservation counts at most
+    schedule_conservativeness: float = 1.0  # new_token_ratio starts at min(1, 0.7 x this)
 
     def __post_init__(self) -> None:
-        for k in ("max_num_seqs", "max_num_batched_tokens", "tp", "default_output_tokens"):
+        for k in ("max_num_seqs", "max_num_batched_tokens", "tp", "default_output_tokens", "chunked_prefill_size",
+                  "max_prefill_tokens", "clip_max_new_tokens"):
             v = getattr(self, k)
             if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
                 raise ValueError(f"engine.{k} must be a positive integer, got {v!r}")
@@ -53,6 +68,19 @@ class ServeEngine:
             raise ValueError("engine.step_model=profile needs engine.profile (a table or a JSON file)")
         if not isinstance(self.step_params, Mapping):
             raise ValueError(f"engine.step_params must be a mapping, got {self.step_params!r}")
+        if self.scheduler not in SCHEDULERS:
+            raise ValueError(f"unknown engine.scheduler {self.scheduler!r}; valid: {', '.join(SCHEDULERS)}")
+        if not isinstance(self.schedule_policy, str) or self.schedule_policy.lower() not in SCHEDULE_POLICIES:
+            raise ValueError(f"engine.schedule_policy must be one of {', '.join(SCHEDULE_POLICIES)}, "
+                             f"got {self.schedule_policy!r}")
+        c = self.schedule_conservativeness
+        if isinstance(c, bool) or not isinstance(c, numbers.Real) or not 0 < c < float("inf"):
+            raise ValueError(f"engine.schedule_conservativeness must be a number > 0, got {c!r}")
+
+    @property
+    def lpm(self) -> bool:
+        """SGLang's queue order is longest prefix match."""
+        return self.schedule_policy.lower() == "lpm"
 
 
 ENGINES: dict[str, ServeEngine] = {e.name: e for e in (
@@ -60,6 +88,9 @@ ENGINES: dict[str, ServeEngine] = {e.name: e for e in (
     ServeEngine("dynamo", max_num_seqs=256, max_num_batched_tokens=8192, admit_whole=True, step_model="dynamo"),
     # vLLM v1 defaults for a >= 70 GiB GPU (vllm/engine/arg_utils.py), with the roofline
     ServeEngine("vllm", max_num_seqs=1024, max_num_batched_tokens=8192, step_model="roofline"),
+    # SGLang's scheduler with SGLang's budgets, as Dynamo's mocker sets them up for
+    # backend=sglang (max_num_seqs 256 -> max_running_requests), and Dynamo's polynomial
+    ServeEngine("sglang", max_num_seqs=256, max_num_batched_tokens=8192, scheduler="sglang", step_model="dynamo"),
 )}
 
 
@@ -79,4 +110,10 @@ def as_engine(engine) -> ServeEngine:
     unknown = set(d) - fields
     if unknown:
         raise ValueError(f"engine has no key(s) {sorted(unknown)}; valid: preset, {', '.join(sorted(fields))}")
-    return dataclasses.replace(ENGINES[name], **{k: v for k, v in d.items() if v is not None})
+    eng = dataclasses.replace(ENGINES[name], **{k: v for k, v in d.items() if v is not None})
+    other = VLLM_KEYS if eng.scheduler == "sglang" else SGLANG_KEYS
+    wrong = sorted(k for k in other if d.get(k) is not None)
+    if wrong:
+        raise ValueError(f"engine key(s) {wrong} do not apply to the {eng.scheduler} scheduler (preset {name!r}); "
+                         f"its keys: {', '.join(SGLANG_KEYS if eng.scheduler == 'sglang' else VLLM_KEYS)}")
+    return eng
