@@ -129,9 +129,10 @@ def serve(trace, policy: str, capacity_blocks: int, *, replicas: int = 1, router
     cfg = np.array([eng.max_num_batched_tokens, eng.max_num_seqs, int(eng.chunked_prefill),
                     eng.long_prefill_token_threshold, int(eng.watermark * cap), bt, int(eng.admit_whole),
                     int(_checking()), SCHEDULERS.index(eng.scheduler), eng.chunked_prefill_size,
-                    eng.max_prefill_tokens, eng.clip_max_new_tokens, int(eng.lpm)], np.int64)
+                    eng.max_prefill_tokens, eng.clip_max_new_tokens, int(eng.lpm),
+                    int(eng.dynamo_compat)], np.int64)
     ss = new_sched_state(n_rep, ext.n_unique, trace.n_requests, eng.schedule_conservativeness,
-                         eng.scheduler == "sglang" and eng.lpm)
+                         eng.scheduler == "sglang" and eng.lpm, eng.dynamo_compat)
     makespan = run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, ss, np.int64(rcode), view,
                          *sm.arrays())
     err = int(cache.c[0, C_ERR])

@@ -18,7 +18,7 @@ SCHEDULE_POLICIES = ("fcfs", "fifo", "lpm")  # SGLang's queue orders (fifo: Dyna
 # the keys each scheduler alone reads: a mapping that sets the other's is refused
 VLLM_KEYS = ("max_num_batched_tokens", "chunked_prefill", "admit_whole", "long_prefill_token_threshold", "watermark")
 SGLANG_KEYS = ("schedule_policy", "chunked_prefill_size", "max_prefill_tokens", "clip_max_new_tokens",
-               "schedule_conservativeness")
+               "schedule_conservativeness", "dynamo_compat")
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,8 @@ class ServeEngine:
     max_prefill_tokens: int = 16384  # a request beside others must fit within these
     clip_max_new_tokens: int = 4096  # output room a request's reservation counts at most
     schedule_conservativeness: float = 1.0  # new_token_ratio starts at min(1, 0.7 x this)
+    # where Dynamo 1.6.1's model of SGLang departs from SGLang, do as Dynamo does (comparisons only)
+    dynamo_compat: bool = False
 
     def __post_init__(self) -> None:
         for k in ("max_num_seqs", "max_num_batched_tokens", "tp", "default_output_tokens", "chunked_prefill_size",
@@ -59,7 +61,7 @@ class ServeEngine:
         w = self.watermark
         if isinstance(w, bool) or not isinstance(w, numbers.Real) or not 0 <= w < 1:
             raise ValueError(f"engine.watermark must be in [0, 1), got {w!r}")
-        for k in ("chunked_prefill", "admit_whole"):
+        for k in ("chunked_prefill", "admit_whole", "dynamo_compat"):
             if not isinstance(getattr(self, k), bool):
                 raise ValueError(f"engine.{k} must be true or false, got {getattr(self, k)!r}")
         if self.step_model not in KINDS:

@@ -1,40 +1,48 @@
 """SGLang's scheduler over the block pool (pool.py): what one pass runs (docs/serving.md).
 
-Read from sgl-project/sglang: `managers/schedule_policy.py` at ad0119fdde51 (v0.5 line:
-SchedulePolicy, PrefillAdder), `managers/schedule_batch.py` at 000eaffacf04
-(check_decode_mem, retract_decode), `managers/scheduler.py` at 0003215cf146
-(get_next_batch_to_run, get_new_batch_prefill, update_running_batch, the idle reset),
-and NVIDIA Dynamo's model of it (ai-dynamo/aisimulate `engine/scheduler/sglang/`,
-aisimulate-core 0.13.0 inside Dynamo 1.6.1) for where the two part (docs/serving.md).
+Read from sgl-project/sglang: `managers/schedule_policy.py` at 00550cd11b35 (SchedulePolicy,
+PrefillAdder; and at ad0119fdde51, a v0.5 release, for the older max_prefill_tokens rule),
+`managers/schedule_batch.py` at 000eaffacf04 (check_decode_mem, retract_decode),
+`managers/scheduler.py` at 0003215cf146 (get_next_batch_to_run, get_new_batch_prefill,
+update_running_batch, the reset when idle); and NVIDIA Dynamo's model of it
+(ai-dynamo/aisimulate `crates/core/src/engine/scheduler/sglang/`; Dynamo 1.6.1 ships it as
+aisimulate-core 0.13.0), checked on its replay.
 
 A pass is a prefill batch if one can be formed, else a decode step over every running
 request ("Run prefill first if possible"); running requests do not decode in a prefill
 pass, and a request whose prompt completes in it gets its first token from it.
 
 Prefill batch (PrefillAdder). The chunked request left by the last pass goes first, with
-min(chunk budget, total budget) tokens. Then waiting requests in queue order (`fcfs`; or
-`lpm`: longest cached prefix first, while at most 128 wait) while running + batch <
-max_num_seqs. Each matches its cached prefix (at most tokens - 1), is refused (stopping
-the batch) when its uncached tokens plus min(output left, clip_max_new_tokens) reach the
-total budget: free + evictable tokens - sum over running of min(output left, clip) x
-new_token_ratio - what the batch already took; or when it would exceed max_prefill_tokens
-beside others. A request longer than the chunk budget left is cut to whole blocks and
-becomes the chunked request. Each admission costs its block-rounded new tokens plus, when
-it is not cut, its whole min(max_new_tokens, clip) output. Refused for tokens (or at
-max_num_seqs), the batch is "full": no prefill is tried again until a running request
-finishes or is retracted.
+min(what is left of it, the chunk budget, the total budget) tokens. Then waiting requests
+in queue order (`fcfs`; `lpm`: longest cached prefix first while at most 128 wait) while
+running + batch < max_num_seqs. Each matches its cached prefix (at most its tokens - 1); a
+request whose block-rounded new tokens exceed the chunk budget left is cut to whole blocks
+and becomes the chunked request. It is refused, ending the batch, when its uncached tokens
+plus min(output left, clip_max_new_tokens) reach the total budget: free + evictable tokens
+- sum over running requests of min(output left, clip) x new_token_ratio - what the batch
+took; or when its chunk exceeds what is left of max_prefill_tokens. An admission costs its
+block-rounded new tokens, plus min(max_new_tokens, clip) when it completes the prompt.
+Refused for tokens, or at max_num_seqs, the batch is "full": prefill is not tried again
+until a running request finishes or is retracted.
 
 Decode step (update_running_batch). When the blocks the next tokens need exceed free +
 evictable blocks, running requests are retracted (fewest output tokens first; ties: the
-longest prompt, then the latest admitted) until they fit or one is left: each releases its
-blocks, loses its progress and goes to the back of the queue, to be prefilled again over
-its prompt and its outputs. new_token_ratio is then re-estimated as min(1, (outputs so far
+longest prompt, then the latest admitted) until the rest fit or one is left: each releases
+its blocks, loses its progress and goes to the back of the queue, to be prefilled again
+over its prompt and outputs. new_token_ratio is then re-estimated as min(1, (outputs so far
 + 20 x running) / their max_new_tokens); otherwise each decode step lowers it by
-(init - min) / 600 down to min = 0.14 init, init = min(1, 0.7 x conservativeness); it is
-back at init whenever the engine is idle.
+(init - floor) / 600 down to floor = 0.14 init, init = min(1, 0.7 x conservativeness); it
+returns to init whenever the engine is idle.
 
 Blocks a forward computes enter the index when it ends (SGLang inserts them into its radix
-tree after the forward), so requests of one prefill batch never hit each other.
+tree after the forward), so the requests of one prefill batch never hit each other.
+
+`compat` (engine.dynamo_compat) does what Dynamo 1.6.1's model does where it departs from
+SGLang: a request is weighed against the total budget by its chunk alone (its output room
+only when the chunk completes it) and charged what is left of its output; the chunked
+request is cut like any other and waits until that chunk fits; no "full" batch; the
+retraction victim is the earliest admitted of those with the fewest outputs; the ratio's
+re-estimate divides by max_new_tokens + 1, is not reset when idle, nor init capped at 1.
 """
 from __future__ import annotations
 
@@ -78,9 +86,11 @@ class SchedState(NamedTuple):
 
 
 def new_sched_state(n_rep: int, n_unique: int, n_req: int, conservativeness: float = 1.0,
-                    lpm: bool = False) -> SchedState:
-    init = min(INIT_NEW_TOKEN_RATIO * float(conservativeness), 1.0)
-    floor = min(init * MIN_NEW_TOKEN_RATIO_FACTOR, 1.0)
+                    lpm: bool = False, compat: bool = False) -> SchedState:
+    init = INIT_NEW_TOKEN_RATIO * float(conservativeness)
+    if not compat:
+        init = min(init, 1.0)
+    floor = init * MIN_NEW_TOKEN_RATIO_FACTOR
     return SchedState(np.zeros((n_rep, 2), np.int64), np.full((n_rep, 1), init),
                       np.array([init, floor, (init - floor) / NEW_TOKEN_RATIO_DECAY_STEPS]),
                       np.zeros(n_unique if lpm else 1, np.int64), np.zeros(n_req if lpm else 1, np.int64),
@@ -91,6 +101,13 @@ def new_sched_state(n_rep: int, n_unique: int, n_req: int, conservativeness: flo
 def _room(reqs, r, clip):
     """min(max_new_tokens - outputs so far, clip): the output room SGLang keeps for r."""
     return min(max(reqs.out[r] - reqs.gen[r], 0), clip)
+
+
+@hook_njit
+def _output_charge(reqs, r, clip, compat):
+    """What an admission that completes r's prompt charges for its output: its whole
+    min(max_new_tokens, clip) (SGLang's _update_prefill_budget), or what is left of it (Dynamo)."""
+    return _room(reqs, r, clip) if compat else min(reqs.out[r], clip)
 
 
 @hook_njit
@@ -151,8 +168,9 @@ def _run(queues, q, r):
 
 
 @hook_njit
-def _prefill(st, cache, lo, reqs, queues, ss, q, now, max_seqs, bt, chunk, max_prefill, clip):
-    """Form a prefill batch in queues.sr/sn; its size (0: none), -1 on a policy bug."""
+def _prefill(st, cache, lo, reqs, queues, ss, q, now, max_seqs, bt, chunk, max_prefill, clip, compat):
+    """Form a prefill batch in queues.sr/sn; its size (0: none), -1 on a policy bug.
+    `compat`: Dynamo's admission (the module docstring)."""
     ratio = ss.f[q, S_RATIO]
     offset = 0.0  # PrefillAdder.rem_total_token_offset: running requests' output room, then the batch's
     for i in range(queues.nrun[q]):
@@ -165,14 +183,19 @@ def _prefill(st, cache, lo, reqs, queues, ss, q, now, max_seqs, bt, chunk, max_p
     head = queues.wq[q, queues.wh[q]]
     if reqs.nalloc[head] > 0:  # the chunked request: it holds blocks while it waits
         left = reqs.ntok[head] - reqs.comp[head]
-        n = min(left, rem_chunk, int(room - offset))
-        if n <= 0:
-            return 0
+        if compat:  # Dynamo: cut as any request, and wait until that chunk fits the total budget
+            n = left if _paged(left, bt) <= rem_chunk else rem_chunk // bt * bt
+            if _paged(n, bt) + (_room(reqs, head, clip) if n == left else 0) >= room - offset:
+                return 0
+        else:  # add_chunked_req: as much as the chunk and total budgets leave
+            n = min(left, rem_chunk, int(room - offset))
+            if n <= 0:
+                return 0
         g = reserve(st, cache, lo, reqs, q, head, reqs.comp[head] + n, bt)
         if g <= 0:
             return g
         paged = _paged(n, bt)
-        offset += paged + (min(reqs.out[head], clip) if n == left else 0)
+        offset += paged + (_output_charge(reqs, head, clip, compat) if n == left else 0)
         rem_input -= paged
         rem_chunk -= paged
         _take(queues, q, ns, head, n)
@@ -189,11 +212,17 @@ def _prefill(st, cache, lo, reqs, queues, ss, q, now, max_seqs, bt, chunk, max_p
         s = reqs.offs[r]
         h = prefix(cache, reqs, q, r, (reqs.ntok[r] - 1) // bt)  # the last token is always computed
         extend = reqs.ntok[r] - h * bt
+        n = extend
+        if _paged(extend, bt) > rem_chunk:  # cut to whole blocks: it becomes the chunked request
+            n = rem_chunk // bt * bt
+        # SGLang weighs the whole request against the total budget even when it is cut; Dynamo its chunk
         total = extend + _room(reqs, r, clip)
+        if compat:
+            total = _paged(n, bt) + (_room(reqs, r, clip) if n == extend else 0)
         if total >= room - offset:
             ss.c[q, S_FULL] = 1
             break
-        if _paged(extend, bt) >= rem_input and ns > 0:
+        if _paged(n, bt) > rem_input:
             break
         touch = 0  # matched blocks that leave the evictable set once locked
         for k in range(h):
@@ -202,11 +231,8 @@ def _prefill(st, cache, lo, reqs, queues, ss, q, now, max_seqs, bt, chunk, max_p
         if total >= room - touch * bt - offset:
             ss.c[q, S_FULL] = 1
             break
-        n = extend
-        if _paged(extend, bt) > rem_chunk:  # cut to whole blocks: it becomes the chunked request
-            n = rem_chunk // bt * bt
-            if n <= 0:
-                break
+        if n <= 0:
+            break
         need = (h * bt + n + bt - 1) // bt - h
         if need + touch > available(cache, q):  # within the budget above this cannot happen
             break
@@ -226,7 +252,7 @@ def _prefill(st, cache, lo, reqs, queues, ss, q, now, max_seqs, bt, chunk, max_p
         reqs.hit_sum[r] += hit
         room -= touch * bt
         paged = _paged(n, bt)
-        offset += paged + (min(reqs.out[r], clip) if n == extend else 0)
+        offset += paged + (_output_charge(reqs, r, clip, compat) if n == extend else 0)
         rem_input -= paged
         rem_chunk -= paged
         _take(queues, q, ns, r, n)
@@ -257,13 +283,17 @@ def _need(reqs, queues, q, bt):
 
 
 @hook_njit
-def _victim(reqs, queues, q):
-    """retract_decode's order: fewest output tokens, then the longest prompt, then the latest."""
+def _victim(reqs, queues, q, compat):
+    """retract_decode's order: fewest output tokens, then the longest prompt, then the latest
+    admitted (Dynamo: fewest output tokens, then the earliest admitted)."""
     best = 0
     for i in range(1, queues.nrun[q]):
         r = queues.run[q, i]
         b = queues.run[q, best]
-        if reqs.gen[r] < reqs.gen[b] or (reqs.gen[r] == reqs.gen[b] and reqs.prompt[r] >= reqs.prompt[b]):
+        if compat:
+            if reqs.gen[r] < reqs.gen[b]:
+                best = i
+        elif reqs.gen[r] < reqs.gen[b] or (reqs.gen[r] == reqs.gen[b] and reqs.prompt[r] >= reqs.prompt[b]):
             best = i
     return best
 
@@ -286,12 +316,12 @@ def _retract(st, cache, reqs, queues, q, i):
 
 
 @hook_njit
-def _decode(st, cache, lo, reqs, queues, ss, q, bt):
+def _decode(st, cache, lo, reqs, queues, ss, q, bt, compat):
     """The decode step over every running request, after retracting what does not fit;
     its size, -1 on a policy bug."""
     retracted = 0
     while queues.nrun[q] > 1 and _need(reqs, queues, q, bt) > available(cache, q):
-        _retract(st, cache, reqs, queues, q, _victim(reqs, queues, q))
+        _retract(st, cache, reqs, queues, q, _victim(reqs, queues, q, compat))
         retracted += 1
     if retracted:
         done = 0
@@ -300,7 +330,7 @@ def _decode(st, cache, lo, reqs, queues, ss, q, bt):
             r = queues.run[q, i]
             done += reqs.gen[r]
             most += reqs.out[r]
-        ss.f[q, S_RATIO] = min(1.0, (done + RETRACT_DECODE_STEPS * queues.nrun[q]) / most)
+        ss.f[q, S_RATIO] = min(1.0, (done + RETRACT_DECODE_STEPS * queues.nrun[q]) / (most + (1 if compat else 0)))
         ss.c[q, S_FULL] = 0
     else:
         ss.f[q, S_RATIO] = max(ss.f[q, S_RATIO] - ss.p[P_DECAY], ss.p[P_MIN])
@@ -319,24 +349,24 @@ def _decode(st, cache, lo, reqs, queues, ss, q, bt):
 
 
 @hook_njit
-def schedule(st, cache, lo, reqs, queues, ss, q, now, max_seqs, bt, chunk, max_prefill, clip, lpm):
+def schedule(st, cache, lo, reqs, queues, ss, q, now, max_seqs, bt, chunk, max_prefill, clip, lpm, compat):
     """Fill replica q's next pass (queues.sr/sn/ns): a prefill batch if one forms, else a
-    decode step; -1 on a policy bug."""
+    decode step; -1 on a policy bug. `compat`: Dynamo's model of it (the module docstring)."""
     ns = 0
     if queues.wn[q] > 0:
         continuing = reqs.nalloc[queues.wq[q, queues.wh[q]]] > 0
         if queues.nrun[q] >= max_seqs:
             ss.c[q, S_FULL] = 1
-        elif continuing or ss.c[q, S_FULL] == 0:
+        elif continuing or ss.c[q, S_FULL] == 0 or compat:
             if lpm:
                 _lpm(cache, reqs, queues, ss, q, 1 if continuing else 0, bt)
-            ns = _prefill(st, cache, lo, reqs, queues, ss, q, now, max_seqs, bt, chunk, max_prefill, clip)
+            ns = _prefill(st, cache, lo, reqs, queues, ss, q, now, max_seqs, bt, chunk, max_prefill, clip, compat)
             if ns < 0:
                 return -1
     if ns > 0:
         ss.c[q, S_PASS] = PASS_PREFILL
     elif queues.nrun[q] > 0:
-        ns = _decode(st, cache, lo, reqs, queues, ss, q, bt)
+        ns = _decode(st, cache, lo, reqs, queues, ss, q, bt, compat)
         if ns < 0:
             return -1
         ss.c[q, S_PASS] = PASS_DECODE
@@ -355,12 +385,13 @@ def step_ending(cache, lo, reqs, queues, q, t, bt):
 
 
 @hook_njit
-def step_ended(ss, queues, q, finished):
-    """After the pass: a shrunken batch may admit again; an idle engine resets new_token_ratio."""
+def step_ended(ss, queues, q, finished, compat):
+    """After the pass: a shrunken batch may admit again; an idle engine resets new_token_ratio
+    (Dynamo's does not)."""
     ss.c[q, S_PASS] = PASS_NONE
     if finished > 0:
         ss.c[q, S_FULL] = 0
-    if queues.nrun[q] == 0 and queues.wn[q] == 0:
+    if queues.nrun[q] == 0 and queues.wn[q] == 0 and not compat:
         ss.c[q, S_FULL] = 0
         ss.f[q, S_RATIO] = ss.p[P_INIT]
 

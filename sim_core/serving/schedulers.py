@@ -23,8 +23,8 @@ SCHEDULERS = ("vllm", "sglang")
 SCHED_VLLM, SCHED_SGLANG = range(2)
 # serve's int64 config array: vLLM's limits (0-7), then the scheduler and SGLang's budgets
 (CFG_MAX_TOKENS, CFG_MAX_SEQS, CFG_CHUNKED, CFG_THRESHOLD, CFG_WATERMARK, CFG_BT, CFG_WHOLE, CFG_CHECK,
- CFG_SCHED, CFG_CHUNK, CFG_MAX_PREFILL, CFG_CLIP, CFG_LPM) = range(13)
-N_CFG = 13
+ CFG_SCHED, CFG_CHUNK, CFG_MAX_PREFILL, CFG_CLIP, CFG_LPM, CFG_COMPAT) = range(14)
+N_CFG = 14
 
 __all__ = ["N_CFG", "SCHEDULERS", "SchedState", "new_sched_state", "schedule", "step_ended", "step_ending",
            "step_time"]
@@ -34,7 +34,8 @@ __all__ = ["N_CFG", "SCHEDULERS", "SchedState", "new_sched_state", "schedule", "
 def schedule(ss, st, cache, lo, reqs, queues, q, now, cfg):
     if cfg[CFG_SCHED] == SCHED_SGLANG:
         return sched_sglang.schedule(st, cache, lo, reqs, queues, ss, q, now, cfg[CFG_MAX_SEQS], cfg[CFG_BT],
-                                     cfg[CFG_CHUNK], cfg[CFG_MAX_PREFILL], cfg[CFG_CLIP], cfg[CFG_LPM] != 0)
+                                     cfg[CFG_CHUNK], cfg[CFG_MAX_PREFILL], cfg[CFG_CLIP], cfg[CFG_LPM] != 0,
+                                     cfg[CFG_COMPAT] != 0)
     return sched.schedule(st, cache, lo, reqs, queues, q, now, cfg[CFG_MAX_TOKENS], cfg[CFG_MAX_SEQS],
                           cfg[CFG_CHUNKED] != 0, cfg[CFG_WHOLE] != 0, cfg[CFG_THRESHOLD], cfg[CFG_WATERMARK],
                           cfg[CFG_BT])
@@ -56,4 +57,4 @@ def step_ending(ss, cache, lo, reqs, queues, q, t, cfg):
 @hook_njit
 def step_ended(ss, queues, q, finished, cfg):
     if cfg[CFG_SCHED] == SCHED_SGLANG:
-        sched_sglang.step_ended(ss, queues, q, finished)
+        sched_sglang.step_ended(ss, queues, q, finished, cfg[CFG_COMPAT] != 0)
