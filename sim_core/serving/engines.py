@@ -43,7 +43,7 @@ class ServeEngine:
     # SGLang's scheduler (sched_sglang.py; server_args.py and schedule_policy.py defaults)
     schedule_policy: str = "fcfs"  # fcfs (alias fifo) or lpm: longest cached prefix first
     chunked_prefill_size: int = 8192  # new tokens of a prefill pass at most
-    max_prefill_tokens: int = 16384  # a request beside others must fit within these
+    max_prefill_tokens: int = 16384  # new tokens of a prefill pass at most, chunk by chunk
     clip_max_new_tokens: int = 4096  # output room a request's reservation counts at most
     schedule_conservativeness: float = 1.0  # new_token_ratio starts at min(1, 0.7 x this)
     # where Dynamo 1.6.1's model of SGLang departs from SGLang, do as Dynamo does (comparisons only)
