@@ -227,7 +227,7 @@ def test_goodput_counts_requests_within_the_slo():
     (dict(slo={"p99": "2s"}), "slo has no key"),
     (dict(replicas=0), "replicas"),
     (dict(router="nearest"), "unknown router"),
-    (dict(engine="sglang"), "unknown engine"),
+    (dict(engine="trtllm"), "unknown engine"),
     (dict(engine={"preset": "dynamo", "step_model": "guess"}), "step_model"),
     (dict(engine={"preset": "vllm"}), "needs a hardware part"),
     (dict(tiers=[{"name": "dram", "capacity": 10}]), "needs a load bandwidth"),

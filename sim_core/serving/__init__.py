@@ -2,8 +2,9 @@
 
 `serve(trace, policy, capacity_blocks, ...)` replays a trace's requests at their arrival
 times (divided by `arrival_speedup`) through `replicas` engines behind a router. Each
-engine runs vLLM v1's scheduler over its own KV block pool, whose unpinned blocks the
-eviction `policy` chooses among; each step lasts what the engine's step-time model says.
+engine runs vLLM v1's scheduler or SGLang's over its own KV block pool, whose unpinned
+blocks the eviction `policy` chooses among; each step lasts what the engine's step-time
+model says.
 The model, what it leaves out and every metric: docs/serving.md.
 """
 from __future__ import annotations
@@ -29,6 +30,7 @@ from .loop import run_serve
 from .result import ServeResult, goodput_fields, imbalance_fields, latency_fields, serve_metric_fields
 from .routers import ROUTERS, get_router, lag, router_view
 from .routers.view import RS_REGRET
+from .schedulers import SCHEDULERS, new_sched_state
 from .state import (C_BADV, C_DEC_TOKENS, C_ERR, C_EVICT, C_EXTRAP, C_PEAK_PINNED, C_PF_TOKENS, C_PREEMPT, C_QPEAK,
                     C_COMPUTED, C_LOADED, C_STEPS, ERR_POLICY, ERR_STALL, ERR_STATE, F_BUSY, F_QAREA, Below, new_state)
 from .sessions import turns
@@ -77,6 +79,9 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
     specs = list(dep.tiers)
     if specs and n_rep > 1:
         raise ValueError("tiers with replicas > 1 are not modelled yet: give one replica, or no tiers")
+    if specs and eng.scheduler != "vllm":
+        raise ValueError(f"tiers are modelled for the vLLM scheduler only, not engine {eng.name!r}'s "
+                         f"{eng.scheduler} scheduler: give no tiers")
     if trace.depth is not None or trace.tail_first:
         raise ValueError("serve takes a whole trace, not a sample or a replay view: spatial sampling does not "
                          "preserve queueing (docs/serving.md)")
@@ -96,6 +101,15 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
         raise ValueError(f"capacity_blocks={cap} is smaller than request {r}'s {int(need[r])} blocks "
                          f"({int(prompt[r])} prompt + {int(out[r])} output tokens of {bt}-token blocks): "
                          f"it could never run; {len(big)} request(s) need more than the cache")
+    if eng.scheduler == "sglang":  # SGLang admits a request only below its tokens plus output room
+        room = prompt + np.minimum(out, eng.clip_max_new_tokens)
+        big = np.flatnonzero(room >= cap * bt)
+        if len(big):
+            r = int(big[0])
+            raise ValueError(f"capacity_blocks={cap} ({cap * bt} tokens) is too small for request {r}: SGLang "
+                             f"admits it only below {int(prompt[r])} prompt + min({int(out[r])} output, "
+                             f"clip_max_new_tokens={eng.clip_max_new_tokens}) tokens; {len(big)} request(s) "
+                             f"could never run")
     if not isinstance(sessions, (bool, np.bool_)):
         raise ValueError(f"sessions must be true or false, got {sessions!r}")
     if sessions and not np.any(trace.session >= 0):
@@ -115,8 +129,12 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
     lo = _below(specs, ext, cost, seed, hw, mdl, bt, dep.overlap)
     cfg = np.array([eng.max_num_batched_tokens, eng.max_num_seqs, int(eng.chunked_prefill),
                     eng.long_prefill_token_threshold, int(eng.watermark * cap), bt, int(eng.admit_whole),
-                    int(_checking())], np.int64)
-    makespan = run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, np.int64(rcode), view,
+                    int(_checking()), SCHEDULERS.index(eng.scheduler), eng.chunked_prefill_size,
+                    eng.max_prefill_tokens, eng.clip_max_new_tokens, int(eng.lpm),
+                    int(eng.dynamo_compat)], np.int64)
+    ss = new_sched_state(n_rep, ext.n_unique, trace.n_requests, eng.schedule_conservativeness,
+                         eng.scheduler == "sglang" and eng.lpm, eng.dynamo_compat)
+    makespan = run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, ss, np.int64(rcode), view,
                          *sm.arrays())
     err = int(cache.c[0, C_ERR])
     if err == ERR_POLICY:

@@ -4,8 +4,8 @@ Events are step ends and arrivals. At each event time, in this order (Dynamo's r
 loop): every step that ends then is applied (tokens computed, blocks entered in the
 index, first and last tokens stamped, finished requests release their blocks); every
 request that arrives then is routed and queued; every idle replica with work starts its
-next step (sim_core.serving.sched), whose length is the step-time model's
-(sim_core.serving.stepmodel).
+next step (its engine's scheduler, sim_core.serving.schedulers), whose length is the
+step-time model's (sim_core.serving.stepmodel).
 """
 from __future__ import annotations
 
@@ -14,12 +14,11 @@ import numpy as np
 
 from ..jit import hook_njit
 from .routers import on_finish, on_first_token, route
-from .sched import release, schedule
+from .pool import release
+from .schedulers import schedule, step_ended, step_ending, step_time
 from .sessions import pop, push
-from .measured.step import measured_seconds
 from .state import (C_DEC_TOKENS, C_ERR, C_EXTRAP, C_PEAK_PINNED, C_PF_TOKENS, C_PINNED, C_QPEAK, C_REQS, C_STEPS,
                     C_COMPUTED, C_RES, C_USED, ERR_POLICY, ERR_STALL, ERR_STATE, F_BUSY, F_NOW, F_QAREA)
-from .stepmodel import K_MEASURED, step_seconds
 
 
 @hook_njit
@@ -61,45 +60,6 @@ def _end_step(st, cache, reqs, queues, tu, v, q, t, bt):
 
 
 @hook_njit
-def _step_time(reqs, queues, lo, q, sm_kind, sm_p, px, py, db, dc, dm):
-    n_pf = 0
-    pf_tokens = 0
-    pf_flops = 0.0
-    pf_ctx = 0.0
-    n_dec = 0
-    dec_ctx = 0.0
-    load = 0.0
-    a = sm_p[0] if sm_kind == 1 else 0.0
-    b = sm_p[1] if sm_kind == 1 else 0.0
-    for i in range(queues.ns[q]):
-        r = queues.sr[q, i]
-        n = queues.sn[q, i]
-        c0 = reqs.comp[r]
-        P = reqs.prompt[r]
-        load += reqs.load_s[r]  # lower-tier loads this request waits for
-        reqs.load_s[r] = 0.0
-        if c0 < P:  # prompt tokens (recomputed generated tokens are not)
-            pf_tokens += min(c0 + n, P) - c0
-        if reqs.gen[r] > 0 and c0 + n == reqs.ntok[r]:
-            # Dynamo's decode batch: requests that have generated and end the step caught up
-            # (a request whose prompt completes here is not in it); their length so far
-            n_dec += 1
-            dec_ctx += c0 + n
-        if reqs.gen[r] == 0 or n > 1:
-            n_pf += 1
-            pf_flops += n * a + b * (n * float(c0) + n * (n - 1) / 2.0)
-            pf_ctx += c0 + n
-    out = 0
-    if sm_kind == K_MEASURED:  # times each prefill chunk at its own (new, cached) tokens: reads the step itself
-        dt, out = measured_seconds(sm_p, reqs, queues, q)
-    else:
-        dt = step_seconds(sm_kind, sm_p, px, py, db, dc, dm, n_pf, pf_tokens, pf_flops, pf_ctx, n_dec, dec_ctx)
-    if load > 0.0:  # the step waits for its loads: overlapped with its compute (layer by layer) or after it
-        dt = max(dt, load) if lo.overlap else dt + load
-    return dt, pf_tokens, n_dec, out
-
-
-@hook_njit
 def _consistent(cache, reqs, queues, q):
     """The pool's counters against its arrays (cfg[7] = 1: after every step; tests)."""
     res = 0
@@ -116,22 +76,19 @@ def _consistent(cache, reqs, queues, q):
     priv = 0
     for i in range(queues.nrun[q]):
         priv += reqs.priv[queues.run[q, i]]
+    M = queues.wq.shape[1]
+    for i in range(queues.wn[q]):  # a waiting request holds blocks only mid-prefill (SGLang's chunked request)
+        priv += reqs.priv[queues.wq[q, (queues.wh[q] + i) % M]]
     return res == cache.c[q, C_RES] and pinned == cache.c[q, C_PINNED] and res + priv == cache.c[q, C_USED]
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False)
-def run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, router, v, sm_kind, sm_p, px, py, db, dc, dm):
+def run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, ss, router, v, sm_kind, sm_p, px, py, db, dc, dm):
     """Replay every request through the replicas: those in `order` at their arrival, the
     later turns of closed-loop sessions when released (`tu`); the makespan.
-    cfg: int64[max_num_batched_tokens, max_num_seqs, chunked, long_prefill_threshold,
-    watermark blocks, block_tokens, admit_whole, check]."""
-    max_tokens = cfg[0]
-    max_seqs = cfg[1]
-    chunked = cfg[2] != 0
-    threshold = cfg[3]
-    watermark = cfg[4]
+    cfg: int64[N_CFG] (sim_core.serving.schedulers: the scheduler, its limits, block_tokens,
+    check); ss: the scheduler's own state."""
     bt = cfg[5]
-    whole = cfg[6] != 0
     check = cfg[7] != 0
     Q = queues.busy.shape[0]
     N = reqs.arrive.shape[0]
@@ -158,7 +115,10 @@ def run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, router, v, sm_kind, 
         for q in range(Q):
             if queues.busy[q] and queues.until[q] <= t:
                 st = sts[q]
-                done += _end_step(st, cache, reqs, queues, tu, v, q, t, bt)
+                step_ending(ss, cache, lo, reqs, queues, q, t, cfg)
+                k = _end_step(st, cache, reqs, queues, tu, v, q, t, bt)
+                step_ended(ss, queues, q, k, cfg)
+                done += k
                 queues.busy[q] = False
                 if check and not _consistent(cache, reqs, queues, q):
                     cache.c[0, C_ERR] = ERR_STATE
@@ -182,8 +142,7 @@ def run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, router, v, sm_kind, 
                 continue
             st = sts[q]
             cache.f[q, F_NOW] = t
-            k = schedule(st, cache, lo, reqs, queues, q, t, max_tokens, max_seqs, chunked, whole, threshold,
-                         watermark, bt)
+            k = schedule(ss, st, cache, lo, reqs, queues, q, t, cfg)
             if k < 0:
                 cache.c[0, C_ERR] = ERR_POLICY
                 return t
@@ -195,7 +154,7 @@ def run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, router, v, sm_kind, 
                     cache.c[0, C_ERR] = ERR_STALL
                     return t
                 continue
-            dt, pf, nd, out = _step_time(reqs, queues, lo, q, sm_kind, sm_p, px, py, db, dc, dm)
+            dt, pf, nd, out = step_time(ss, reqs, queues, lo, q, cfg, sm_kind, sm_p, px, py, db, dc, dm)
             if out:  # the step left the measured data: count it and which part did
                 cache.c[q, C_EXTRAP] += 1
                 for bit in range(3):

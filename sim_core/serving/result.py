@@ -45,7 +45,8 @@ class ServeResult:
     output_tps: float = _m("output tokens / makespan")
     input_tps: float = _m("prompt tokens / makespan")
     makespan_s: float = _m("first arrival to last token")
-    preemptions: int = _m("requests preempted (blocks released, progress recomputed)")
+    preemptions: int = _m("requests preempted (blocks released, progress recomputed); with SGLang's scheduler, "
+                          "its retractions")
     recomputed_tokens: int = _m("tokens computed again after a preemption (progress lost minus what the "
                                 "re-admission found in the cache)")
     computed_tokens: int = _m("tokens whose KV was computed (prefill and decode, recomputation included)")

@@ -1,16 +1,6 @@
-"""One engine's scheduler and KV block pool, with vLLM v1's semantics
-(vllm/v1/core/sched/scheduler.py, vllm/v1/core/kv_cache_manager.py; docs/serving.md).
-
-Blocks. A request's KV occupies ceil(tokens / block_tokens) blocks, allocated as its
-tokens are scheduled. Its leading full prompt blocks are trace blocks: once computed
-they enter the replica's index (`resident`) where any request can find them; the rest
-(the partial last prompt block, decode blocks, and a block another request entered
-first) are private and freed when the request leaves. Every block a running request
-holds is pinned (`refc` > 0); only resident blocks with no pin can be evicted, and the
-eviction policy chooses among them: it sees each access of a block once, when the
-request that made it releases it (finish or preemption), tail block first, so under LRU
-the eviction order is vLLM's free-queue order. Empty blocks are used before anything is
-evicted.
+"""vLLM v1's scheduler (vllm/v1/core/sched/scheduler.py, vllm/v1/core/kv_cache_manager.py;
+docs/serving.md) over the block pool (pool.py): what one step schedules and how long
+Dynamo's timing counts it.
 
 A step (vLLM v1's `schedule`): running requests first, in admission order, each given
 min(its remaining tokens, the budget) with blocks allocated for them; when blocks run
@@ -20,170 +10,20 @@ itself the victim. Then, if nothing was preempted, waiting requests are admitted
 head of the queue while the budget and max_num_seqs allow: each looks up its longest
 prefix of resident full blocks (at most tokens - 1, so a full hit recomputes its last
 block), pins it, and gets blocks for its first chunk; the first that does not fit stops
-admission (head of line).
+admission (head of line). Blocks enter the index when they are scheduled, so a request
+admitted later in the same step finds them (as in vLLM and Dynamo).
 """
 from __future__ import annotations
 
-from ..tiers.hierarchy import (WRITE_ON_COMPUTE, WRITE_ON_EVICT, last_depth, last_j, pack_last, tier_has, tier_hit,
-                         tier_on, write_down1, write_down2, write_down3)
+from ..tiers.hierarchy import pack_last, tier_on
 from ..jit import hook_njit
-from ..policies.api import p_evict, p_evict_more, p_on_hit, p_on_insert
-from ..structures.pins import SHARED_PIN
-from .state import C_BAD, C_BADV, C_CAP, C_EVICT, C_LOADED, C_PINNED, C_PREEMPT, C_RES, C_USED, F_NOW
+from .pool import allocate, available, grow, level, load, pin, register, release
+from .state import C_PREEMPT
+from .measured.step import measured_seconds
+from .stepmodel import K_MEASURED, step_seconds
 
 ADMIT_NO = -1  # the head of the queue does not fit: stop admitting
 ADMIT_BUG = -2  # the policy returned an invalid victim
-
-
-@hook_njit
-def _pin(cache, q, b):
-    if cache.refc[q, b] == 0:
-        cache.pin[q, b] = SHARED_PIN
-        cache.c[q, C_PINNED] += 1
-    cache.refc[q, b] += 1
-
-
-@hook_njit
-def _unpin(cache, q, b):
-    cache.refc[q, b] -= 1
-    if cache.refc[q, b] == 0:
-        cache.pin[q, b] = -1
-        cache.c[q, C_PINNED] -= 1
-
-
-@hook_njit
-def available(cache, q):
-    """Blocks an allocation can get: empty ones plus unpinned resident ones."""
-    c = cache.c
-    return c[q, C_CAP] - c[q, C_USED] + c[q, C_RES] - c[q, C_PINNED]
-
-
-@hook_njit
-def _drop(cache, lo, q, v):
-    """Evict victim v (written down to a tier that takes HBM's evictions); False
-    (recorded) when it is not an unpinned resident block."""
-    if v < 0 or not cache.resident[q, v] or cache.refc[q, v] != 0:
-        cache.c[q, C_BAD] = 1
-        cache.c[q, C_BADV] = v
-        return False
-    cache.resident[q, v] = False
-    cache.inpol[q, v] = False
-    if cache.t_out.shape[1] > 1:
-        cache.t_out[q, v] = cache.f[q, F_NOW]
-    cache.c[q, C_RES] -= 1
-    cache.c[q, C_USED] -= 1
-    cache.c[q, C_EVICT] += 1
-    if tier_on(lo.t1):
-        at = lo.last[v]
-        write_down1(lo.t1, lo.t2, lo.t3, v, last_j(at), last_depth(at), lo.seen, lo.last, WRITE_ON_EVICT)
-    return True
-
-
-@hook_njit
-def _make_room(st, cache, lo, q, need, j):
-    """Evict until `need` blocks are empty (the caller checked `available`)."""
-    pin = cache.pin[q]
-    c = cache.c
-    while c[q, C_CAP] - c[q, C_USED] < need:
-        v = p_evict(st, j, SHARED_PIN, pin)
-        if not _drop(cache, lo, q, v):
-            return False
-        k = p_evict_more(st, j, SHARED_PIN, pin, cache.extra)
-        for i in range(k):
-            if not _drop(cache, lo, q, cache.extra[i]):
-                return False
-    return True
-
-
-@hook_njit
-def _allocate(st, cache, lo, reqs, q, r, need):
-    """Give r `need` more blocks (private until they are computed and entered)."""
-    if not _make_room(st, cache, lo, q, need, reqs.offs[r]):
-        return False
-    cache.c[q, C_USED] += need
-    reqs.priv[r] += need
-    s = reqs.offs[r]
-    k0 = reqs.nalloc[r]
-    k1 = min(k0 + need, reqs.full[r])
-    for k in range(k0, k1):
-        reqs.own[s + k] = 2
-    reqs.nalloc[r] = k0 + need
-    return True
-
-
-@hook_njit
-def _write_computed(lo, b, j, d):
-    """Tiers that write on compute take block b, just computed in HBM."""
-    if lo.t1.cfg[0] > 0 and lo.t1.cfg[1] == WRITE_ON_COMPUTE:
-        write_down1(lo.t1, lo.t2, lo.t3, b, j, d, lo.seen, lo.last, WRITE_ON_COMPUTE)
-    if tier_on(lo.t2) and lo.t2.cfg[1] == WRITE_ON_COMPUTE:
-        write_down2(lo.t2, lo.t3, b, j, d, lo.seen, lo.last, WRITE_ON_COMPUTE)
-    if tier_on(lo.t3) and lo.t3.cfg[1] == WRITE_ON_COMPUTE:
-        write_down3(lo.t3, b, j, d, lo.seen, lo.last, WRITE_ON_COMPUTE)
-
-
-@hook_njit
-def register(cache, lo, reqs, q, r, old, new, bt, computed):
-    """Tokens old..new of r are scheduled (or, not `computed`, loaded from a lower tier):
-    the blocks they fill enter the index (as in vLLM and Dynamo, at scheduling: a request
-    admitted later in the same step finds them), unless another request entered the same
-    block first (r's copy stays private). A computed block goes to the tiers that write
-    on compute."""
-    s = reqs.offs[r]
-    k1 = min(reqs.full[r], new // bt)
-    for k in range(old // bt, k1):
-        j = s + k
-        if reqs.own[j] == 2:
-            b = reqs.blocks[j]
-            if not cache.resident[q, b]:
-                cache.resident[q, b] = True
-                if cache.t_in.shape[1] > 1:
-                    cache.t_in[q, b] = cache.f[q, F_NOW]
-                cache.c[q, C_RES] += 1
-                _pin(cache, q, b)
-                reqs.own[j] = 1
-                reqs.priv[r] -= 1
-                if tier_on(lo.t1):
-                    lo.last[b] = pack_last(j, k)
-                    if computed:
-                        _write_computed(lo, b, j, k)
-
-
-@hook_njit
-def release(st, cache, reqs, q, r):
-    """r gives up its blocks: private ones become empty, cached ones lose r's pin and the
-    policy sees r's access of each, deepest first (vLLM frees a request's blocks in
-    reverse, so its tail is evicted first)."""
-    s = reqs.offs[r]
-    for k in range(min(reqs.nalloc[r], reqs.full[r]) - 1, -1, -1):
-        j = s + k
-        if reqs.own[j] == 1:
-            b = reqs.blocks[j]
-            _unpin(cache, q, b)
-            if cache.inpol[q, b]:
-                p_on_hit(st, b, j, r, k)
-            else:
-                p_on_insert(st, b, j, r, k)
-                cache.inpol[q, b] = True
-        reqs.own[j] = 0
-    cache.c[q, C_USED] -= reqs.priv[r]
-    reqs.priv[r] = 0
-    reqs.nalloc[r] = 0
-
-
-@hook_njit
-def _grow(st, cache, lo, reqs, q, r, n, bt):
-    """Blocks for r's next n tokens (entered in the index once full): 1 done, 0 too few
-    blocks, -1 a policy bug."""
-    c0 = reqs.comp[r]
-    need = (c0 + n + bt - 1) // bt - reqs.nalloc[r]
-    if need > 0:
-        if need > available(cache, q):
-            return 0
-        if not _allocate(st, cache, lo, reqs, q, r, need):
-            return -1
-    register(cache, lo, reqs, q, r, c0, c0 + n, bt, True)
-    return 1
 
 
 @hook_njit
@@ -198,41 +38,6 @@ def _preempt(st, cache, reqs, queues, q, r):
     queues.wq[q, h] = r
     queues.wh[q] = h
     queues.wn[q] += 1
-
-
-@hook_njit
-def _level(lo, b):
-    """The first lower tier (1-3) that holds block b, 0 if none."""
-    if tier_has(lo.t1, b):
-        return 1
-    if tier_has(lo.t2, b):
-        return 2
-    if tier_has(lo.t3, b):
-        return 3
-    return 0
-
-
-@hook_njit
-def _load(cache, lo, reqs, q, r, h, l):
-    """Load r's blocks h..h+l-1 from the lower tiers (stopping at one a tier has dropped
-    meanwhile); the number loaded. Their transfer time delays r's next step."""
-    s = reqs.offs[r]
-    k = h
-    while k < h + l:
-        b = reqs.blocks[s + k]
-        lv = _level(lo, b)
-        if lv == 0:
-            break
-        if lv == 1:
-            tier_hit(lo.t1, b, s + k, k)
-        elif lv == 2:
-            tier_hit(lo.t2, b, s + k, k)
-        else:
-            tier_hit(lo.t3, b, s + k, k)
-        cache.c[q, C_LOADED + lv - 1] += 1
-        reqs.load_s[r] += lo.block_bytes / lo.bw[lv - 1]
-        k += 1
-    return k - h
 
 
 @hook_njit
@@ -258,7 +63,7 @@ def _admit(st, cache, lo, reqs, q, r, budget, chunked, whole, bt, reserve, now):
                 if lo.seen[b] < 2147483647:
                     lo.seen[b] += 1
         while h + l < min(F, cap) and not cache.resident[q, reqs.blocks[s + h + l]] \
-                and _level(lo, reqs.blocks[s + h + l]) > 0:
+                and level(lo, reqs.blocks[s + h + l]) > 0:
             l += 1
     hit = (h + l) * bt
     n = reqs.ntok[r] - hit
@@ -276,15 +81,15 @@ def _admit(st, cache, lo, reqs, q, r, budget, chunked, whole, bt, reserve, now):
         return ADMIT_NO
     for k in range(h):
         b = reqs.blocks[s + k]
-        _pin(cache, q, b)
+        pin(cache, q, b)
         reqs.own[s + k] = 1
         if tier_on(lo.t1):
             lo.last[b] = pack_last(s + k, k)
     reqs.nalloc[r] = h
-    if not _allocate(st, cache, lo, reqs, q, r, need):
+    if not allocate(st, cache, lo, reqs, q, r, need):
         return ADMIT_BUG
     if l > 0:  # allocating may have pushed some of them out of the tiers: load what is left
-        l = _load(cache, lo, reqs, q, r, h, l)
+        l = load(cache, lo, reqs, q, r, h, l)
         register(cache, lo, reqs, q, r, h * bt, (h + l) * bt, bt, False)
         hit = (h + l) * bt
     reqs.comp[r] = hit
@@ -314,7 +119,7 @@ def schedule(st, cache, lo, reqs, queues, q, now, max_tokens, max_seqs, chunked,
             n = budget
         scheduled = True
         while True:
-            g = _grow(st, cache, lo, reqs, q, r, n, bt)
+            g = grow(st, cache, lo, reqs, q, r, n, bt)
             if g < 0:
                 return -1
             if g == 1:
@@ -354,3 +159,45 @@ def schedule(st, cache, lo, reqs, queues, q, now, max_tokens, max_seqs, chunked,
             budget -= n
     queues.ns[q] = ns
     return ns
+
+
+@hook_njit
+def step_time(reqs, queues, lo, q, sm_kind, sm_p, px, py, db, dc, dm):
+    """Seconds of replica q's step, its new prompt tokens, its decodes, and the flags of the
+    measured data it left (measured.step): Dynamo's vLLM decode batch is the requests that
+    have generated and end the step caught up."""
+    n_pf = 0
+    pf_tokens = 0
+    pf_flops = 0.0
+    pf_ctx = 0.0
+    n_dec = 0
+    dec_ctx = 0.0
+    wait = 0.0
+    a = sm_p[0] if sm_kind == 1 else 0.0
+    b = sm_p[1] if sm_kind == 1 else 0.0
+    for i in range(queues.ns[q]):
+        r = queues.sr[q, i]
+        n = queues.sn[q, i]
+        c0 = reqs.comp[r]
+        P = reqs.prompt[r]
+        wait += reqs.load_s[r]  # lower-tier loads this request waits for
+        reqs.load_s[r] = 0.0
+        if c0 < P:  # prompt tokens (recomputed generated tokens are not)
+            pf_tokens += min(c0 + n, P) - c0
+        if reqs.gen[r] > 0 and c0 + n == reqs.ntok[r]:
+            # Dynamo's decode batch: requests that have generated and end the step caught up
+            # (a request whose prompt completes here is not in it); their length so far
+            n_dec += 1
+            dec_ctx += c0 + n
+        if reqs.gen[r] == 0 or n > 1:
+            n_pf += 1
+            pf_flops += n * a + b * (n * float(c0) + n * (n - 1) / 2.0)
+            pf_ctx += c0 + n
+    out = 0
+    if sm_kind == K_MEASURED:  # times each prefill chunk at its own (new, cached) tokens: reads the step itself
+        dt, out = measured_seconds(sm_p, reqs, queues, q)
+    else:
+        dt = step_seconds(sm_kind, sm_p, px, py, db, dc, dm, n_pf, pf_tokens, pf_flops, pf_ctx, n_dec, dec_ctx)
+    if wait > 0.0:  # the step waits for its loads: overlapped with its compute (layer by layer) or after it
+        dt = max(dt, wait) if lo.overlap else dt + wait
+    return dt, pf_tokens, n_dec, out
