@@ -32,3 +32,12 @@ def compose():
     with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
         yield compose
     GlobalHydra.instance().clear()
+
+
+@pytest.fixture
+def lcs():
+    """libCacheSim's module for a test that compares with it (tests.helpers.libcachesim:
+    skipped when missing, a failure under KVSWEEP_REQUIRE_REFERENCES=1)."""
+    from tests.helpers import libcachesim
+
+    return libcachesim()

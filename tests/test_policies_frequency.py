@@ -244,9 +244,6 @@ def test_wtinylfu_count_min_takes_the_row_minimum_and_conservative_update():
 
 
 # ---- libCacheSim's WTinyLFU: each deviation from the paper on a hand-computed trace
-lcs = pytest.importorskip("libcachesim")
-
-
 def lcs_hits(trace, policy, cap, tmp_path, **kw):
     from sim_core.replay.reference import libcachesim_hit_ratio, write_oracle_general
 
@@ -254,7 +251,7 @@ def lcs_hits(trace, policy, cap, tmp_path, **kw):
     return round(libcachesim_hit_ratio(path, policy, cap, **kw) * trace.n_accesses)
 
 
-def test_libcachesim_wtinylfu_caches_nothing_below_100_blocks(tmp_path):
+def test_libcachesim_wtinylfu_caches_nothing_below_100_blocks(tmp_path, lcs):
     # its window is floor(0.01 * capacity) = 0 blocks and can_insert refuses everything
     t = singles([A, A, A, B, B])
     assert lcs_hits(t, "wtinylfu", 50, tmp_path) == 0
@@ -262,7 +259,7 @@ def test_libcachesim_wtinylfu_caches_nothing_below_100_blocks(tmp_path):
     assert hits(t, "wtinylfu", 50, libcachesim=True) == 3  # not reproducible: we keep W >= 1
 
 
-def test_libcachesim_wtinylfu_does_not_count_window_hits(tmp_path):
+def test_libcachesim_wtinylfu_does_not_count_window_hits(tmp_path, lcs):
     # capacity 500: window 5, main 495 (probation 99, protected 396).
     # libCacheSim: X1..X500 all wait in the window until the first miss (Y1) moves
     # X1..X495 to the main cache (+1 each: count 2); X496 (count 1) loses its duel with
@@ -277,7 +274,7 @@ def test_libcachesim_wtinylfu_does_not_count_window_hits(tmp_path):
     assert hits(t, "wtinylfu", 500, sketch_width=1 << 16) == 11
 
 
-def test_libcachesim_wtinylfu_evicts_during_a_hit(tmp_path):
+def test_libcachesim_wtinylfu_evicts_during_a_hit(tmp_path, lcs):
     # capacity 100: window 1, main 99 but SLRU segments floor(19.8) + floor(79.2) = 98.
     # Y1's eviction moves X1..X99 into the main cache: 19 to probation, 79 to protected,
     # X99 overfills probation (20). A hit on X2 promotes it, protected overflows and
@@ -313,13 +310,13 @@ def _lcs_compare_exact(trace, caps, tmp_path):
 
 
 @pytest.mark.parametrize("name", ["mooncake", "sessions"])
-def test_wtinylfu_libcachesim_mode_equals_libcachesim_fast(name, traces, tmp_path):
+def test_wtinylfu_libcachesim_mode_equals_libcachesim_fast(name, traces, tmp_path, lcs):
     _lcs_compare_exact(traces[name], LCS_EXACT_CAPS[name][1:3], tmp_path)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["mooncake", "sessions"])
-def test_wtinylfu_libcachesim_mode_equals_libcachesim(name, traces, tmp_path):
+def test_wtinylfu_libcachesim_mode_equals_libcachesim(name, traces, tmp_path, lcs):
     # the four exact capacities, plus capacities whose SLRU segments lose a slot
     extra = {"mooncake": (100, 800), "sessions": (200, 800)}[name]
     _lcs_compare_exact(traces[name], LCS_EXACT_CAPS[name] + extra, tmp_path)
@@ -352,7 +349,7 @@ def _oracle_of_ids(requests, path):
     return path
 
 
-def test_wtinylfu_libcachesim_mode_equals_libcachesim_on_the_workloads_own_ids(tmp_path):
+def test_wtinylfu_libcachesim_mode_equals_libcachesim_on_the_workloads_own_ids(tmp_path, lcs):
     from sim_core.replay.reference import libcachesim_hit_ratio
 
     requests, t = chained_sessions(**HELD_OUT)
@@ -374,7 +371,7 @@ def test_wtinylfu_libcachesim_mode_equals_libcachesim_on_the_workloads_own_ids(t
     assert replay_state(dense, "wtinylfu", 2000, libcachesim=True)[1] == 11083
 
 
-def test_wtinylfu_libcachesim_mode_is_libcachesim_hit_for_hit(tmp_path):
+def test_wtinylfu_libcachesim_mode_is_libcachesim_hit_for_hit(tmp_path, lcs):
     # every access of the held-out workload at 2,000 blocks, fed one by one
     requests, _ = chained_sessions(**HELD_OUT)
     ids = [x for r in requests for x in r]
@@ -448,7 +445,7 @@ def test_lecar_weight_moves_away_from_the_expert_whose_ghost_is_hit():
 
 
 @pytest.mark.parametrize("w", [0.0, 1.0])
-def test_lecar_fixed_experts_equal_libcachesim(w, traces, tmp_path):
+def test_lecar_fixed_experts_equal_libcachesim(w, traces, tmp_path, lcs):
     # with fixed weights 1 (always LRU) or 0 (always LFU) LeCaR is deterministic:
     # our LRU/LFU structures, ties and histories must match libCacheSim exactly
     from sim_core.replay.reference import libcachesim_hit_ratio, write_oracle_general
@@ -551,14 +548,14 @@ def _mean_hit_ratio_gap(policy, trace, cap, tmp_path, runs):
 
 @pytest.mark.parametrize("policy", ["lecar", "lhd"])
 @pytest.mark.parametrize("name,cap", [("mooncake", 5000), ("sessions", 3000)])
-def test_randomised_policies_within_one_point_of_libcachesim_fast(policy, name, cap, traces, tmp_path):
+def test_randomised_policies_within_one_point_of_libcachesim_fast(policy, name, cap, traces, tmp_path, lcs):
     assert _mean_hit_ratio_gap(policy, traces[name], cap, tmp_path, runs=1) < 0.01
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("policy", ["lecar", "lhd"])
 @pytest.mark.parametrize("name", ["mooncake", "sessions"])
-def test_randomised_policies_within_one_point_of_libcachesim(policy, name, traces, tmp_path):
+def test_randomised_policies_within_one_point_of_libcachesim(policy, name, traces, tmp_path, lcs):
     caps = {"mooncake": (100, 1000, 5000, 20000), "sessions": (50, 200, 800, 3000)}[name]
     for cap in caps:
         assert _mean_hit_ratio_gap(policy, traces[name], cap, tmp_path, runs=3) < 0.01, cap
