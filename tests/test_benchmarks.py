@@ -90,6 +90,15 @@ def test_fleet_bench_tables():
     assert "| 2 | 16,000 | kv_router | 1x | ours |" in md and f"| kv_router | {m['reuse']:.4f} |" in md
 
 
+def test_fleet_ceiling_bench_times_the_ceiling_alone(capsys):
+    """`python -m benchmarks.fleet --ceiling` on a small input: the row and its target."""
+    from benchmarks import fleet
+
+    r = fleet.ceiling_speed(n_requests=2000, capacity=500, reps=1)
+    assert r["accesses"] > 2000 and 0 < r["hits"] < r["infinite"] and r["wall_s"] > 0
+    assert f"| {r['accesses']:,} | 500 | {r['hits']:,} |" in fleet.ceiling_table(r)
+
+
 def test_tier_engines_tables(monkeypatch):
     """`python -m benchmarks.tier_engines`: a row per setting (ours; Dynamo's column n/a
     here) and per named hierarchy and pool size, on a small trace."""
