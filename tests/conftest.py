@@ -1,7 +1,69 @@
-"""Fixtures shared by several test modules."""
+"""Fixtures shared by several test modules, and how the suite runs in parallel.
+
+`make test` runs the suite on every core (pytest-xdist, `-n auto --dist loadfile`, at
+most MAX_WORKERS workers unless PYTEST_XDIST_AUTO_NUM_WORKERS says otherwise): a test
+module stays on one worker, so its module-scoped fixtures (sweeps, traces) run once, and
+modules start heaviest first (HEAVY_FIRST) so that the light ones fill in at the end.
+Every test process gets its own Ray temp directory (RAY_TMPDIR): local Ray instances of
+two workers never share /tmp/ray (session links, ray_current_cluster, which a bare
+ray.init() would join) and sweeps they start in subprocesses inherit it. Ports are picked
+free at run time (tests/stack.py free_port; Ray picks its own). The numba cache stays
+shared: a kernel one worker compiled is loaded by the other.
+"""
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
 import pytest
+
+#: workers of `-n auto`: each imports numba, Ray and MLflow (~1 GB) and starts Ray
+#: instances of its own; PYTEST_XDIST_AUTO_NUM_WORKERS overrides it
+MAX_WORKERS = 4
+
+#: test modules, most expensive first on a cold numba cache (measured: docs/performance.md,
+#: "The test suite"); the others follow in collection order
+HEAVY_FIRST: list[str] = []
+
+
+def pytest_xdist_auto_num_workers(config):
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist's own hook reads it
+    return max(1, min(os.cpu_count() or 1, MAX_WORKERS))
+
+
+_ray_dir: dict = {}
+
+
+def pytest_configure(config):
+    # loadfile hands out modules in collection order (pytest_collection_modifyitems
+    # below), not by their number of tests
+    if getattr(config.option, "dist", "no") in ("loadfile", "loadscope"):
+        config.option.loadscopereorder = False
+    # short: Ray's Unix sockets live under it (108-byte limit)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    d = tempfile.mkdtemp(prefix=f"kvsray-{worker}-", dir="/tmp" if os.path.isdir("/tmp") else None)
+    _ray_dir.update(path=d, before=os.environ.get("RAY_TMPDIR"))
+    os.environ["RAY_TMPDIR"] = d
+
+
+def pytest_unconfigure(config):
+    d = _ray_dir.pop("path", None)
+    if d is None:
+        return
+    before = _ray_dir.pop("before", None)
+    if before is None:
+        os.environ.pop("RAY_TMPDIR", None)
+    else:
+        os.environ["RAY_TMPDIR"] = before
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(Path(str(item.fspath)).name, len(rank)))  # stable: in-module order kept
 
 
 @pytest.fixture(scope="module")
