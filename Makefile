@@ -23,7 +23,7 @@ sweep: setup
 	$(PY) -m sweep trace=freeinference policy=all $(ARGS)
 
 ## fast tests (slow cross-checks excluded by pyproject's addopts), on every core (at most
-## 4 workers: tests/conftest.py); a test module stays on one worker
+## 4 workers) with a test module on one worker: tests/conftest.py
 test: setup
 	$(PY) -m pytest -q $(PARALLEL)
 

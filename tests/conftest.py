@@ -1,9 +1,11 @@
 """Fixtures shared by several test modules, and how the suite runs in parallel.
 
 `make test` runs the suite on every core (pytest-xdist, `-n auto --dist loadfile`, at
-most MAX_WORKERS workers unless PYTEST_XDIST_AUTO_NUM_WORKERS says otherwise): a test
-module stays on one worker, so its module-scoped fixtures (sweeps, traces) run once, and
-modules start heaviest first (HEAVY_FIRST) so that the light ones fill in at the end.
+most MAX_WORKERS workers unless PYTEST_XDIST_AUTO_NUM_WORKERS says otherwise). A module
+stays on one worker, so its module-scoped fixtures (sweeps, traces) run once; a module
+that reads another's session fixture runs on that module's worker (SAME_WORKER; xdist's
+own --dist loadgroup cannot group here: it renames node ids, which pytest 9 ignores).
+Modules start heaviest first (HEAVY_FIRST), so that the light ones fill in at the end.
 Every test process gets its own Ray temp directory (RAY_TMPDIR): local Ray instances of
 two workers never share /tmp/ray (session links, ray_current_cluster, which a bare
 ray.init() would join) and sweeps they start in subprocesses inherit it. Ports are picked
@@ -37,9 +39,13 @@ def pytest_xdist_auto_num_workers(config):
 _ray_dir: dict = {}
 
 
+#: module -> the module whose worker it runs on: it reads that module's session fixture
+SAME_WORKER = {"test_browser.py": "test_sweep.py"}
+
+
 def pytest_configure(config):
-    # loadfile hands out modules in collection order (pytest_collection_modifyitems
-    # below), not by their number of tests
+    # xdist hands out modules in collection order (pytest_collection_modifyitems below),
+    # not by their number of tests
     if getattr(config.option, "dist", "no") in ("loadfile", "loadscope"):
         config.option.loadscopereorder = False
     # short: Ray's Unix sockets live under it (108-byte limit)
@@ -64,6 +70,22 @@ def pytest_unconfigure(config):
 def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
     items.sort(key=lambda item: rank.get(Path(str(item.fspath)).name, len(rank)))  # stable: in-module order kept
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadfile, with each module of SAME_WORKER in its partner's unit of work."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ModuleScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)  # tests/test_x.py
+            head, _, name = path.rpartition("/")
+            partner = SAME_WORKER.get(name)
+            return f"{head}/{partner}" if partner and head else (partner or path)
+
+    return ModuleScheduling(config, log)
 
 
 @pytest.fixture(scope="module")
@@ -103,3 +125,14 @@ def lcs():
     from tests.helpers import libcachesim
 
     return libcachesim()
+
+
+@pytest.fixture(scope="session")
+def e2e_sweep(tmp_path_factory):
+    """tests/test_sweep.py's end-to-end sweep (`python -m sweep` on a small Mooncake-format
+    file: 4 policies x 2 cost models x 4 capacities, a local Ray instance, a sqlite store),
+    which tests/test_browser.py also opens in MLflow's UI: one sweep for both (the two
+    modules share an xdist group, SAME_WORKER). Read it, do not write to its store."""
+    from tests.test_sweep import run_e2e
+
+    return run_e2e(tmp_path_factory.mktemp("e2e"))
