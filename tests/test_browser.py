@@ -94,12 +94,17 @@ def ui(tmp_path_factory, e2e_sweep):
         import urllib.request
 
         def healthy() -> bool:
+            if server.poll() is not None:
+                raise RuntimeError(f"the MLflow server exited ({server.returncode}): "
+                                   f"{(d / 'mlflow.log').read_text()[-3000:]}")
             try:
                 return urllib.request.urlopen(base + "/health", timeout=2).read() == b"OK"
             except OSError:
                 return False
 
-        wait_until(healthy, 60, "the MLflow server")
+        # a bound for a server that never comes up: on a loaded machine (the other xdist
+        # worker compiling) it has taken over 60 s to import and start
+        wait_until(healthy, 240, "the MLflow server")
         client = MlflowClient(f"sqlite:///{db}")
         sweeps = {}
         for kind, proc in (("flat", flat), ("tiered", tier)):
