@@ -6,6 +6,8 @@ stays on one worker, so its module-scoped fixtures (sweeps, traces) run once; a 
 that reads another's session fixture runs on that module's worker (SAME_WORKER; xdist's
 own --dist loadgroup cannot group here: it renames node ids, which pytest 9 ignores).
 Modules start heaviest first (HEAVY_FIRST), so that the light ones fill in at the end.
+With --jit-warmup (`make test`), the workers first compile the kernels many modules share,
+each its own part (tests/jit_warmup.py), so that no two compile the same one.
 Every test process gets its own Ray temp directory (RAY_TMPDIR): local Ray instances of
 two workers never share /tmp/ray (session links, ray_current_cluster, which a bare
 ray.init() would join) and sweeps they start in subprocesses inherit it. Ports are picked
@@ -30,17 +32,57 @@ MAX_WORKERS = 4
 HEAVY_FIRST: list[str] = []
 
 
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: pytest without xdist runs too
 def pytest_xdist_auto_num_workers(config):
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None  # xdist's own hook reads it
     return max(1, min(os.cpu_count() or 1, MAX_WORKERS))
 
 
-_ray_dir: dict = {}
-
-
 #: module -> the module whose worker it runs on: it reads that module's session fixture
 SAME_WORKER = {"test_browser.py": "test_sweep.py"}
+
+_ray_dir: dict = {}
+_warmups: dict = {}
+
+
+def pytest_addoption(parser):
+    parser.addoption("--jit-warmup", action="store_true",
+                     help="compile the kernels many tests share before the first test, split across the "
+                          "xdist workers (tests/jit_warmup.py)")
+
+
+def pytest_sessionstart(session):
+    config = session.config
+    if not config.getoption("--jit-warmup"):
+        return
+    worker = getattr(config, "workerinput", None)
+    if worker is None and (config.getoption("numprocesses", None) or 0):
+        return  # the xdist controller: its workers warm up
+    from tests import jit_warmup
+
+    index = int(worker["workerid"][2:]) if worker else 0
+    count = int(worker["workercount"]) if worker else 1
+    got = jit_warmup.warm(index, count)
+    if worker is not None:
+        config.workeroutput["kvsweep_jit_warmup"] = got
+    else:
+        _warmups["main"] = got
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: pytest without xdist runs too
+def pytest_testnodedown(node, error):
+    got = getattr(node, "workeroutput", {}).get("kvsweep_jit_warmup")
+    if got:
+        _warmups[node.gateway.id] = got
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _warmups:
+        terminalreporter.write_line("JIT warm-up: " + "; ".join(
+            f"{w} {g['kernels']} kernels in {g['seconds']:.0f} s" + (f" ({len(g['failed'])} failed: "
+                                                                   f"{g['failed'][0]})" if g["failed"] else "")
+            for w, g in sorted(_warmups.items())))
 
 
 def pytest_configure(config):
@@ -72,6 +114,7 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: rank.get(Path(str(item.fspath)).name, len(rank)))  # stable: in-module order kept
 
 
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: pytest without xdist runs too
 def pytest_xdist_make_scheduler(config, log):
     """--dist loadfile, with each module of SAME_WORKER in its partner's unit of work."""
     if config.getvalue("dist") != "loadfile":
