@@ -79,9 +79,10 @@ def pytest_testnodedown(node, error):
 
 def pytest_terminal_summary(terminalreporter):
     if _warmups:
-        terminalreporter.write_line("JIT warm-up: " + "; ".join(
-            f"{w} {g['kernels']} kernels in {g['seconds']:.0f} s" + (f" ({len(g['failed'])} failed: "
-                                                                   f"{g['failed'][0]})" if g["failed"] else "")
+        terminalreporter.write_line("JIT warm-up (tests/jit_warmup.py): " + "; ".join(
+            f"{w} {g['kernels']} kernels in {g['seconds']:.0f} s, slowest "
+            + ", ".join(f"{n} {s:.0f} s" for s, n in g.get("slowest", [])[:2])
+            + (f" ({len(g['failed'])} failed: {g['failed'][0]})" if g["failed"] else "")
             for w, g in sorted(_warmups.items())))
 
 
