@@ -28,6 +28,7 @@ class Progress:
         self.timed: list = []  # (job, wall s) of every job that finished: sweep.size.record_rate
         self.acc_total = sum(j.accesses for j in jobs)
         self.t0 = time.perf_counter()
+        self.compiling = bool(note)
         self.tty = sys.stderr.isatty()
         self.bar = tqdm(total=self.replays_total if serving else self.acc_total, unit="replay" if serving else "acc",
                         unit_scale=not serving, desc=note or ("serve" if serving else "replay"), smoothing=0.05,
@@ -40,8 +41,9 @@ class Progress:
         if not failed:
             self.replays += len(job.capacities)
             self.timed.append((job, secs))
-        if self.n_done == 1 and self.bar.desc != ("serve" if self.serving else "replay"):
-            self.bar.set_description("serve" if self.serving else "replay", refresh=False)  # compiled by now
+        if self.n_done == 1 and self.compiling:  # compiled by now
+            self.compiling = False
+            self.bar.set_description("serve" if self.serving else "replay", refresh=False)
         self.bar.set_postfix(jobs=f"{self.n_done}/{self.n_jobs}", refresh=False)
         self.bar.update(len(job.capacities) if self.serving else job.accesses)
         if not self.tty and not failed:

@@ -23,6 +23,7 @@ link to them.
 from __future__ import annotations
 
 import json
+import math
 from typing import Sequence
 
 from .report.families import POOL_SEP, policy_info, styles
@@ -69,15 +70,29 @@ def _line(uuid: str, metric: str, title: str) -> dict:
             "displayPoints": True}
 
 
-def _serving_state(title: str) -> tuple[str, list[str], list[dict]]:
+def _x_range(capacities_gib: Sequence[float]) -> dict:
+    """The step axis (capacity in MiB, log) over at least two decades, centred on the
+    capacities: plotly then ticks 2, 5 and the powers of ten ("2 5 100k 2 5 1M") instead of
+    every digit of one decade ("5 6 7 8 9 100k 2")."""
+    steps = [g * 1024 for g in capacities_gib if g > 0]
+    if not steps:
+        return {}
+    lo, hi = math.log10(min(steps)) - 0.15, math.log10(max(steps)) + 0.15
+    mid, half = (lo + hi) / 2, max((hi - lo) / 2, 1.0)
+    return {"xMin": mid - half, "xMax": mid + half}
+
+
+def _serving_state(capacities_gib: Sequence[float]) -> tuple[str, list[str], list[dict]]:
     """A serving sweep's view of one load: TTFT p99 on a log axis (the curves near an SLO of
     seconds stay apart from those of thousands of seconds), reuse and goodput, over the KV
     cache per replica; runs ranked by where each meets the SLO."""
     x = "x: KV cache per replica (Step = MiB), log scale"
+    rng = _x_range(capacities_gib)
     return ("metrics.`slo_met_from_gib`", ["tags.`policy`", "tags.`route`", "tags.`load`", "metrics.`slo_met_from_gib`"],
-            [{**_line("ttft", "curve/ttft_p99_s", f"TTFT p99 in s, log scale; {x}"), "scaleType": "log"},
-             _line("reuse", "curve/reuse_ratio", f"reuse ratio; {x}"),
-             _line("goodput", "curve/goodput_rps", f"goodput in requests/s (each within the SLO); {x}")])
+            [{**_line("ttft", "curve/ttft_p99_s", f"TTFT p99 in s, log scale; {x}"), "scaleType": "log", "range": rng},
+             {**_line("reuse", "curve/reuse_ratio", f"reuse ratio; {x}"), "range": rng},
+             {**_line("goodput", "curve/goodput_rps", f"goodput in requests/s (each within the SLO); {x}"),
+              "range": rng}])
 
 
 def view_state(run_ids: Sequence[str], cost_model: str, capacities_gib: Sequence[float], tiered: bool,
@@ -85,7 +100,7 @@ def view_state(run_ids: Sequence[str], cost_model: str, capacities_gib: Sequence
     """The runs page state of one cost model's view (MLflow's serialised form)."""
     ids = ", ".join(f"'{r}'" for r in run_ids)
     if serving:  # `cost_model` names the view: "serve, 4x load"
-        order, cols, charts = _serving_state(cost_model)
+        order, cols, charts = _serving_state(capacities_gib)
         return _state(ids, order, True, cols, charts, f"serving under load, {cost_model.split(', ', 1)[-1]}")
     regimes = [r for r in REGIMES if any(r.lo_gib - 1e-6 <= g <= r.hi_gib + 1e-6 for g in capacities_gib)]
     means = [f"compute_savings_mean_{r.name}" for r in regimes] or ["compute_savings_mean"]

@@ -138,6 +138,10 @@ def router_sentence(reps: int, load: float, ats: Sequence[RouterAt], slo: Slo) -
     ceiling there; round_robin from 188GiB (4,000 blocks) (p99 TTFT 1.95s)'."""
     head = f"{reps} replica{'s' if reps > 1 else ''} at {load:g}x load"
     best = ats[0]
+    if reps == 1:  # no choice to make: the router's verdict would be an accident of tie-breaking
+        head += ": every router sends every request to the one replica"
+        return head + (f"; it meets the SLO from {cap_text(best.pick.row)} with {best.pick.policy}, "
+                       f"{there(best.pick.row, slo)}" if best.pick else "; it never meets the SLO in the range swept")
     if best.pick is None:
         low = min((a.lowest for a in ats if a.lowest is not None), key=lambda r: _num(r, "ttft_p99_s"), default=None)
         return f"{head}: no router meets the SLO at any capacity swept" + (

@@ -3,25 +3,27 @@ runs), and the axes those figures share: plain log ticks, capacity labels.
 
 A serving sweep's lines are configurations ("lru @ kv_router x8"), not policies of a
 family: the families' palette (sweep.report.families) gives two of them one colour as
-soon as two routes share a policy. Here each name gets its own: matplotlib's tab10 for
-the first ten, then hues spaced by the golden angle at two lightnesses, so any number
+soon as two routes share a policy. Here each name gets its own: matplotlib's tab10 (without
+its grey) for the first nine, then hues spaced by the golden angle at two lightnesses, so any number
 of lines stays distinct; markers cycle too, for print in grey.
 """
 from __future__ import annotations
 
+import base64
 import colorsys
+import html
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
 from .slo import seconds
 
-#: tab10 (matplotlib's default cycle), in its order
-TAB10 = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-         "#17becf")
+#: tab10 (matplotlib's default cycle) in its order, without its grey: greys are the SLO's and the ceiling's
+TAB10 = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
 MARKERS = ("o", "s", "D", "^", "v", "P", "X", "*", "h", "<", ">")
 #: the SLO's bound and the fleet ceiling in every figure
-SLO_COLOUR = "#000000"  # black: in no palette
+SLO_COLOUR = "#444444"  # a dark grey: no line's colour, not the axes' black either (tests find it by its pixels)
 CEILING_COLOUR = "#555555"
 
 
@@ -32,7 +34,7 @@ class LineStyle:
 
 
 def colour(i: int) -> str:
-    """The i-th colour: tab10, then golden-angle hues alternating two lightnesses."""
+    """The i-th colour: tab10 without grey, then golden-angle hues alternating two lightnesses."""
     if i < len(TAB10):
         return TAB10[i]
     k = i - len(TAB10)
@@ -78,3 +80,13 @@ def save(fig, handles: list, labels: list, slo_s: float, title: str, path) -> Pa
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     return path
+
+
+def img_html(png, alt: str, names: Iterable[str]) -> str:
+    """A figure embedded in the report, saying which colour each of its lines has and the
+    SLO's (data-lines, data-slo-colour): what a reader matches against the legend, and what
+    tests/test_browser_fleet.py finds among the pixels the browser draws."""
+    lines = {n: s.colour for n, s in line_styles(names).items()}
+    data = base64.b64encode(Path(png).read_bytes()).decode("ascii")
+    return (f'<img class="lines" alt="{html.escape(alt)}" data-lines="{html.escape(json.dumps(lines))}" '
+            f'data-slo-colour="{SLO_COLOUR}" src="data:image/png;base64,{data}">')

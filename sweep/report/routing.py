@@ -23,7 +23,6 @@ fleet ceiling.
 """
 from __future__ import annotations
 
-import base64
 import html
 import math
 from dataclasses import dataclass
@@ -32,8 +31,8 @@ from typing import Mapping, Sequence
 
 from ..serving import BASELINE
 from .answer import margin, router_sentence, router_verdicts
-from .lines import CEILING_COLOUR, SLO_COLOUR, line_styles, plain_log_axis, save
-from .slo import Row, Slo, _num, cap_text, route_of, routes, seconds
+from .lines import CEILING_COLOUR, SLO_COLOUR, img_html, line_styles, plain_log_axis, save
+from .slo import Row, Slo, _num, by_load, cap_text, route_of, routes, seconds
 
 
 @dataclass(frozen=True)
@@ -195,10 +194,9 @@ def console_lines(curves: Mapping[str, Sequence[Row]]) -> list[str]:
     many = [g for g in regimes(curves) if g.replicas > 1]
     if many:
         lines += ["", "balance over replicas (means over policies and capacities): router, replicas, load: busy "
-                      "max/mean, Jain's index of busy time, gap to the fleet ceiling in points"]
+                      "max/mean, Jain's index of busy time"]
         lines += [f"  {r} x{g.replicas} at {g.load:g}x: {_num_text(s.busy_imbalance, '.3f')}, "
-                  f"{_num_text(s.jain_busy, '.3f')}, {_num_text(s.ceiling_gap, '.2f')}"
-                  for g in many for r, s in g.scores.items()]
+                  f"{_num_text(s.jain_busy, '.3f')}" for g in many for r, s in g.scores.items()]
     return lines
 
 
@@ -268,8 +266,8 @@ def routing_html(curves: Mapping[str, Sequence[Row]], png: Path | None, slo: Slo
                      "<code>fleet.slo_ttft=2s</code> makes the verdict the router meeting it with the least "
                      "cache.</p>")
     if png is not None:
-        parts.append(f'<img alt="reuse against p99 TTFT per configuration" '
-                     f'src="data:image/png;base64,{base64.b64encode(Path(png).read_bytes()).decode("ascii")}">')
+        parts.append(img_html(png, "reuse against p99 TTFT per configuration",
+                              (n for per in by_load(curves).values() for n in per)))
     parts.append(_verdicts_html(curves, slo) if slo.given else _scores_html(curves))
     parts.append("</section>")
     return "\n".join(parts)

@@ -8,13 +8,12 @@ sweep writes it at its end or `python -m analysis report` reads them back.
 """
 from __future__ import annotations
 
-import base64
 import html
 import math
 from pathlib import Path
 
 from ..serving import SERVE
-from .lines import SLO_COLOUR, line_styles, plain_log_axis, save
+from .lines import SLO_COLOUR, img_html, line_styles, plain_log_axis, save
 from .plots import size_label
 from .answer import answer_html, cheapest, p99_table
 from .routing import plot_routing, routed, routing_html
@@ -74,8 +73,8 @@ def plot_serving(series: dict, slo: Slo, path: str | Path, title: str, style: di
         if col == 0:
             top.set_ylabel("TTFT (s): p99 solid, p50 dashed")
             bottom.set_ylabel("goodput (req/s within the SLO)" if slo.given else "throughput (req/s)")
-    handles = [Line2D([], [], color="#444444", linewidth=1.8, marker="o"),
-               Line2D([], [], color="#444444", linestyle=(0, (4, 2)), marker="o", markerfacecolor="white")]
+    handles = [Line2D([], [], color="#222222", linewidth=1.8, marker="o"),
+               Line2D([], [], color="#222222", linestyle=(0, (4, 2)), marker="o", markerfacecolor="white")]
     handles += [Line2D([], [], color=st[n].colour, marker=st[n].marker, linewidth=1.8) for n in names]
     return save(fig, handles, ["TTFT p99", "TTFT p50"] + names, slo.ttft_s, title, path)
 
@@ -113,8 +112,7 @@ def serving_html(table: SweepTable, png: Path | None, css: str, routing_png: Pat
                                             "is drawn instead)") + ". One colour per configuration, the same in "
              "every figure of this report.</p>"]
     if png is not None:
-        parts.append(f'<img alt="TTFT and goodput over the KV cache per replica" '
-                     f'src="data:image/png;base64,{base64.b64encode(Path(png).read_bytes()).decode("ascii")}">')
+        parts.append(img_html(png, "TTFT and goodput over the KV cache per replica", names))
     parts.append("<h3>p99 TTFT per KV cache per replica</h3><p>Shaded green: within the SLO's TTFT bound"
                  + (" (the TPOT bound, if any, is in the sentences below)" if slo.tpot_s == slo.tpot_s else "")
                  + "; in bold: the answer above.</p>" if slo.given else "<h3>p99 TTFT per KV cache per replica</h3>")
