@@ -12,8 +12,11 @@ third from hour to hour, docs/performance.md). Without any, the model's own rate
 - serve(): SERVE_S_PER_REQUEST + SERVE_S_PER_REPLICA x replicas seconds per request,
   fitted to docs/fleet.md's table (12,031 requests at 1x load, warm JIT: 0.47 s for one
   replica, 0.75 s for 2, 0.93 s for 4, 1.32 s for 8);
-- simulate(): CACHE_COST_PER_S of the plan's cost units (policy weight x block accesses
-  x replays, sweep.plan) per second of one actor.
+- simulate(): the plan's cost units (policy weight x block accesses x replays, sweep.plan)
+  per second of one actor: CACHE_COST_PER_S for an exact replay (the bundled Mooncake
+  trace, every policy at 65 capacities: 3.5e9 units in 361 CPU-s on the loaded machine),
+  SAMPLED_COST_PER_S for a sampled one, whose replays carry a fixed cost beyond their
+  sampled accesses (the default study: 2.5e10 units in 286 CPU-s, docs/performance.md).
 """
 from __future__ import annotations
 
@@ -35,7 +38,8 @@ log = logging.getLogger("sweep")
 ASK_ABOVE_S = 600.0
 SERVE_S_PER_REQUEST = 3.1e-5
 SERVE_S_PER_REPLICA = 1.0e-5
-CACHE_COST_PER_S = 2.0e7
+CACHE_COST_PER_S = 1.0e7
+SAMPLED_COST_PER_S = 8.0e7
 #: Ray's start and MLflow's runs before the first job, the report after the last (2 cores).
 FIXED_S = 25.0
 #: The first replays after a change to sim_core compile their engines (sim_core/jit.py):
@@ -54,7 +58,7 @@ class Size:
     serving: bool
     results: int
     todo: int
-    replays: int
+    replays: int  # serve() calls; a cache replay's block accesses (one pass may give a whole curve)
     jobs: int
     actors: int
     seconds: float
@@ -68,7 +72,7 @@ class Size:
         if not self.jobs:
             return f"size: {self.axes} = {what}; nothing to run (every result is known)"
         jobs = f"{self.jobs:,} job" + "s" * (self.jobs != 1)
-        runs = f" in {jobs}" if self.serving else f", from {self.replays:,} replay{'s' * (self.replays != 1)} in {jobs}"
+        runs = f" in {jobs}" if self.serving else f", replaying {self.replays:.3g} block accesses in {jobs}"
         cold = f", plus about {duration(JIT_COLD_S)} compiling the engines (JIT cache cold)" if self.cold else ""
         return (f"size: {self.axes} = {what}{left}{runs}; about {duration(self.seconds)} on "
                 f"{counted(self.actors, 'actor')}{cold} ({self.basis})")
@@ -106,8 +110,8 @@ def actors(cluster) -> int:
 
 
 def kind(st) -> str:
-    """What the rates are of: serve() or simulate() replays."""
-    return "serve" if st.fleet is not None else "cache"
+    """What the rates are of: serve() replays, exact or sampled simulate() replays."""
+    return "serve" if st.fleet is not None else "cache" if st.spec.sample_rate is None else "sampled"
 
 
 def predicted(st, job) -> float:
@@ -115,7 +119,7 @@ def predicted(st, job) -> float:
     if job.load:
         reps = st.fleet.route(job.route).replicas
         return len(job.capacities) * st.trace.n_requests * (SERVE_S_PER_REQUEST + SERVE_S_PER_REPLICA * reps)
-    return job.est_cost / CACHE_COST_PER_S
+    return job.est_cost / (CACHE_COST_PER_S if st.spec.sample_rate is None else SAMPLED_COST_PER_S)
 
 
 def measure(st, actors: int) -> Size:
@@ -124,8 +128,7 @@ def measure(st, actors: int) -> Size:
     serving = st.fleet is not None
     results = len(st.curves) * len(st.caps)
     todo = results - sum(len(c.rows) for c in st.curves)
-    replays = (sum(len(j.capacities) for j in st.jobs) if serving else
-               round(sum(j.accesses for j in st.jobs) / max(1, st.trace.n_accesses)))
+    replays = sum(len(j.capacities) if serving else j.accesses for j in st.jobs)
     factor, basis = speed_factor(st.journal, kind(st))
     times = [predicted(st, j) * factor for j in st.jobs]
     n = max(1, min(actors, len(st.jobs)))
@@ -144,8 +147,9 @@ def speed_factor(journal, what: str) -> tuple[float, str]:
                 ratios.append(float(e["secs"]) / float(e["predicted_s"]))
     ratios = ratios[-RATE_HISTORY:]
     if not ratios:
-        rate = ("serve(): 3.1e-5 s per request + 1.0e-5 s per request and replica" if what == "serve"
-                else f"{CACHE_COST_PER_S:.2g} cost units a second")
+        rate = {"serve": "serve(): 3.1e-5 s per request + 1.0e-5 s per request and replica",
+                "cache": f"{CACHE_COST_PER_S:.2g} cost units a second",
+                "sampled": f"{SAMPLED_COST_PER_S:.2g} cost units a second sampled"}[what]
         return 1.0, f"the rates measured on the project's 2-core machine, {rate}; no sweep timed here yet"
     f = statistics.median(ratios)
     return f, (f"the replay rate of the last {counted(len(ratios), 'sweep')} here, {f:.2g}x the model's "

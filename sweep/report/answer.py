@@ -135,7 +135,7 @@ def router_verdicts(pts: Mapping[tuple, Mapping[str, Mapping[tuple, Row]]], slo:
 def router_sentence(reps: int, load: float, ats: Sequence[RouterAt], slo: Slo) -> str:
     """'8 replicas at 4x load: kv_router meets the SLO from 46.9GiB (1,000 blocks) per replica, with
     lru, p99 TTFT 1.82s there (9% under the 2s bound), reuse 0.2048, 16.86 points below the fleet
-    ceiling there; round_robin from 188GiB (4,000 blocks) (p99 TTFT 1.95s)'."""
+    ceiling there; round_robin from 188GiB (4,000 blocks) with lru, p99 TTFT 1.95s there (...)'."""
     head = f"{reps} replica{'s' if reps > 1 else ''} at {load:g}x load"
     best = ats[0]
     if reps == 1:  # no choice to make: the router's verdict would be an accident of tie-breaking
@@ -152,7 +152,7 @@ def router_sentence(reps: int, load: float, ats: Sequence[RouterAt], slo: Slo) -
     out = (f"{head}: {best.router} meets the SLO from {cap_text(p.row)} per replica, with {p.policy}, "
            f"{there(p.row, slo)}, reuse {_num(p.row, 'reuse_ratio'):.4f}"
            + (f", {gap:.2f} points below the fleet ceiling there" if gap == gap else ""))
-    rest = [f"{a.router} from {cap_text(a.pick.row)} with {a.pick.policy} ({there(a.pick.row, slo)})" if a.pick
+    rest = [f"{a.router} from {cap_text(a.pick.row)} with {a.pick.policy}, {there(a.pick.row, slo)}" if a.pick
             else f"{a.router} never meets it" + (f" (lowest p99 TTFT {seconds(_num(a.lowest, 'ttft_p99_s'))})"
                                                  if a.lowest is not None else "") for a in ats[1:]]
     return out + (f"; {'; '.join(rest)}" if rest else "")
