@@ -16,7 +16,9 @@ third from hour to hour, docs/performance.md). Without any, the model's own rate
   per second of one actor: CACHE_COST_PER_S for an exact replay (the bundled Mooncake
   trace, every policy at 65 capacities: 3.5e9 units in 361 CPU-s on the loaded machine),
   SAMPLED_COST_PER_S for a sampled one, whose replays carry a fixed cost beyond their
-  sampled accesses (the default study: 2.5e10 units in 286 CPU-s, docs/performance.md).
+  sampled accesses (the default study: 2.5e10 units in 286 CPU-s, docs/performance.md);
+- a policy solved over the whole trace (the ILP): SOLVE_S a capacity and cost model (about
+  a second on the bundled Mooncake trace, up to 20 s at its size limit: docs/analysis.md).
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from pathlib import Path
 import numba
 
 import sim_core.jit  # noqa: F401 - sets numba's cache directory for this source
+from sim_core import get_policy
 
 from .plan import counted
 
@@ -40,6 +43,7 @@ SERVE_S_PER_REQUEST = 3.1e-5
 SERVE_S_PER_REPLICA = 1.0e-5
 CACHE_COST_PER_S = 1.0e7
 SAMPLED_COST_PER_S = 8.0e7
+SOLVE_S = 5.0
 #: Ray's start and MLflow's runs before the first job, the report after the last (2 cores).
 FIXED_S = 25.0
 #: The first replays after a change to sim_core compile their engines (sim_core/jit.py):
@@ -119,6 +123,8 @@ def predicted(st, job) -> float:
     if job.load:
         reps = st.fleet.route(job.route).replicas
         return len(job.capacities) * st.trace.n_requests * (SERVE_S_PER_REQUEST + SERVE_S_PER_REPLICA * reps)
+    if get_policy(job.policy).solve is not None:  # not a replay: its time is the solver's, not the accesses'
+        return SOLVE_S * len(job.capacities)
     return job.est_cost / (CACHE_COST_PER_S if st.spec.sample_rate is None else SAMPLED_COST_PER_S)
 
 

@@ -22,7 +22,8 @@ from .sweeps import SweepTable
 
 
 #: the p99 table's cells: within the SLO, or not
-_CSS = "td.meets{background:#e6f4ea}td.misses{color:#8a8a8a}li.answer{font-size:1.1em;margin:.3em 0}"
+_CSS = ("td.meets{background:#e6f4ea}td.misses{color:#8a8a8a}li.answer{font-size:1.1em;margin:.3em 0}"
+        "table.p99 td:nth-child(3){text-align:right}")
 
 
 def is_serving(table: SweepTable) -> bool:
