@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 from omegaconf import OmegaConf
 
+from sim_core.catalog.capacity import human_gib
 from sim_core.serving import ROUTERS, Deployment, cannot_serve, deployment, served_lengths, slo_seconds
 from sim_core.serving.engines import as_engine
 from sim_core.serving.routers import get_router
@@ -315,11 +316,12 @@ def check_capacities(trace, caps, fl: Fleet) -> None:
     small = [c for c in caps if c.blocks < big]
     if small:
         r = int(np.argmax(need))
+        gib = big * small[0].gib / small[0].blocks  # the model's KV bytes per block, as the capacities were converted
         raise ConfigError(
-            f"capacity {', '.join(f'{c.label} ({c.blocks} blocks)' for c in small)} cannot hold request {r} "
-            f"({big} blocks of {trace.block_tokens} tokens with its output) in one replica's KV cache, so it could "
-            f"never run (fleet={fl.name}): the smallest capacity that holds every request is {big} blocks; drop the "
-            f"smaller ones from capacity.sizes")
+            f"capacity.sizes: {', '.join(f'{c.label} ({c.blocks:,} blocks)' for c in small)} cannot hold request {r} "
+            f"({big:,} blocks of {trace.block_tokens} tokens with its output) in one replica's KV cache, so it could "
+            f"never run (fleet={fl.name}): the smallest capacity that holds every request is {big:,} blocks "
+            f"({human_gib(gib, digits=3)}); drop the smaller ones from capacity.sizes or start it there")
 
 
 def variants(policies, fl: Fleet) -> list:

@@ -87,6 +87,7 @@ class SweepSchema:
     fail_fast: Any = False
     resume: Any = True
     dry_run: Any = False
+    yes: Any = False
     summary_points: int = 4
     log_level: str = "INFO"
 

@@ -92,8 +92,11 @@ def capacity_sentence(policy: str, rows: Sequence[Row], slo: Slo, said: bool = F
     what = "it" if said else f"the SLO ({slo.text()})"
     r = met_from(rows, slo)
     if r is not None:
+        p99 = _num(r, "ttft_p99_s")
+        under = f", {100.0 * (1.0 - p99 / slo.ttft_s):.0f}% under the bound" if slo.ttft_s == slo.ttft_s else ""
         return f"{policy}: meets {what} from {cap_text(r)} up" + (
-            " (the smallest capacity swept)" if r is min(rows, key=lambda x: _num(x, "capacity_blocks")) else "")
+            " (the smallest capacity swept)" if r is min(rows, key=lambda x: _num(x, "capacity_blocks")) else "") + \
+            f"; p99 TTFT {seconds(p99)} there{under}"
     some = [x for x in rows if slo.meets(x)]
     if some:
         return (f"{policy}: meets {what} only at {', '.join(cap_text(x) for x in some)}, not at the larger "
