@@ -30,13 +30,20 @@ def _interrupt(cwd: Path, when) -> tuple[subprocess.CompletedProcess, str]:
     mark = uuid.uuid4().hex
     p = subprocess.Popen([sys.executable, "-m", "sweep", *ARGS], cwd=cwd, env=_env(mark), stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
-    err, deadline = [], time.monotonic() + 300
+    # generous: on a loaded 2-core machine the first replays come minutes after the start
+    err, deadline, ready = [], time.monotonic() + 900, False
     while p.poll() is None and time.monotonic() < deadline:
         line = p.stderr.readline()
         err.append(line)
         if when("".join(err), cwd):
+            ready = True
             break
     assert p.poll() is None, "the sweep ended before a signal could land:\n" + "".join(err)[-3000:]
+    if not ready:  # a timeout is not an interruption at the point the test asks for
+        p.kill()
+        p.communicate(timeout=120)
+        _reap(mark)
+        raise AssertionError("the sweep did not reach the point to interrupt within 900 s:\n" + "".join(err)[-3000:])
     p.send_signal(signal.SIGINT)
     out, rest = p.communicate(timeout=120)
     assert _reap(mark) == [], "processes outlived the sweep"
