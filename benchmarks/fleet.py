@@ -21,7 +21,6 @@ ids) at 100,000 blocks, compiled first: its target is about a second (at most 2 
 """
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import time
@@ -35,7 +34,7 @@ from sim_core import ROUTERS, serve
 from sim_core.serving.ceiling import fleet_ceiling
 from sim_core.traces.loaders import load_trace
 
-from .serving import BUNDLED, interleaved, publish
+from .serving import SHAPE, interleaved, md_table, publish, replay_parser
 
 os.environ.setdefault("DYN_LOG", "error")  # Dynamo logs every routing decision at INFO
 PART1 = [(r, c, rt, s) for r in (2, 4, 8) for c in (4000, 16000) for rt in ("round_robin", "kv_router")
@@ -118,28 +117,24 @@ def _f(x, fmt):
 
 
 def tables(rows: list[dict], every: list[dict]) -> str:
-    out = ["| replicas | blocks | router | load | tool | reuse | TTFT mean (ms) | TTFT p99 (ms) | prefill imbalance | "
-           "regret (M tokens) | preemptions | wall (s) |", "|" + "|".join(["---"] * 12) + "|"]
-    for r in rows:
-        out.append(f"| {r['replicas']} | {r['blocks']:,} | {r['router']} | {r['speedup']:g}x | {r['tool']} | "
-                   f"{r['reuse']:.4f} | {r['ttft_mean_ms']:,.1f} | {r['ttft_p99_ms']:,.1f} | "
-                   f"{_f(r['prefill_imbalance'], '.3f')} | {r['regret_tokens'] / 1e6:.2f} | {r['preemptions']} | "
-                   f"{r['wall_s']:.2f} |")
-    out += ["", "| router (8 x 16,000, real time) | reuse | TTFT mean (ms) | TTFT p99 (ms) | busy imbalance | "
-            "Jain (busy) | regret (M tokens) | fleet ceiling | gap to ceiling | infinite cache |",
-            "|" + "|".join(["---"] * 10) + "|"]
-    for r in every:
-        out.append(f"| {r['router']} | {r['reuse']:.4f} | {r['ttft_mean_ms']:,.1f} | {r['ttft_p99_ms']:,.1f} | "
-                   f"{_f(r['busy_imbalance'], '.3f')} | {_f(r['jain_busy'], '.3f')} | {r['regret_tokens'] / 1e6:.2f} | "
-                   f"{_f(r['ceiling'], '.4f')} | {_f(r['ceiling'] - r['reuse'], '.4f')} | {_f(r['infinite'], '.4f')} |")
-    return "\n".join(out)
+    part1 = md_table(SHAPE + [
+        ("tool", lambda r: r["tool"]), ("reuse", lambda r: f"{r['reuse']:.4f}"),
+        ("TTFT mean (ms)", lambda r: f"{r['ttft_mean_ms']:,.1f}"), ("TTFT p99 (ms)", lambda r: f"{r['ttft_p99_ms']:,.1f}"),
+        ("prefill imbalance", lambda r: _f(r["prefill_imbalance"], ".3f")),
+        ("regret (M tokens)", lambda r: f"{r['regret_tokens'] / 1e6:.2f}"), ("preemptions", lambda r: f"{r['preemptions']}"),
+        ("wall (s)", lambda r: f"{r['wall_s']:.2f}")], rows)
+    routers = md_table([
+        ("router (8 x 16,000, real time)", lambda r: r["router"]), ("reuse", lambda r: f"{r['reuse']:.4f}"),
+        ("TTFT mean (ms)", lambda r: f"{r['ttft_mean_ms']:,.1f}"), ("TTFT p99 (ms)", lambda r: f"{r['ttft_p99_ms']:,.1f}"),
+        ("busy imbalance", lambda r: _f(r["busy_imbalance"], ".3f")), ("Jain (busy)", lambda r: _f(r["jain_busy"], ".3f")),
+        ("regret (M tokens)", lambda r: f"{r['regret_tokens'] / 1e6:.2f}"), ("fleet ceiling", lambda r: _f(r["ceiling"], ".4f")),
+        ("gap to ceiling", lambda r: _f(r["ceiling"] - r["reuse"], ".4f")),
+        ("infinite cache", lambda r: _f(r["infinite"], ".4f"))], every)
+    return part1 + "\n\n" + routers
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--trace", type=Path, default=BUNDLED, help="a Mooncake-format trace (512-token blocks)")
-    ap.add_argument("--reps", type=int, default=3, help="timed runs of each tool per configuration (median)")
-    ap.add_argument("--out", type=Path, default=None, help="write fleet.json and fleet.md here")
+    ap = replay_parser(__doc__, "fleet")
     ap.add_argument("--ceiling", action="store_true", help="time the fleet ceiling alone (no serving runs)")
     a = ap.parse_args(argv)
     if a.ceiling:

@@ -90,23 +90,40 @@ def interleaved(trace, path: Path, reps: int, configs, ours, dynamo) -> list[dic
     return rows
 
 
-def table(rows: list[dict]) -> str:
-    head = ("| replicas | blocks | router | load | tool | reuse | first-admission reuse | TTFT mean (ms) | "
-            "p50 | p99 | preemptions | wall (s) |")
-    out = [head, "|" + "|".join(["---"] * 12) + "|"]
-    for r in rows:
-        out.append(f"| {r['replicas']} | {r['blocks']:,} | {r['router']} | {r['speedup']:g}x | {r['tool']} | "
-                   f"{r['reuse']:.4f} | {r['first_reuse']:.4f} | {r['ttft_mean_ms']:,.1f} | {r['ttft_p50_ms']:,.1f} | "
-                   f"{r['ttft_p99_ms']:,.1f} | {r['preemptions']} | {r['wall_s']:.2f} |")
+def md_table(columns, rows) -> str:
+    """A markdown table: columns are (header, row -> cell text) pairs."""
+    out = ["| " + " | ".join(h for h, _ in columns) + " |", "|" + "|".join(["---"] * len(columns)) + "|"]
+    out += ["| " + " | ".join(cell(r) for _, cell in columns) + " |" for r in rows]
     return "\n".join(out)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+#: the columns every serving benchmark's rows start with (replicas, blocks, router, load)
+SHAPE = [("replicas", lambda r: f"{r['replicas']}"), ("blocks", lambda r: f"{r['blocks']:,}"),
+         ("router", lambda r: r["router"]), ("load", lambda r: f"{r['speedup']:g}x")]
+
+
+def table(rows: list[dict]) -> str:
+    return md_table(SHAPE + [
+        ("tool", lambda r: r["tool"]), ("reuse", lambda r: f"{r['reuse']:.4f}"),
+        ("first-admission reuse", lambda r: f"{r['first_reuse']:.4f}"),
+        ("TTFT mean (ms)", lambda r: f"{r['ttft_mean_ms']:,.1f}"), ("p50", lambda r: f"{r['ttft_p50_ms']:,.1f}"),
+        ("p99", lambda r: f"{r['ttft_p99_ms']:,.1f}"), ("preemptions", lambda r: f"{r['preemptions']}"),
+        ("wall (s)", lambda r: f"{r['wall_s']:.2f}")], rows)
+
+
+def replay_parser(doc: str, name: str, reps: int | None = 3,
+                  reps_help: str = "timed runs of each tool per configuration (median)") -> argparse.ArgumentParser:
+    """The options every replay benchmark takes: --trace, --reps (unless None), --out."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trace", type=Path, default=BUNDLED, help="a Mooncake-format trace (512-token blocks)")
-    ap.add_argument("--reps", type=int, default=3, help="timed runs of each tool per configuration (median)")
-    ap.add_argument("--out", type=Path, default=None, help="write serving.json and serving.md here")
-    a = ap.parse_args(argv)
+    if reps is not None:
+        ap.add_argument("--reps", type=int, default=reps, help=reps_help)
+    ap.add_argument("--out", type=Path, default=None, help=f"write {name}.json and {name}.md here")
+    return ap
+
+
+def main(argv=None) -> int:
+    a = replay_parser(__doc__, "serving").parse_args(argv)
     rows = run(a.trace, a.reps)
     publish(table(rows), rows, a.reps, a.out, "serving")
     return 0
