@@ -27,7 +27,8 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from sim_core.catalog.capacity import human_gib
-from sim_core.serving import ROUTERS, Deployment, cannot_serve, deployment, served_lengths, slo_seconds
+from sim_core.serving import (ROUTERS, Deployment, cannot_serve, deployment, measured_config, served_lengths,
+                              slo_seconds)
 from sim_core.serving.engines import as_engine
 from sim_core.serving.routers import get_router
 
@@ -41,7 +42,9 @@ log = logging.getLogger("sweep")
 
 #: the keys of conf/fleet/*.yaml
 KEYS = ("engine", "arrival_speedup", "max_num_seqs", "max_num_batched_tokens", "step_model", "slo_ttft",
-        "slo_tpot", "replicas", "router", "router_params")
+        "slo_tpot", "replicas", "router", "router_params", "model", "tp", "backend")
+#: the step models that time steps on a GPU (the hardware group names it)
+ON_A_GPU = ("roofline", "measured")
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,8 @@ class Fleet:
     slo: dict = dataclasses.field(default_factory=dict)  # {"ttft": "2s", "tpot": "100ms"}: the bounds given
     slo_ttft_s: float = math.nan
     slo_tpot_s: float = math.nan
-    hardware: dict | None = None  # the hardware mapping when the roofline times steps (else unused)
+    hardware: dict | None = None  # the hardware mapping when steps are timed on a GPU (ON_A_GPU; else unused)
+    model: str | None = None  # fleet.model: the Hugging Face model served (else the sweep's model group)
 
     @property
     def name(self) -> str:
@@ -105,6 +109,8 @@ class Fleet:
             d["router_params"] = r.params
         if self.hardware is not None:
             d["hardware"] = tuple(sorted(self.hardware.items()))
+        if self.model is not None:
+            d["model"] = self.model
         return (("fleet", tuple(sorted(d.items()))),)
 
     def deployment(self, route: Route | None = None, model=None) -> Deployment:
@@ -112,7 +118,8 @@ class Fleet:
         router, the engine with its overrides, the hardware, the model."""
         r = route or self.routes[0]
         return deployment(replicas=r.replicas, engine=dict(self.engine), router=r.router,
-                          router_params=dict(r.params) or None, hardware=self.hardware, model=model)
+                          router_params=dict(r.params) or None, hardware=self.hardware,
+                          model=self.model if self.model is not None else model)
 
     def serve_kwargs(self, route: Route | None = None, model=None) -> dict:
         """serve()'s keywords but the policy, capacity, load and seed, for one route: the
@@ -128,6 +135,7 @@ class Fleet:
         """'engine dynamo (max_num_seqs=64), dynamo step times, 1 replica': for titles."""
         over = ", ".join(f"{k}={v}" for k, v in self.engine.items() if k != "preset")
         hw = f", {self.hardware['part']}" if self.hardware else ""
+        hw += f", {self.model}" if self.model else ""
         routers = list(dict.fromkeys(r.router for r in self.routes))
         given = {r.router: r.given() for r in self.routes}
         named = ", ".join(r + (f" ({given[r]})" if given[r] else "") for r in routers)
@@ -147,7 +155,8 @@ class Fleet:
                 "fleet.router": r.router, **{f"fleet.router_params.{k}": v for k, v in r.params},
                 **{f"fleet.{k}": v for k, v in self.engine.items() if k != "preset"},
                 "fleet.slo_ttft": self.slo.get("ttft"), "fleet.slo_tpot": self.slo.get("tpot"),
-                **({"hardware": self.hardware.get("part")} if self.hardware else {})}
+                **({"hardware": self.hardware.get("part")} if self.hardware else {}),
+                **({"fleet.model": self.model} if self.model else {})}
 
     def tags(self, route: str) -> dict:
         """A serving curve's tags beyond its load: its router and replicas."""
@@ -236,6 +245,11 @@ def resolve(cfg, hardware: dict | None) -> Fleet | None:
             engine[k] = v
     if f.get("step_model") is not None:
         engine["step_model"] = str(f["step_model"])
+    tp = check_int(f.get("tp"), "fleet.tp", 1, allow_none=True, none_means="1")
+    if tp is not None:
+        engine["tp"] = tp
+    if f.get("backend") is not None:
+        engine["backend"] = str(f["backend"])
     try:
         eng = as_engine(engine)
     except ValueError as e:
@@ -250,12 +264,23 @@ def resolve(cfg, hardware: dict | None) -> Fleet | None:
                 raise ConfigError(str(e)) from None
             slo[k] = str(v)
     rts = routes(f)
-    if eng.step_model == "roofline" and hardware is None:
-        raise ConfigError(f"fleet={eng.name}: the roofline step model times steps on a GPU: pick one with "
+    if eng.step_model in ON_A_GPU and hardware is None:
+        raise ConfigError(f"fleet={eng.name}: the {eng.step_model} step model times steps on a GPU: pick one with "
                           f"hardware=h100_sxm (or h200, b200, gh200, l40s), or set fleet.step_model=dynamo")
-    return Fleet(engine=engine, step_model=eng.step_model, loads=_loads(f.get("arrival_speedup")),
-                 routes=rts, slo=slo, slo_ttft_s=secs.get("ttft", math.nan),
-                 slo_tpot_s=secs.get("tpot", math.nan), hardware=hardware if eng.step_model == "roofline" else None)
+    model = None if f.get("model") is None else str(f["model"])
+    if eng.step_model == "measured" and model is None:
+        raise ConfigError(f"fleet={eng.name}: the measured step model times a named model: set fleet.model to a "
+                          f"Hugging Face id (e.g. fleet.model=Qwen/Qwen3-30B-A3B)")
+    fl = Fleet(engine=engine, step_model=eng.step_model, loads=_loads(f.get("arrival_speedup")),
+               routes=rts, slo=slo, slo_ttft_s=secs.get("ttft", math.nan), slo_tpot_s=secs.get("tpot", math.nan),
+               hardware=hardware if eng.step_model in ON_A_GPU else None, model=model)
+    try:  # the model, the GPU and the data exist (aiconfigurator-core), before any job starts
+        dep = fl.deployment()
+        if eng.step_model == "measured":
+            measured_config(dep)
+    except (ValueError, ImportError) as e:
+        raise ConfigError(f"fleet: {str(e).replace('engine.', 'fleet.').replace('model=', 'fleet.model=')}") from None
+    return fl
 
 
 def setup(cfg, sp, overrides: list[str]):

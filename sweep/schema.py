@@ -49,7 +49,7 @@ OrderChoice = _choice("OrderChoice", [o.value for o in Order])
 PartialBlocksChoice = _choice("PartialBlocksChoice", PARTIAL_BLOCKS)
 EngineChoice = _choice("EngineChoice", ENGINES)  # fleet.engine: the serving engine presets
 # the step-time models a sweep takes (a measured profile needs its table: sim_core.serve directly)
-StepModelChoice = _choice("StepModelChoice", ("dynamo", "roofline"))
+StepModelChoice = _choice("StepModelChoice", ("dynamo", "roofline", "measured"))
 
 
 @dataclass
@@ -106,6 +106,9 @@ class FleetSchema:
     replicas: Any = None  # an integer or a list of them (an axis)
     router: Any = None  # a router of sim_core.ROUTERS or a list of them (an axis)
     router_params: Any = None  # router name -> its parameters
+    model: Any = None  # a Hugging Face model id (step_model=measured times it; its KV memory bounds the cache)
+    tp: Optional[int] = None  # tensor parallelism of each replica (GPUs per replica)
+    backend: Any = None  # whose measured data: vllm | sglang | trtllm (null: the preset's engine)
 
 
 @dataclass

@@ -275,3 +275,58 @@ def test_advise_reads_the_sweep_and_names_the_best_policy_where_it_sizes(swept, 
     quick = next(r for r in report["recommendations"] if r["topic"] == "quick_demotion")
     assert quick["verdict"].endswith("(under load)") and f"evict with {got['policy']}" in quick["action"] or (
         got["policy"] == "s3fifo" and "enable S3-FIFO" in quick["action"])
+
+
+def test_a_measured_fleet_names_its_model_gpu_and_parallelism(compose):
+    """fleet.step_model=measured: the deployment each job replays carries the model, the GPU
+    of the hardware group and fleet.tp; each is part of the results' key; what it lacks is
+    refused naming the key, before any job."""
+    from sweep.spec import resolve_counting
+
+    measured = [*BASE, "fleet=vllm", "fleet.step_model=measured"]
+
+    def fleet(*ov):
+        cfg = compose(*ov, *([] if any(o.startswith("hardware=") for o in ov) else ["hardware=h100_sxm"]))
+        return resolve_fleet(cfg, resolve_counting(cfg)[1])
+
+    fl = fleet(*measured, "fleet.model=Qwen/Qwen3-30B-A3B", "fleet.tp=2")
+    d = fl.deployment()
+    assert (d.gpu, d.model_ref.name, d.engine.tp, d.engine.step_model) == ("h100_sxm", "Qwen/Qwen3-30B-A3B", 2,
+                                                                          "measured")
+    assert "Qwen/Qwen3-30B-A3B" in fl.describe() and fl.params()["fleet.model"] == "Qwen/Qwen3-30B-A3B"
+    keys = {fl.key(1), fleet(*measured, "fleet.model=Qwen/Qwen3-30B-A3B").key(1),
+            fleet(*measured, "fleet.model=Qwen/Qwen3-32B", "fleet.tp=2").key(1),
+            fleet(*BASE, "fleet=vllm", "fleet.tp=2").key(1)}
+    assert len(keys) == 4  # tp, the model and the step model each make another result
+    for ov, field in ((["hardware=none", "fleet.model=Qwen/Qwen3-30B-A3B"], "hardware="),
+                      ([], "fleet.model"), (["fleet.model=nobody/nothing"], "nobody/nothing"),
+                      (["fleet.model=Qwen/Qwen3-30B-A3B", "fleet.backend=tgi"], "fleet.backend"),
+                      (["fleet.model=Qwen/Qwen3-30B-A3B", "fleet.tp=0"], "fleet.tp")):
+        with pytest.raises(ConfigError, match=re.escape(field)):
+            fleet(*measured, *ov)
+
+
+def test_a_measured_fleet_sweep_records_what_serve_gives(tmp_path, compose):
+    """One measured-step-time sweep (Qwen3-30B-A3B on two H100s per replica, vLLM's data):
+    its points in MLflow are sim_core.serve's with that deployment, step for step."""
+    from mlflow.tracking import MlflowClient
+
+    from sim_core.serving import deployment
+
+    db = tmp_path / "mlflow.db"
+    p = run_module(tmp_path, "trace=mooncake_conversation", "trace.max_requests=100", "policy=[lru]", "capacity=custom",
+                   "capacity.sizes=[300,1000]", "fleet=vllm", "fleet.step_model=measured", "hardware=h100_sxm",
+                   "fleet.model=Qwen/Qwen3-30B-A3B", "fleet.tp=2", "fleet.replicas=2", "cluster.num_cpus=1",
+                   f"tracking.uri=sqlite:///{db}")
+    assert p.returncode == 0, p.stderr[-4000:]
+    (run,) = child_runs(db)
+    assert run.data.params["fleet.model"] == "Qwen/Qwen3-30B-A3B" and run.data.params["fleet.tp"] == "2"
+    d = deployment(replicas=2, engine={"preset": "vllm", "step_model": "measured", "tp": 2}, hardware="h100_sxm",
+                   model="Qwen/Qwen3-30B-A3B")
+    first = load(compose("trace=mooncake_conversation", "trace.max_requests=100").trace, "mooncake_conversation")
+    want = [serve(first, "lru", b, deployment=d, seed=0) for b in (300, 1000)]
+    c = MlflowClient(f"sqlite:///{db}")
+    for key in ("ttft_p99_s", "tpot_mean_s", "reuse_ratio"):
+        got = sorted(c.get_metric_history(run.info.run_id, "curve/" + key), key=lambda m: m.step)
+        assert [m.value for m in got] == [float(getattr(w, key)) for w in want], key
+    assert want[0].step_model.startswith("measured: Qwen/Qwen3-30B-A3B on h100_sxm") and want[0].ttft_p99_s != want[1].ttft_p99_s
