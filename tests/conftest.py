@@ -6,7 +6,7 @@ stays on one worker, so its module-scoped fixtures (sweeps, traces) run once; a 
 that reads another's session fixture runs on that module's worker (SAME_WORKER; xdist's
 own --dist loadgroup cannot group here: it renames node ids, which pytest 9 ignores).
 Modules start heaviest first (HEAVY_FIRST), so that the light ones fill in at the end.
-With --jit-warmup (`make test`), the workers first compile the kernels many modules share,
+With --jit-warmup (not on by default), the workers first compile the kernels many modules share,
 each its own part (tests/jit_warmup.py), so that no two compile the same one.
 Every test process gets its own Ray temp directory (RAY_TMPDIR): local Ray instances of
 two workers never share /tmp/ray (session links, ray_current_cluster, which a bare
@@ -27,9 +27,13 @@ import pytest
 #: instances of its own; PYTEST_XDIST_AUTO_NUM_WORKERS overrides it
 MAX_WORKERS = 4
 
-#: test modules, most expensive first on a cold numba cache (measured: docs/performance.md,
-#: "The test suite"); the others follow in collection order
-HEAVY_FIRST: list[str] = []
+#: test modules, most expensive first (their summed durations in a cold run of the suite at
+#: 7172a8f: docs/performance.md, "The test suite"); the others follow in collection order
+HEAVY_FIRST: list[str] = [
+    "test_resume.py", "test_serving.py", "test_plan.py", "test_browser.py", "test_cluster_stack.py",
+    "test_benchmarks.py", "test_engine.py", "test_tiers.py", "test_browser_fleet.py", "test_issue35_defects.py",
+    "test_sweep_fleet.py", "test_sweep_tiers.py", "test_sweep_serving.py", "test_ceiling.py", "test_sweep_errors.py",
+    "test_analysis_cli.py", "test_bad_input.py", "test_docs_sizes.py", "test_sweep_partial.py", "test_weeks.py"]
 
 
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: pytest without xdist runs too
