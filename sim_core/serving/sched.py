@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from ..tiers.hierarchy import pack_last, tier_on
 from ..jit import hook_njit
+from .handoff import admit_prebuilt
 from .pool import allocate, available, grow, level, load, pin, register, release
 from .state import C_PREEMPT
 from .measured.step import measured_seconds
@@ -46,7 +47,10 @@ def _admit(st, cache, lo, reqs, q, r, budget, chunked, whole, bt, reserve, now):
     ADMIT_NO / ADMIT_BUG. `whole`: admit only if the blocks of all its known tokens fit
     (Dynamo's mocker), not only its first chunk's (vLLM). Its prefix found in HBM is
     reused, the blocks after it that a lower tier holds are loaded (vLLM's connector
-    extends the GPU hit), the rest computed."""
+    extends the GPU hit), the rest computed. A request that already holds blocks came
+    with its prompt's KV (a disaggregated decode replica: handoff.admit_prebuilt)."""
+    if reqs.nalloc[r] > 0:
+        return admit_prebuilt(st, cache, lo, reqs, q, r, budget, bt, reserve, now)
     s = reqs.offs[r]
     F = reqs.full[r]
     h = 0
