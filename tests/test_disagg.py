@@ -38,11 +38,11 @@ def test_lifecycle_of_one_request():
     # with it); at its end the KV is held, the idle decode replica reserves, the free
     # transfer completes and the destination activates at once, and the source is released
     # (the prefill replica is between passes). The decode replica's first pass is a decode
-    # that emits token 1; the request's 3 tokens take 3 decode passes. Its context counts
-    # the hidden token: 1001, 1002, 1003 tokens of 100 x 512.
+    # with nothing to compute that emits token 1 (the hidden token is not kept); the 3
+    # tokens take 3 decode passes over 1000, 1001, 1002 tokens of 100 x 512.
     r = one_one(trace([[1, 2]], [1000], [3]))
     t1 = prefill_ms(1000) / 1e3
-    steps = [decode_ms(n / (100 * 512)) / 1e3 for n in (1001, 1002, 1003)]
+    steps = [decode_ms(n / (100 * 512)) / 1e3 for n in (1000, 1001, 1002)]
     assert r.ttft_prefill_queue_s == 0 and r.ttft_prefill_s == pytest.approx(t1)
     assert r.ttft_handoff_wait_s == 0 and r.ttft_transfer_s == 0 and r.handoff_mean_s == 0
     assert r.ttft_first_decode_s == pytest.approx(steps[0])
@@ -52,7 +52,7 @@ def test_lifecycle_of_one_request():
     assert r.steps == 1 + 3 and r.prefill_replicas == 1 and r.replicas == 1
     assert [p["requests"] for p in r.per_replica] == [1, 1]
     assert r.per_replica[0]["prefilled_tokens"] == 1000 and r.per_replica[1]["prefilled_tokens"] == 0
-    assert r.per_replica[1]["decode_tokens"] == 3
+    assert r.per_replica[1]["decode_tokens"] == 3 and r.computed_tokens == 1000 + 2
     assert r.first_reuse_ratio == 0 and r.transfer_bytes == 0 and r.decode_resident_ratio == 0
 
 
@@ -106,31 +106,35 @@ def test_activation_waits_for_the_decode_replicas_pass_boundary():
 
 # ---------------------------------------------------------------- the transfer model
 def test_transfer_time_alone_and_on_a_shared_link():
-    # two 5,000-token prompts prefilled together (one pass) move at once: alone on the link
+    # two 3,000-token prompts prefilled together (one pass) move at once: alone on the link
     # each takes tokens x bytes / bandwidth; sharing it, each gets half, so twice as long
-    t = trace([[1, 2], [3, 4]], [5000, 5000], [2, 2])
-    T = 5000 * 98304 / 50e9
+    t = trace([[1, 2], [3, 4]], [3000, 3000], [2, 2])
+    T = 3000 * 98304 / 50e9
     x = {"bytes_per_token": 98304, "bandwidth_bps": 50e9}
     alone = one_one(t, kv_transfer=x)
     shared = one_one(t, kv_transfer={**x, "contention": True})
     assert alone.ttft_transfer_s == pytest.approx(T)
     assert shared.ttft_transfer_s == pytest.approx(2 * T)
-    assert alone.transfer_bytes == shared.transfer_bytes == 2 * 5000 * 98304
+    assert alone.transfer_bytes == shared.transfer_bytes == 2 * 3000 * 98304
     late = one_one(t, kv_transfer={**x, "latency_s": 0.003})
     assert late.ttft_transfer_s == pytest.approx(T + 0.003)
 
 
 def test_bytes_per_token_default_to_the_models():
     t = trace([[1, 2]], [1000], [2])
-    r = serve(t, "lru", 100, replicas=1, prefill_replicas=1, model="llama3_8b",
+    r = serve(t, "lru", 100, replicas=1, prefill_replicas=1, model="qwen3_coder_30b",
               kv_transfer={"bandwidth_bps": 1e9})
-    assert r.transfer_bytes == 1000 * 131072  # 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes
+    assert r.transfer_bytes == 1000 * 98304  # 48 layers x 4 KV heads x 128 x 2 (K, V) x 2 bytes
+    assert r.ttft_transfer_s == pytest.approx(1000 * 98304 / 1e9)
 
 
 # ---------------------------------------------------------------- the prefill pool
+N_MAX = 10  # requests of a drawn trace: one decode replica each
+
+
 @st.composite
 def _fleets(draw):
-    n = draw(st.integers(2, 14))
+    n = draw(st.integers(2, N_MAX))
     reqs = [draw(st.lists(st.integers(0, 6), min_size=1, max_size=4)) for _ in range(n)]
     bt = 4
     inputs = [len(b) * bt - draw(st.integers(0, bt - 1)) for b in reqs]
@@ -138,7 +142,7 @@ def _fleets(draw):
     arrivals = list(np.cumsum(gaps))
     cap = draw(st.integers(max(-(-i // bt) for i in inputs), 12))
     return (Trace.from_requests(reqs, arrivals, block_tokens=bt, input_tokens=inputs, output_tokens=[1] * n), cap,
-            draw(st.integers(1, 3)), draw(st.sampled_from(ROUTERS)), draw(st.sampled_from(["lru", "fifo", "s3fifo"])))
+            draw(st.sampled_from(ROUTERS)))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -150,11 +154,11 @@ def test_the_prefill_pool_reuses_what_an_aggregated_fleet_of_its_caches_does(cas
     # request (each idle when its request arrives) every source is released at the end of
     # its prefill pass, as the aggregated engine releases the finished request. So the two
     # reuse the same prompt tokens, and the aggregated TTFT is the prefill pool's part of it.
-    t, cap, P, router, policy = case
+    # (Two prefill replicas and LRU only: each fleet size and policy compiles the loop anew.)
+    t, cap, router = case
     kw = {"router_params": {"active_blocks": 1.0}} if router == "kv_router" else {}
-    agg = serve(t, policy, cap, replicas=P, router=router, **kw)
-    dis = serve(t, policy, 64, replicas=t.n_requests, prefill_replicas=P, prefill_capacity_blocks=cap, router=router,
-                **kw)
+    agg = serve(t, "lru", cap, replicas=2, router=router, **kw)
+    dis = serve(t, "lru", 64, replicas=N_MAX, prefill_replicas=2, prefill_capacity_blocks=cap, router=router, **kw)
     assert dis.first_reuse_ratio == agg.first_reuse_ratio and dis.reuse_ratio == agg.reuse_ratio
     assert dis.ttft_prefill_queue_s + dis.ttft_prefill_s == pytest.approx(agg.ttft_mean_s)
     # and the prefill pool never beats its fleet ceiling (docs/disagg.md)
@@ -198,11 +202,27 @@ def test_the_decode_routers_are_registered():
 
 # ---------------------------------------------------------------- against Dynamo 1.6.1
 # dynamo.replay.run_trace_replay on the bundled trace, num_prefill_workers / num_decode_workers
-# with {"engine": {"block_size": 512, "num_gpu_blocks": B, "worker_type": role, ...}}
-# (benchmarks/disagg.py reproduces these): (P, D, blocks, router, load, GB/s or None) ->
-# (reuse, TTFT mean ms, TTFT p99 ms, TPOT mean ms, handoff mean ms)
+# with {"engine": {"block_size": 512, "num_gpu_blocks": B, "worker_type": role,
+# "kv_transfer_bandwidth": GB/s, "kv_bytes_per_token": 98304}} (benchmarks/disagg.py runs the
+# same): (P, D, blocks, router, load, GB/s or None) -> (reuse, TTFT mean ms, TTFT p99 ms,
+# TPOT mean ms, handoff mean ms: destination_activated_ms - source_held_ms)
 DYNAMO = {
+    (2, 2, 16000, "round_robin", 1.0, None): (0.23079879588509794, 717.6397341414337, 3225.0388049994945,
+                                              6.125524668319106, 2.9132123362156856),
+    (2, 2, 16000, "round_robin", 1.0, 5.0): (0.23072807463616732, 958.4769890419265, 4196.343074800214,
+                                             6.121378850717498, 243.69786823421683),
+    (1, 1, 16000, "round_robin", 1.0, None): (0.2732527616181527, 1396.1969822892634, 5424.344865986146,
+                                              6.529908454888376, 3.239258957326906),
+    (2, 2, 4000, "round_robin", 4.0, 5.0): (0.11856770989464102, 225597.7463994716, 444977.71587242885,
+                                            12.149124475473236, 252.17401305632953),
+    (2, 2, 16000, "kv_router", 1.0, 50.0): (0.31042385005608975, 600.6367593914383, 2511.4279716021847,
+                                            6.1161763199675026, 32.133179618920366),
 }
+# relative tolerances (reuse, TTFT mean, TTFT p99, TPOT, handoff) and the handoff's absolute
+# one (ms): round robin is deterministic in both tools and agrees to 0.05% (the handoff, a
+# few ms, within 2%); Dynamo's KV router breaks ties at random, unseeded, so its runs and
+# ours differ by their tie-breaks (measured: reuse 0.1%, TTFT 1%)
+TOL = {"round_robin": ((1e-3, 2e-3, 2e-3, 2e-3, 0.05), 0.2), "kv_router": ((0.01, 0.03, 0.05, 5e-3, 0.1), 1.0)}
 
 
 @pytest.fixture(scope="module")
@@ -213,13 +233,11 @@ def bundled():
 @pytest.mark.parametrize("setting", list(DYNAMO))
 def test_dynamo_disaggregated_replay(bundled, setting):
     P, D, blocks, router, load, gbs = setting
-    reuse, ttft, p99, tpot, hand = DYNAMO[setting]
     x = {"bytes_per_token": 98304, "bandwidth_bps": gbs * 1e9} if gbs else None
     r = serve(bundled, "lru", blocks, replicas=D, prefill_replicas=P, router=router, engine="dynamo",
               arrival_speedup=load, kv_transfer=x)
-    tol = 0.002 if router == "round_robin" else 0.03  # Dynamo's KV router breaks ties at random
-    assert r.reuse_ratio == pytest.approx(reuse, rel=tol, abs=1e-4)
-    assert r.ttft_mean_s * 1e3 == pytest.approx(ttft, rel=5 * tol)
-    assert r.ttft_p99_s * 1e3 == pytest.approx(p99, rel=5 * tol)
-    assert r.tpot_mean_s * 1e3 == pytest.approx(tpot, rel=tol)
-    assert r.handoff_mean_s * 1e3 == pytest.approx(hand, rel=0.1, abs=0.5)
+    got = (r.reuse_ratio, r.ttft_mean_s * 1e3, r.ttft_p99_s * 1e3, r.tpot_mean_s * 1e3, r.handoff_mean_s * 1e3)
+    rel, hand_abs = TOL[router]
+    for name, g, want, tol in zip(("reuse", "TTFT mean", "TTFT p99", "TPOT", "handoff"), got, DYNAMO[setting], rel):
+        assert g == pytest.approx(want, rel=tol, abs=hand_abs if name == "handoff" else 0), (name, g, want)
+    assert r.preemptions == 0

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import numbers
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Mapping
 
 from ..catalog.gpus import GPUS, resolve_hardware
@@ -136,6 +136,8 @@ def deployment(*, replicas: int = 1, engine="dynamo", router: str = "round_robin
     eng = as_engine(engine)
     roles = disaggregation(prefill_replicas, prefill_engine, prefill_capacity_blocks, decode_router,
                            decode_router_params, kv_transfer, spec.name, eng, mdl)
+    if roles:
+        eng = dynamo_rounding(eng)
     if roles.get("prefill_replicas") and spec.name == "kv_router":  # Dynamo's prefill pool tracks no active blocks
         router_params = {"active_blocks": 0.0, **dict(router_params or {})}
     got = spec.resolve(router_params)
@@ -172,10 +174,19 @@ def disaggregation(prefill_replicas, prefill_engine, prefill_capacity_blocks, de
         raise ValueError(f"prefill_capacity_blocks must be a positive integer (None: capacity_blocks), got {cap!r}")
     dspec = get_decode_router(decode_router if decode_router is not None else dynamo_decode_router(router))
     dgot = dspec.resolve(decode_router_params)
-    return {"prefill_replicas": int(prefill_replicas), "prefill_engine": pre,
+    return {"prefill_replicas": int(prefill_replicas), "prefill_engine": pre and dynamo_rounding(pre),
             "prefill_capacity_blocks": None if cap is None else int(cap), "decode_router": dspec.name,
             "decode_router_params": tuple(sorted(dgot.items())),
             "kv_transfer": as_kv_transfer(kv_transfer, model.kv_bytes_per_token)}
+
+
+def dynamo_rounding(eng: ServeEngine) -> ServeEngine:
+    """A disaggregated fleet's engine with Dynamo's step model times prefills at Dynamo's
+    integer means (stepmodel.DYNAMO_OPTIONS round_means) unless told otherwise: which prefill
+    completes first decides the decode round robin, and a token's difference reorders it."""
+    if eng.step_model != "dynamo" or "round_means" in eng.step_params:
+        return eng
+    return replace(eng, step_params={**eng.step_params, "round_means": 1})
 
 
 def served_model(model) -> tuple[ModelConfig, object]:

@@ -24,7 +24,7 @@ def check_fits(prompt: np.ndarray, out: np.ndarray, cap_prefill: int, cap_decode
     """Each role's KV cache must hold its part of every request: a prefill replica the
     prompt, a decode replica the prompt and the output (ValueError naming the field)."""
     for what, cap, need in (("prefill_capacity_blocks", cap_prefill, -(-prompt // bt)),
-                            ("capacity_blocks", cap_decode, -(-(prompt + out) // bt))):
+                            ("capacity_blocks", cap_decode, -(-(prompt + out - 1) // bt))):
         big = np.flatnonzero(need > cap)
         if len(big):
             r = int(big[0])

@@ -23,8 +23,9 @@ engine/scheduler/vllm/core.rs (retry_pending_destinations, ReservedVllmDecode::a
 3. The transfer starts (transfer.py); with none configured it is instant.
 4. Activation waits for d's pass boundary: the moved blocks enter d's index, and the
    request joins d's waiting queue in reservation order, its prompt computed and its
-   hidden token counted as generated, so its first pass there is a decode that emits the
-   first visible token (TTFT = prefill queue + prefill + handoff + one decode step).
+   hidden token counted as generated (not kept), so its first pass there is a decode
+   with nothing to compute that emits the first visible token (TTFT = prefill queue +
+   prefill + handoff + one decode step).
 5. The source is released at p's next pass boundary: its blocks return to p's cache as
    cached, evictable blocks.
 Actions run in one FIFO per moment, after the passes that end then and the transfers
@@ -204,9 +205,9 @@ def _activate(ho, cache, lo, dreqs, queues, q, r, t, bt):
     ho.xpriv[q] -= dreqs.priv[r]
     cache.f[q, F_NOW] = t
     register(cache, lo, dreqs, q, r, 0, dreqs.prompt[r], bt, True)
-    dreqs.comp[r] = dreqs.prompt[r]
-    dreqs.ntok[r] = dreqs.prompt[r] + 1  # the prefill's hidden token: its KV is the first decode's work
-    dreqs.gen[r] = 1
+    dreqs.comp[r] = dreqs.prompt[r]  # caught up: its first pass here computes nothing and emits token 1
+    dreqs.ntok[r] = dreqs.prompt[r]
+    dreqs.gen[r] = 1  # the prefill's hidden token (dreqs.out counts it)
     _enqueue(queues, ho.order, q, r)
     cache.c[q, C_REQS] += 1
     if queues.wn[q] > cache.c[q, C_QPEAK]:

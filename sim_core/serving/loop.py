@@ -187,7 +187,8 @@ def run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, ss, router, v, sm_ki
                 cache.c[0, C_ERR] = ERR_STATE
                 return t
             if k == 0:
-                if queues.nrun[q] == 0:  # nothing runs and the head never fits
+                # nothing runs and the head never fits (a handoff's pinned blocks will be released)
+                if queues.nrun[q] == 0 and (P == 0 or cache.c[q, C_PINNED] == 0):
                     cache.c[0, C_ERR] = ERR_STALL
                     return t
                 continue
