@@ -6,6 +6,8 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kvsweep-installed
 # extra overrides for `make sweep`, e.g. make sweep ARGS="capacity=paper4 cluster.num_cpus=4"
 ARGS   ?=
+# pytest-xdist for `make test`/`test-full`; PARALLEL= runs the tests in one process
+PARALLEL ?= -n auto --dist loadfile
 
 .PHONY: setup sweep test test-full clean-results
 
@@ -20,13 +22,14 @@ $(STAMP): pyproject.toml
 sweep: setup
 	$(PY) -m sweep trace=freeinference policy=all $(ARGS)
 
-## fast tests (slow cross-checks excluded by pyproject's addopts)
+## fast tests (slow cross-checks excluded by pyproject's addopts), on every core (at most
+## 4 workers) with a test module on one worker: tests/conftest.py
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PARALLEL)
 
 ## every test, including those marked slow
 test-full: setup
-	$(PY) -m pytest -q -m ''
+	$(PY) -m pytest -q -m '' $(PARALLEL)
 
 ## remove local sweep results (mlflow.db and its artifacts) from this directory
 clean-results:

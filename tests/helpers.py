@@ -116,3 +116,16 @@ def require(what: str, missing: list[str], env: str) -> None:
     if os.environ.get(env) == "1":
         pytest.fail(f"{msg} ({env}=1 forbids skipping)", pytrace=False)
     pytest.skip(f"{msg} (set {env}=1 to make this a failure)")
+
+
+def libcachesim():
+    """libCacheSim's Python bindings (the `test` extra), the independent reference of the
+    cross-checks. Missing: those tests are skipped, or fail where
+    KVSWEEP_REQUIRE_REFERENCES=1 (.ci/run sets it); tests that do not compare with
+    libCacheSim never depend on it."""
+    try:
+        import libcachesim as lcs
+    except ImportError:
+        require("this libCacheSim cross-check", ["the Python package libcachesim (pip install -e '.[test]')"],
+                "KVSWEEP_REQUIRE_REFERENCES")
+    return lcs

@@ -19,7 +19,7 @@ from sim_core import Trace, simulate
 from sim_core.catalog.cost import cost_per_depth
 from sim_core.policies import get_policy
 from sim_core.policies.partial_node import radix_nodes
-from tests.helpers import engine_kw, mooncake_trace, session_trace
+from tests.helpers import engine_kw, libcachesim, mooncake_trace, session_trace
 
 MINE = ["random_compute", "partial_node", "lru_session", "random_compute_session", "s3fifo_compute"]
 COSTS = ["uniform", "linear", "qwen3_coder_30b"]
@@ -180,7 +180,7 @@ def _lcs(trace, policy, caps):
 
 
 def _check_against_libcachesim(trace, caps, exact=True):
-    pytest.importorskip("libcachesim")
+    libcachesim()
     lru = _lcs(trace, "lru", caps)
     rnd = _lcs(trace, "Random", caps)
     n = trace.n_accesses
@@ -313,7 +313,7 @@ def test_s3fifo_compute_ghost_readmits_to_main():
 
 def test_s3fifo_compute_near_libcachesim_s3fifo_under_uniform(sessions):
     # not the same main cache (RandomCompute vs 2-bit CLOCK), same quick demotion
-    pytest.importorskip("libcachesim")
+    libcachesim()
     caps = [100, 400, 1600, 6400]
     for cap, ref in zip(caps, _lcs(sessions, "s3fifo", caps)):
         assert abs(one(sessions, "s3fifo_compute", cap, mode="block").hit_ratio - ref) < 0.02

@@ -1,8 +1,9 @@
 """The sweep front door: planning, configuration, MLflow records and one end-to-end run.
 
-The end-to-end test runs `python -m sweep` once (module-scoped: Ray start-up is slow) on a
-small Mooncake-format trace and checks every curve in MLflow against sim_core.simulate
-called directly on the same file.
+The end-to-end test runs `python -m sweep` once (session-scoped, tests/conftest.py
+e2e_sweep: Ray start-up is slow, and tests/test_browser.py opens the same sweep in
+MLflow's UI) on a small Mooncake-format trace and checks every curve in MLflow against
+sim_core.simulate called directly on the same file.
 """
 from __future__ import annotations
 
@@ -328,9 +329,8 @@ def _write_mooncake(path: Path, n_sessions=30, turns=6, seed=3) -> None:
                                 "output_length": 10, "hash_ids": h}) + "\n")
 
 
-@pytest.fixture(scope="module")
-def e2e(tmp_path_factory):
-    d = tmp_path_factory.mktemp("e2e")
+def run_e2e(d: Path) -> dict:
+    """The end-to-end sweep in directory d: its process, the trace file and the store."""
     trace_path = d / "tiny_mooncake.jsonl"
     _write_mooncake(trace_path)
     db = d / "mlflow.db"
@@ -339,7 +339,12 @@ def e2e(tmp_path_factory):
            f"capacity.sizes={E2E_SIZES}", "cluster.num_cpus=2", f"tracking.uri=sqlite:///{db}"]
     proc = subprocess.run(cmd, cwd=d, capture_output=True, text=True, timeout=600,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
-    return {"proc": proc, "dir": d, "trace": trace_path, "uri": f"sqlite:///{db}"}
+    return {"proc": proc, "dir": d, "trace": trace_path, "uri": f"sqlite:///{db}", "db": db}
+
+
+@pytest.fixture(scope="module")
+def e2e(e2e_sweep):
+    return e2e_sweep
 
 
 def test_e2e_exits_cleanly_and_prints_the_ui_command(e2e):

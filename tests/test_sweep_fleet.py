@@ -117,22 +117,16 @@ def test_the_table_has_router_and_replicas_columns_and_the_best_router(swept, di
         assert f"against round_robin: p99 TTFT {pct:+.1f}%, reuse {pts:+.2f} points" in line
 
 
-def test_resume_reuses_every_result_and_another_route_is_another_key(swept):
+def test_another_process_finds_every_result_by_its_key(swept):
+    """The same sweep again, as a dry run in a new process: every (route, load, capacity)
+    key the first one journaled is found, nothing is left to run. (That another route,
+    router or router parameter is another key, and the defaults given are the same key:
+    test_routes_and_their_keys; a full resume against the store: tests/test_resume.py.)"""
     assert swept["proc"].returncode == 0, swept["proc"].stderr[-4000:]
-    n = len(ROUTERS) * len(REPLICAS) * len(LOADS)
-    again = run_module(swept["dir"], *_sweep_args(swept["db"]))
+    again = run_module(swept["dir"], *_sweep_args(swept["db"], "sweep.dry_run=true"))
     assert again.returncode == 0, again.stderr[-3000:]
-    assert f"resume: all {n * len(SIZES)} results" in again.stderr and "job 1/" not in again.stderr
-    assert again.stdout.split("work:")[0].strip() == swept["proc"].stdout.split("work:")[0].strip()
-    assert len(child_runs(swept["db"])) == n  # no duplicate runs
-    for other in (["fleet.replicas=3"], ["fleet.router=random"],
-                  ["fleet.router_params={least_loaded:{waiting_weight:1}}"]):
-        dry = run_module(swept["dir"], *_sweep_args(swept["db"], *other, "sweep.dry_run=true"))
-        assert dry.returncode == 0 and "nothing to run" not in dry.stdout, (other, dry.stderr[-2000:])
-    same = run_module(swept["dir"], *_sweep_args(swept["db"], "fleet.router=[least_loaded,round_robin]",
-                                           "fleet.router_params={least_loaded:{waiting_weight:4.0}}",
-                                           "sweep.dry_run=true"))
-    assert same.returncode == 0 and "nothing to run" in same.stdout  # the defaults, given: the same keys
+    assert "nothing to run" in again.stdout, again.stdout[-3000:]
+    assert len(child_runs(swept["db"])) == len(ROUTERS) * len(REPLICAS) * len(LOADS)  # nothing recorded
 
 
 def test_the_report_has_a_routing_section_computed_as_by_hand(swept, direct, tmp_path):
@@ -191,6 +185,13 @@ def test_routes_and_their_keys(compose):
     assert tuned.key(1, tuned.route("round_robin x2")) == fl.key(1, fl.route("round_robin x2"))
     assert tuned.deployment(tuned.route("least_loaded x2")).router_params == (("waiting_weight", 1.0),)
     assert tuned.deployment(tuned.route("round_robin x2")).router_params == ()
+    # another replica count or router is another key; least_loaded's defaults, given, are not
+    others = {resolve_fleet(compose(*BASE, *AXES, ov), None).key(1, r) for ov in ("fleet.replicas=3", "fleet.router=random")
+              for r in resolve_fleet(compose(*BASE, *AXES, ov), None).routes}
+    assert others.isdisjoint(fl.key(1, r) for r in fl.routes)
+    given = resolve_fleet(compose(*BASE, *AXES, "fleet.router=[least_loaded,round_robin]",
+                                  "fleet.router_params={least_loaded:{waiting_weight:4.0}}"), None)
+    assert {given.key(1, r) for r in given.routes} == {fl.key(1, r) for r in fl.routes}
     single = resolve_fleet(compose(*BASE), None)  # a parameterless router keeps the key it had
     assert dict(single.key(1)[0][1]).keys() == {"engine", "step_model", "arrival_speedup", "replicas", "router",
                                                 "slo_ttft_s", "slo_tpot_s"}

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim_core.serving import _step_model as step_model_of, served_lengths
-from sim_core.serving.stepmodel import step_seconds
+from sim_core.serving import served_lengths, step_model_of
+from sim_core.serving.stepmodel import prefill_seconds
 
 
 @dataclass(frozen=True)
@@ -61,11 +61,11 @@ def work(trace, engine, load: float) -> Work:
 def prefill_rate(dep, kv_tokens: int) -> float:
     """The most prompt tokens per second one replica of deployment `dep` can compute."""
     eng = dep.engine
-    sm = step_model_of(eng, int(kv_tokens), dep.hardware, dep.model).arrays()
+    sm = step_model_of(dep, int(kv_tokens))
     a = float(dep.model.flops_a)
     best = 0.0
     for t in range(1, int(eng.max_num_batched_tokens) + 1):
-        s = step_seconds(*sm, 1, t, t * a, float(t), 0, 0.0)
+        s = prefill_seconds(sm, t, a)
         if s > 0:
             best = max(best, t / s)
     return best if best > 0 else math.inf

@@ -40,7 +40,7 @@ from .stepmodel import dynamo_model, measured_model, profile_model, roofline_mod
 log = logging.getLogger(__name__)
 
 __all__ = ["Deployment", "ENGINES", "ROUTERS", "ServeEngine", "ServeResult", "deployment", "serve", "serve_metric_fields",
-           "slo_seconds"]
+           "slo_seconds", "step_model_of"]
 
 
 def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deployment | None = None,
@@ -281,6 +281,14 @@ def served_lengths(trace, eng: ServeEngine):
                     "(engine.default_output_tokens)", trace.name, assumed)
         out = np.full(trace.n_requests, assumed, np.int64)
     return prompt, np.maximum(out, 1), assumed
+
+
+def step_model_of(dep: Deployment, kv_tokens: int):
+    """The step-time model (stepmodel.StepModel) of one replica of `dep` whose KV cache holds
+    `kv_tokens` tokens (Dynamo's polynomial reads it)."""
+    eng = dep.engine
+    return _step_model(eng, kv_tokens, dep.hardware, dep.model,
+                       measured_config(dep) if eng.step_model == "measured" else None)
 
 
 def _step_model(eng: ServeEngine, kv_tokens: int, hw, mdl, mcfg=None):

@@ -30,6 +30,7 @@ from typing import Mapping
 import numpy as np
 
 from ..jit import inline_njit
+from .measured.step import prefill_ms
 
 KINDS = ("dynamo", "roofline", "profile", "measured")
 K_DYNAMO, K_ROOFLINE, K_PROFILE, K_MEASURED = range(4)
@@ -154,6 +155,15 @@ def profile_model(table: Mapping | str | Path) -> StepModel:
         raise ValueError(f"{where}: decode.ms must be {len(db)} rows of {len(dx)} non-negative numbers "
                          f"(one row per batch, one column per context)")
     return StepModel("profile", np.zeros(1), px, py, db, dx, dm, f"measured profile ({where})")
+
+
+def prefill_seconds(sm: StepModel, tokens: int, flops_per_token: float) -> float:
+    """Seconds of a step that prefills `tokens` new tokens of one request, nothing cached and
+    no decodes, under step model `sm` (`flops_per_token`: the model's FLOPs per token, which
+    the roofline reads)."""
+    if sm.kind == "measured":
+        return float(prefill_ms(sm.params, int(tokens))) * 1e-3
+    return float(step_seconds(*sm.arrays(), 1, int(tokens), tokens * flops_per_token, float(tokens), 0, 0.0))
 
 
 def measured_model(cfg, composition: str = "fused") -> StepModel:

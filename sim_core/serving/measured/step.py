@@ -159,6 +159,12 @@ def _beyond(b, need, p, ob, ol, n):
 
 
 @inline_njit
+def prefill_ms(p, n):
+    """A pass of one prefill chunk of n new tokens, nothing cached (the fused composition's)."""
+    return _shared(p, float(n)) + _ctx_attn(p, 1.0, float(n), 0.0)
+
+
+@inline_njit
 def measured_seconds(p, reqs, queues, q):
     """(seconds, flags) of replica q's scheduled step. A request is a decode when it has
     generated, is given one token (none: its prompt's KV came by transfer) and ends the
