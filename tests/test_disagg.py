@@ -155,9 +155,12 @@ def test_the_prefill_pool_reuses_what_an_aggregated_fleet_of_its_caches_does(cas
     # its prefill pass, as the aggregated engine releases the finished request. So the two
     # reuse the same prompt tokens, and the aggregated TTFT is the prefill pool's part of it.
     # (Two prefill replicas and LRU only: each fleet size and policy compiles the loop anew.)
+    # A disaggregated fleet times prefills at Dynamo's integer means (docs/disagg.md): the
+    # aggregated one is given the same step model.
     t, cap, router = case
     kw = {"router_params": {"active_blocks": 1.0}} if router == "kv_router" else {}
-    agg = serve(t, "lru", cap, replicas=2, router=router, **kw)
+    agg = serve(t, "lru", cap, replicas=2, router=router, engine={"preset": "dynamo", "step_params": {"round_means": 1}},
+                **kw)
     dis = serve(t, "lru", 64, replicas=N_MAX, prefill_replicas=2, prefill_capacity_blocks=cap, router=router, **kw)
     assert dis.first_reuse_ratio == agg.first_reuse_ratio and dis.reuse_ratio == agg.reuse_ratio
     assert dis.ttft_prefill_queue_s + dis.ttft_prefill_s == pytest.approx(agg.ttft_mean_s)
