@@ -3,6 +3,7 @@ NVIDIA Dynamo 1.6.1's disaggregated replay, same trace and settings, one run.
 
     python -m benchmarks.disagg --part speed --reps 3        # 2+2 and 4+4, both routers: timings
     python -m benchmarks.disagg --part compare               # the docs' grid, both tools
+    python -m benchmarks.disagg --part compare --grid subset # 48 of its settings (docs/disagg.md)
     python -m benchmarks.disagg --part equal                 # aggregated against disaggregated, ours
     python -m benchmarks.disagg --part decode                # the decode routers, ours
     python -m benchmarks.disagg --part all --out bench_results/disagg
@@ -41,6 +42,11 @@ BPT = 98304  # KV bytes per token of the comparison (Dynamo's example value)
 SHAPES = ((1, 1), (2, 2), (4, 4), (2, 6), (6, 2))
 GRID = [(p, d, b, rt, x, g) for p, d in SHAPES for b in (4000, 16000) for rt in ("round_robin", "kv_router")
         for x in (1.0, 4.0) for g in (None, 50.0, 5.0)]
+# the subset a shared two-core machine runs in a few minutes (docs/disagg.md): every shape,
+# capacity and router at real time free and at 4x over 5 GB/s, plus 50 GB/s on 2:2 and 4:4
+SUBSET = ([(p, d, b, rt, 1.0, None) for p, d in SHAPES for b in (4000, 16000) for rt in ("round_robin", "kv_router")]
+          + [(p, d, b, rt, 4.0, 5.0) for p, d in SHAPES for b in (4000, 16000) for rt in ("round_robin", "kv_router")]
+          + [(p, p, 16000, rt, x, 50.0) for p in (2, 4) for rt in ("round_robin", "kv_router") for x in (1.0, 4.0)])
 SPEED = [(p, p, 16000, rt, 1.0, None) for p in (2, 4) for rt in ("round_robin", "kv_router")]
 SLO = {"ttft": "2s", "tpot": "20ms"}
 
@@ -92,6 +98,7 @@ def both(trace, path: Path, reps: int, configs) -> list[dict]:
         for tool, m in got.items():
             rows.append({"prefill": cfg[0], "decode": cfg[1], "blocks": cfg[2], "router": cfg[3], "speedup": cfg[4],
                          "gbs": cfg[5], "tool": tool, **m, "wall_s": float(np.median(walls[tool]))})
+            print(table(rows[-1:]).splitlines()[-1], flush=True)  # progress: a long grid keeps what it ran
     return rows
 
 
@@ -160,13 +167,16 @@ def main(argv=None) -> int:
     ap.add_argument("--trace", type=Path, default=BUNDLED, help="a Mooncake-format trace (512-token blocks)")
     ap.add_argument("--part", choices=("speed", "compare", "equal", "decode", "all"), default="speed")
     ap.add_argument("--reps", type=int, default=3, help="timed runs of each tool per configuration (median)")
+    ap.add_argument("--grid", choices=("full", "subset"), default="full",
+                    help="compare: the whole grid (120 settings) or SUBSET (48)")
     ap.add_argument("--out", type=Path, default=None, help="write disagg_<part>.json and .md here")
     a = ap.parse_args(argv)
     trace = load_trace(a.trace)
     parts = ("speed", "compare", "equal", "decode") if a.part == "all" else (a.part,)
     for part in parts:
         if part in ("speed", "compare"):
-            rows = both(trace, a.trace, a.reps if part == "speed" else 1, SPEED if part == "speed" else GRID)
+            grid = SUBSET if a.grid == "subset" else GRID
+            rows = both(trace, a.trace, a.reps if part == "speed" else 1, SPEED if part == "speed" else grid)
             publish(table(rows), rows, a.reps if part == "speed" else 1, a.out, f"disagg_{part}")
         elif part == "equal":
             rows, flips = equal_gpus(trace)
