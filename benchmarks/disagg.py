@@ -117,9 +117,29 @@ def table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+def side_by_side(rows: list[dict]) -> str:
+    """The compare grid as the docs print it: each figure ours / Dynamo's on one row."""
+    key = ("prefill", "decode", "blocks", "router", "speedup", "gbs")
+    dyn = {tuple(r[k] for k in key): r for r in rows if r["tool"] == "dynamo"}
+    out = ["| P:D | blocks | router | load | transfer | reuse | TTFT mean (ms) | TTFT p99 (ms) | TPOT (ms) | "
+           "handoff (ms) |", "|" + "|".join(["---"] * 10) + "|"]
+    figs = (("reuse", ".4f"), ("ttft_mean_ms", ",.1f"), ("ttft_p99_ms", ",.1f"), ("tpot_ms", ".3f"),
+            ("handoff_ms", ",.2f"))
+    for r in rows:
+        if r["tool"] != "ours":
+            continue
+        d = dyn.get(tuple(r[k] for k in key), {})
+        x = "free" if not r["gbs"] else f"{r['gbs']:g} GB/s"
+        cells = [f"{_f(r[f], fmt)} / {_f(d.get(f), fmt) or '-'}" for f, fmt in figs]
+        out.append(f"| {r['prefill']}:{r['decode']} | {r['blocks']:,} | {r['router']} | {r['speedup']:g}x | {x} | "
+                   + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 def equal_gpus(trace) -> tuple[list[dict], list[dict]]:
     """Aggregated R against disaggregated P:D with P + D = R, 16,000 blocks, kv_router, at
-    each load; then, for 2:2 against 4 at 4x load, the bandwidth where the better changes."""
+    each load; then, for the best disaggregated shape at 4x load (3:1 against 4, 6:2 against
+    8), the transfer bandwidth below which the aggregated fleet wins."""
     rows = []
     for n, shapes in ((4, ((0, 4), (1, 3), (2, 2), (3, 1))), (8, ((0, 8), (2, 6), (4, 4), (6, 2)))):
         for x in (1.0, 2.0, 4.0):
@@ -127,9 +147,12 @@ def equal_gpus(trace) -> tuple[list[dict], list[dict]]:
                 m, _ = ours(trace, p, d, 16000, "kv_router", x, None if p else None)
                 rows.append({"gpus": n, "shape": f"{p}:{d}" if p else f"{d}", "speedup": x, **m})
     flips = []
-    for gbs in (0.5, 1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0):
-        m, _ = ours(trace, 2, 2, 16000, "kv_router", 4.0, gbs)
-        flips.append({"gbs": gbs, **m})
+    for n, (p, d) in ((4, (3, 1)), (8, (6, 2))):
+        agg = next(r for r in rows if r["gpus"] == n and r["shape"] == str(n) and r["speedup"] == 4.0)
+        for gbs in (0.5, 1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0):
+            m, _ = ours(trace, p, d, 16000, "kv_router", 4.0, gbs)
+            flips.append({"gbs": gbs, "shape": f"{p}:{d}", "gpus": n, "agg_goodput": agg["goodput"],
+                          "agg_ttft_p99_ms": agg["ttft_p99_ms"], **m})
     return rows, flips
 
 
@@ -142,9 +165,12 @@ def equal_tables(rows, flips) -> str:
         out.append(f"| {r['gpus']} | {r['shape']} | {r['speedup']:g}x | {r['reuse']:.4f} | {r['ttft_mean_ms']:,.1f} | "
                    f"{r['ttft_p99_ms']:,.1f} | {r['tpot_ms']:.3f} | {r['goodput']:.4f} | "
                    f"{'yes' if best is r else ''} |")
-    out += ["", "| transfer (GB/s) | 2:2 TTFT p99 (ms) | 2:2 goodput | handoff (ms) |", "|---|---|---|---|"]
+    out += ["", "| GPUs | shape (4x) | transfer (GB/s) | handoff (ms) | TTFT p99 (ms) | goodput | aggregated TTFT p99 "
+                "(ms) | aggregated goodput | better |", "|" + "|".join(["---"] * 9) + "|"]
     for r in flips:
-        out.append(f"| {r['gbs']:g} | {r['ttft_p99_ms']:,.1f} | {r['goodput']:.4f} | {r['handoff_ms']:,.1f} |")
+        win = "disaggregated" if r["goodput"] > r["agg_goodput"] else "aggregated"
+        out.append(f"| {r['gpus']} | {r['shape']} | {r['gbs']:g} | {r['handoff_ms']:,.1f} | {r['ttft_p99_ms']:,.1f} | "
+                   f"{r['goodput']:.4f} | {r['agg_ttft_p99_ms']:,.1f} | {r['agg_goodput']:.4f} | {win} |")
     return "\n".join(out)
 
 
@@ -177,7 +203,8 @@ def main(argv=None) -> int:
         if part in ("speed", "compare"):
             grid = SUBSET if a.grid == "subset" else GRID
             rows = both(trace, a.trace, a.reps if part == "speed" else 1, SPEED if part == "speed" else grid)
-            publish(table(rows), rows, a.reps if part == "speed" else 1, a.out, f"disagg_{part}")
+            md = table(rows) if part == "speed" else side_by_side(rows)
+            publish(md, rows, a.reps if part == "speed" else 1, a.out, f"disagg_{part}")
         elif part == "equal":
             rows, flips = equal_gpus(trace)
             publish(equal_tables(rows, flips), {"shapes": rows, "bandwidth": flips}, 1, a.out, "disagg_equal")
