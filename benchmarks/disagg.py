@@ -35,7 +35,7 @@ import numpy as np
 from sim_core import serve
 from sim_core.traces.loaders import load_trace
 
-from .serving import BUNDLED, have_dynamo, publish
+from .serving import BUNDLED, interleaved, publish
 
 os.environ.setdefault("DYN_LOG", "error")  # Dynamo logs every routing decision at INFO
 BPT = 98304  # KV bytes per token of the comparison (Dynamo's example value)
@@ -82,24 +82,12 @@ def dynamo(path: Path, P, D, blocks, router, speedup, gbs) -> tuple[dict, float]
 
 
 def both(trace, path: Path, reps: int, configs) -> list[dict]:
-    """One row per (configuration, tool), `reps` interleaved runs, the median wall time."""
-    with_dynamo = have_dynamo()
-    ours(trace, 2, 2, 16000, "round_robin", 1.0, None)  # JIT: compiled (or loaded) before timing
-    rows = []
-    for cfg in configs:
-        walls: dict[str, list] = {"ours": [], "dynamo": []}
-        got: dict[str, dict] = {}
-        for _ in range(reps):  # interleaved, so drift in the machine's speed hits both
-            got["ours"], w = ours(trace, *cfg)
-            walls["ours"].append(w)
-            if with_dynamo:
-                got["dynamo"], w = dynamo(path, *cfg)
-                walls["dynamo"].append(w)
-        for tool, m in got.items():
-            rows.append({"prefill": cfg[0], "decode": cfg[1], "blocks": cfg[2], "router": cfg[3], "speedup": cfg[4],
-                         "gbs": cfg[5], "tool": tool, **m, "wall_s": float(np.median(walls[tool]))})
-            print(table(rows[-1:]).splitlines()[-1], flush=True)  # progress: a long grid keeps what it ran
-    return rows
+    """One row per (configuration, tool), `reps` interleaved runs, the median wall time;
+    each row printed as it is run (a long grid keeps what it ran)."""
+    return interleaved(trace, path, reps, configs, ours, dynamo,
+                       fields=("prefill", "decode", "blocks", "router", "speedup", "gbs"),
+                       warm=lambda: ours(trace, 2, 2, 16000, "round_robin", 1.0, None),
+                       progress=lambda row: print(table([row]).splitlines()[-1], flush=True))
 
 
 def _f(x, fmt):

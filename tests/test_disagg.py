@@ -13,19 +13,7 @@ from sim_core import ROUTERS, Trace, serve
 from sim_core.serving.decode_routers import DECODE_ROUTERS
 from sim_core.traces.loaders import load_trace
 from tests.helpers import SHARED_MOONCAKE
-
-
-def prefill_ms(T):  # Dynamo's mocker polynomial (lib/mocker/src/common/perf_model.rs)
-    return 4.209989e-7 * T * T + 1.518344e-2 * T + 16.50142
-
-
-def decode_ms(u):
-    return max(1.0, -25.74 * u * u + 54.01 * u + 5.74)
-
-
-def trace(reqs, inputs, outputs, arrivals=None, bt=512):
-    return Trace.from_requests(reqs, arrivals if arrivals is not None else [0.0] * len(reqs), block_tokens=bt,
-                               input_tokens=inputs, output_tokens=outputs)
+from tests.test_serving import decode_ms, prefill_ms, trace  # Dynamo's polynomial, written out by hand
 
 
 def one_one(t, cap=100, **kw):
