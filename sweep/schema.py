@@ -105,6 +105,7 @@ class FleetSchema:
     replicas: Any = None  # an integer or a list of them (an axis)
     router: Any = None  # a router of sim_core.ROUTERS or a list of them (an axis)
     router_params: Any = None  # router name -> its parameters
+    prefill_replicas: Any = None  # 0 (aggregated), a count of prefill replicas, or a list of them (an axis)
 
 
 @dataclass

@@ -241,3 +241,26 @@ def test_dynamo_disaggregated_replay(bundled, setting):
     for name, g, want, tol in zip(("reuse", "TTFT mean", "TTFT p99", "TPOT", "handoff"), got, DYNAMO[setting], rel):
         assert g == pytest.approx(want, rel=tol, abs=hand_abs if name == "handoff" else 0), (name, g, want)
     assert r.preemptions == 0
+
+
+# ---------------------------------------------------------------- the sweep's shape axis
+def test_the_sweep_takes_the_deployments_shape_as_an_axis():
+    from sweep.config import ConfigError
+    from sweep.fleet import Fleet, Route, routes
+    from sweep.report.slo import route_of
+
+    rts = routes({"replicas": [2, 4], "router": "kv_router", "prefill_replicas": [0, 2]})
+    assert [r.label for r in rts] == ["kv_router x2", "kv_router x4", "kv_router 2:2", "kv_router 2:4"]
+    fl = Fleet(engine={"preset": "dynamo"}, step_model="dynamo", loads=(1.0,), routes=rts)
+    # an aggregated route keeps the key it had before roles existed; a disaggregated one differs
+    assert fl.key(1.0, rts[0]) == fl.key(1.0, Route(2, "kv_router", rts[0].params))
+    assert fl.key(1.0, rts[2]) != fl.key(1.0, rts[0])
+    dep = fl.deployment(rts[2])
+    assert dep.prefill_replicas == 2 and dep.replicas == 2 and dep.decode_router == "load" and dep.gpus == 4
+    assert fl.params(rts[2].label)["fleet.prefill_replicas"] == 2 and "fleet.prefill_replicas" not in fl.params()
+    # the report puts 2:2 beside the aggregated fleet of four engines; a row from before roles is aggregated
+    assert route_of({"router": "kv_router", "replicas": 2, "prefill_replicas": 2}) == ("kv_router 2:2", 4)
+    assert route_of({"router": "kv_router", "replicas": 4}) == route_of({"router": "kv_router", "replicas": 4,
+                                                                          "prefill_replicas": 0}) == ("kv_router", 4)
+    with pytest.raises(ConfigError, match="fleet.prefill_replicas"):
+        routes({"replicas": 2, "prefill_replicas": -1})
