@@ -67,13 +67,18 @@ def run(path: Path, reps: int, configs=CONFIGS) -> list[dict]:
     return interleaved(load_trace(path), path, reps, configs, ours, dynamo)
 
 
-def interleaved(trace, path: Path, reps: int, configs, ours, dynamo) -> list[dict]:
+def interleaved(trace, path: Path, reps: int, configs, ours, dynamo, fields=("replicas", "blocks", "router", "speedup"),
+                warm=None, progress=None) -> list[dict]:
     """One row per (configuration, tool): `ours(trace, *cfg)` and, when installed,
     `dynamo(path, *cfg)`, each -> (metrics, wall s), run `reps` times interleaved; the
-    median wall time."""
+    median wall time. A row names the configuration by `fields`; `warm()` compiles ours
+    before timing (default: once per replica count); `progress(row)` sees each row."""
     both = have_dynamo()
-    for n in sorted({c[0] for c in configs}):  # JIT: compiled (or loaded) per replica count before timing
-        ours(trace, n, max(c[1] for c in configs), "round_robin", 1.0)
+    if warm is not None:
+        warm()
+    else:
+        for n in sorted({c[0] for c in configs}):  # JIT: compiled (or loaded) per replica count before timing
+            ours(trace, n, max(c[1] for c in configs), "round_robin", 1.0)
     rows = []
     for cfg in configs:
         walls: dict[str, list] = {"ours": [], "dynamo": []}
@@ -85,8 +90,9 @@ def interleaved(trace, path: Path, reps: int, configs, ours, dynamo) -> list[dic
                 got["dynamo"], w = dynamo(path, *cfg)
                 walls["dynamo"].append(w)
         for tool, m in got.items():
-            rows.append({"replicas": cfg[0], "blocks": cfg[1], "router": cfg[2], "speedup": cfg[3], "tool": tool,
-                         **m, "wall_s": statistics.median(walls[tool])})
+            rows.append({**dict(zip(fields, cfg)), "tool": tool, **m, "wall_s": statistics.median(walls[tool])})
+            if progress is not None:
+                progress(rows[-1])
     return rows
 
 

@@ -42,7 +42,7 @@ log = logging.getLogger("sweep")
 
 #: the keys of conf/fleet/*.yaml
 KEYS = ("engine", "arrival_speedup", "max_num_seqs", "max_num_batched_tokens", "step_model", "slo_ttft",
-        "slo_tpot", "replicas", "router", "router_params", "model", "tp", "backend")
+        "slo_tpot", "replicas", "router", "router_params", "prefill_replicas", "model", "tp", "backend")
 #: the step models that time steps on a GPU (the hardware group names it)
 ON_A_GPU = ("roofline", "measured")
 
@@ -50,16 +50,20 @@ ON_A_GPU = ("roofline", "measured")
 @dataclass(frozen=True)
 class Route:
     """One shape of the fleet: `replicas` engines behind `router`, with the router's
-    parameters (defaults filled in, as sorted (name, value) pairs)."""
+    parameters (defaults filled in, as sorted (name, value) pairs); with `prefill` > 0
+    a disaggregated fleet, `prefill` prefill replicas behind the router handing off to
+    `replicas` decode replicas (docs/disagg.md)."""
 
     replicas: int = 1
     router: str = BASELINE
     params: tuple = ()
+    prefill: int = 0
 
     @property
     def label(self) -> str:
-        """'kv_router x8': how curve labels, run names and tables name it."""
-        return f"{self.router} x{self.replicas}"
+        """'kv_router x8', or 'kv_router 2:6' disaggregated: how curve labels, run names and
+        tables name it."""
+        return f"{self.router} {self.prefill}:{self.replicas}" if self.prefill else f"{self.router} x{self.replicas}"
 
     def given(self) -> str:
         """'overlap_weight=2': the parameters that differ from the router's defaults."""
@@ -107,6 +111,8 @@ class Fleet:
              "slo_tpot_s": None if math.isnan(self.slo_tpot_s) else self.slo_tpot_s}
         if r.params:
             d["router_params"] = r.params
+        if r.prefill:  # only then: an aggregated route keeps the key it had before roles existed
+            d["prefill_replicas"] = r.prefill
         if self.hardware is not None:
             d["hardware"] = tuple(sorted(self.hardware.items()))
         if self.model is not None:
@@ -119,7 +125,7 @@ class Fleet:
         r = route or self.routes[0]
         return deployment(replicas=r.replicas, engine=dict(self.engine), router=r.router,
                           router_params=dict(r.params) or None, hardware=self.hardware,
-                          model=self.model if self.model is not None else model)
+                          model=self.model if self.model is not None else model, prefill_replicas=r.prefill)
 
     def serve_kwargs(self, route: Route | None = None, model=None) -> dict:
         """serve()'s keywords but the policy, capacity, load and seed, for one route: the
@@ -146,6 +152,9 @@ class Fleet:
         else:
             fleet = (f"{'/'.join(map(str, reps))} replicas behind {'a ' if len(routers) == 1 else ''}"
                      f"{named} router{'s' if len(routers) > 1 else ''}")
+        pre = sorted({r.prefill for r in self.routes})
+        if pre != [0]:  # disaggregated shapes swept: the replicas above are the decode ones
+            fleet += f", {'/'.join(map(str, pre))} prefill replicas"
         return f"engine {self.name}{f' ({over})' if over else ''}, {self.step_model} step times{hw}, {fleet}"
 
     def params(self, route: str = "") -> dict:
@@ -153,6 +162,7 @@ class Fleet:
         r = self.route(route)
         return {"fleet.engine": self.name, "fleet.step_model": self.step_model, "fleet.replicas": r.replicas,
                 "fleet.router": r.router, **{f"fleet.router_params.{k}": v for k, v in r.params},
+                **({"fleet.prefill_replicas": r.prefill} if r.prefill else {}),
                 **{f"fleet.{k}": v for k, v in self.engine.items() if k != "preset"},
                 "fleet.slo_ttft": self.slo.get("ttft"), "fleet.slo_tpot": self.slo.get("tpot"),
                 **({"hardware": self.hardware.get("part")} if self.hardware else {}),
@@ -161,7 +171,8 @@ class Fleet:
     def tags(self, route: str) -> dict:
         """A serving curve's tags beyond its load: its router and replicas."""
         r = self.route(route)
-        return {"router": r.router, "replicas": str(r.replicas)}
+        return {"router": r.router, "replicas": str(r.replicas), **({"prefill_replicas": str(r.prefill)} if r.prefill
+                                                                      else {})}
 
 
 def _plain(node) -> Any:
@@ -190,9 +201,10 @@ def _axis(raw, key: str) -> list:
 
 
 def routes(f: dict) -> tuple:
-    """fleet.replicas x fleet.router (each a scalar or a list), with fleet.router_params
-    (router name -> its parameters), checked: every Route, routers as given, replicas
-    ascending. ConfigError names the field."""
+    """fleet.replicas x fleet.router x fleet.prefill_replicas (each a scalar or a list), with
+    fleet.router_params (router name -> its parameters), checked: every Route, routers as
+    given, prefill then replicas ascending (prefill 0: aggregated). ConfigError names the
+    field."""
     reps = sorted({check_int(v, "fleet.replicas", 1) for v in _axis(1 if f.get("replicas") is None
                                                                       else f["replicas"], "fleet.replicas")})
     names = []
@@ -222,7 +234,9 @@ def routes(f: dict) -> tuple:
         # 2 and 2.0 are one setting (one key): numbers as their declared type
         resolved[name] = tuple(sorted((k, v if spec.params[k].choices else int(v) if spec.params[k].integer
                                        else float(v)) for k, v in got.items()))
-    return tuple(Route(r, name, resolved[name]) for name in names for r in reps)
+    pre = sorted({check_int(v, "fleet.prefill_replicas", 0) for v in _axis(f.get("prefill_replicas") or 0,
+                                                                            "fleet.prefill_replicas")})
+    return tuple(Route(r, name, resolved[name], p) for name in names for p in pre for r in reps)
 
 
 def resolve(cfg, hardware: dict | None) -> Fleet | None:

@@ -109,6 +109,7 @@ class FleetSchema:
     model: Any = None  # a Hugging Face model id (step_model=measured times it; its KV memory bounds the cache)
     tp: Optional[int] = None  # tensor parallelism of each replica (GPUs per replica)
     backend: Any = None  # whose measured data: vllm | sglang | trtllm (null: the preset's engine)
+    prefill_replicas: Any = None  # 0 (aggregated), a count of prefill replicas, or a list of them (an axis)
 
 
 @dataclass

@@ -80,6 +80,18 @@ def test_serving_bench_rows():
     assert "| 1 | 16,000 | round_robin | 1x | ours |" in serving.table(rows)
 
 
+def test_disagg_bench_rows():
+    """`python -m benchmarks.disagg`: one disaggregated setting, ours (and Dynamo's when
+    installed) side by side; round robin agrees exactly (docs/disagg.md)."""
+    from benchmarks import disagg, serving
+
+    cfg = (1, 1, 4000, "round_robin", 4.0, 5.0)
+    rows = disagg.both(serving.load_trace(serving.BUNDLED), serving.BUNDLED, 1, [cfg])
+    ours = next(r for r in rows if r["tool"] == "ours")
+    assert ours["reuse"] == pytest.approx(0.0916, abs=5e-5) and ours["wall_s"] > 0 and ours["gbs"] == 5.0
+    assert disagg.side_by_side(rows).splitlines()[2].startswith("| 1:1 | 4,000 | round_robin | 4x | 5 GB/s | 0.0916 / ")
+
+
 def test_fleet_bench_tables():
     """`python -m benchmarks.fleet`: our side of one configuration and one router's row."""
     from benchmarks import fleet, serving

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from ..tiers.hierarchy import pack_last, tier_on
 from ..jit import hook_njit
+from .handoff import admit_prebuilt
 from .pool import allocate, available, grow, level, load, pin, register, release
 from .state import C_PREEMPT
 from .measured.step import measured_seconds
-from .stepmodel import K_MEASURED, step_seconds
+from .stepmodel import K_DYNAMO, K_MEASURED, step_seconds
 
 ADMIT_NO = -1  # the head of the queue does not fit: stop admitting
 ADMIT_BUG = -2  # the policy returned an invalid victim
@@ -46,7 +47,10 @@ def _admit(st, cache, lo, reqs, q, r, budget, chunked, whole, bt, reserve, now):
     ADMIT_NO / ADMIT_BUG. `whole`: admit only if the blocks of all its known tokens fit
     (Dynamo's mocker), not only its first chunk's (vLLM). Its prefix found in HBM is
     reused, the blocks after it that a lower tier holds are loaded (vLLM's connector
-    extends the GPU hit), the rest computed."""
+    extends the GPU hit), the rest computed. A request that already holds blocks came
+    with its prompt's KV (a disaggregated decode replica: handoff.admit_prebuilt)."""
+    if reqs.nalloc[r] > 0:
+        return admit_prebuilt(st, cache, lo, reqs, q, r, budget, bt, reserve, now)
     s = reqs.offs[r]
     F = reqs.full[r]
     h = 0
@@ -173,6 +177,9 @@ def step_time(reqs, queues, lo, q, sm_kind, sm_p, px, py, db, dc, dm):
     n_dec = 0
     dec_ctx = 0.0
     wait = 0.0
+    n_chunk = 0  # prefill chunks, the tokens through them and before them (Dynamo's integer means)
+    through = 0
+    before = 0
     a = sm_p[0] if sm_kind == 1 else 0.0
     b = sm_p[1] if sm_kind == 1 else 0.0
     for i in range(queues.ns[q]):
@@ -184,9 +191,13 @@ def step_time(reqs, queues, lo, q, sm_kind, sm_p, px, py, db, dc, dm):
         reqs.load_s[r] = 0.0
         if c0 < P:  # prompt tokens (recomputed generated tokens are not)
             pf_tokens += min(c0 + n, P) - c0
+            n_chunk += 1
+            through += min(c0 + n, P)
+            before += c0
         if reqs.gen[r] > 0 and c0 + n == reqs.ntok[r]:
             # Dynamo's decode batch: requests that have generated and end the step caught up
-            # (a request whose prompt completes here is not in it); their length so far
+            # (a request whose prompt completes here is not in it; one whose prompt's KV came
+            # by transfer is, with no token to compute: n = 0); their length so far
             n_dec += 1
             dec_ctx += c0 + n
         if reqs.gen[r] == 0 or n > 1:
@@ -197,7 +208,10 @@ def step_time(reqs, queues, lo, q, sm_kind, sm_p, px, py, db, dc, dm):
     if sm_kind == K_MEASURED:  # times each prefill chunk at its own (new, cached) tokens: reads the step itself
         dt, out = measured_seconds(sm_p, reqs, queues, q)
     else:
-        dt = step_seconds(sm_kind, sm_p, px, py, db, dc, dm, n_pf, pf_tokens, pf_flops, pf_ctx, n_dec, dec_ctx)
+        T = pf_tokens
+        if sm_kind == K_DYNAMO and sm_p[8] != 0.0 and n_chunk > 0:  # stepmodel.DYNAMO_OPTIONS round_means
+            T = n_chunk * (through // n_chunk - before // n_chunk)
+        dt = step_seconds(sm_kind, sm_p, px, py, db, dc, dm, n_pf, T, pf_flops, pf_ctx, n_dec, dec_ctx)
     if wait > 0.0:  # the step waits for its loads: overlapped with its compute (layer by layer) or after it
         dt = max(dt, wait) if lo.overlap else dt + wait
     return dt, pf_tokens, n_dec, out

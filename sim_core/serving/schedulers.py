@@ -15,6 +15,8 @@ sglang  SGLang's (sched_sglang.py): prefill-only or decode-only passes, retracti
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..jit import hook_njit
 from . import sched, sched_sglang
 from .sched_sglang import SchedState, new_sched_state
@@ -26,8 +28,16 @@ SCHED_VLLM, SCHED_SGLANG = range(2)
  CFG_SCHED, CFG_CHUNK, CFG_MAX_PREFILL, CFG_CLIP, CFG_LPM, CFG_COMPAT) = range(14)
 N_CFG = 14
 
-__all__ = ["N_CFG", "SCHEDULERS", "SchedState", "new_sched_state", "schedule", "step_ended", "step_ending",
-           "step_time"]
+__all__ = ["N_CFG", "SCHEDULERS", "SchedState", "engine_cfg", "new_sched_state", "schedule", "step_ended",
+           "step_ending", "step_time"]
+
+
+def engine_cfg(eng, capacity: int, block_tokens: int, check: bool) -> np.ndarray:
+    """An engine's (serving.engines.ServeEngine) configuration as the loop reads it: int64[N_CFG]."""
+    return np.array([eng.max_num_batched_tokens, eng.max_num_seqs, int(eng.chunked_prefill),
+                     eng.long_prefill_token_threshold, int(eng.watermark * capacity), block_tokens,
+                     int(eng.admit_whole), int(check), SCHEDULERS.index(eng.scheduler), eng.chunked_prefill_size,
+                     eng.max_prefill_tokens, eng.clip_max_new_tokens, int(eng.lpm), int(eng.dynamo_compat)], np.int64)
 
 
 @hook_njit

@@ -162,8 +162,14 @@ def serve_summary(rows: Sequence[Row]) -> dict[str, float]:
 
 
 def route_of(row: Row) -> tuple[str, int]:
-    """(router, replicas) of a serving row (router "" in a file from before it was a field)."""
-    return str(row.get("router") or ""), int(_num(row, "replicas"))
+    """(router, replicas) of a serving row (router "" in a file from before it was a field).
+    A disaggregated row's router names its shape ("kv_router 2:6") and its replicas count
+    both roles, so it stands beside the aggregated fleet of as many engines (docs/disagg.md)."""
+    router, reps = str(row.get("router") or ""), int(_num(row, "replicas"))
+    pre = _num(row, "prefill_replicas")
+    if pre > 0:  # NaN (a row from before roles existed) is aggregated
+        return f"{router} {int(pre)}:{reps}", int(pre) + reps
+    return router, reps
 
 
 def routes(curves: Mapping[str, Sequence[Row]]) -> list[tuple[str, int]]:

@@ -167,7 +167,8 @@ def prefill_ms(p, n):
 @inline_njit
 def measured_seconds(p, reqs, queues, q):
     """(seconds, flags) of replica q's scheduled step. A request is a decode when it has
-    generated, is given one token and ends the step caught up; anything else is a prefill
+    generated, is given one token (none: its prompt's KV came by transfer) and ends the
+    step caught up; anything else is a prefill
     chunk (new tokens after its computed ones, recomputation after preemption included)."""
     ns = queues.ns[q]
     k = 0
@@ -181,9 +182,9 @@ def measured_seconds(p, reqs, queues, q):
         n = queues.sn[q, i]
         c0 = reqs.comp[r]
         T += n
-        if reqs.gen[r] > 0 and n == 1 and c0 + 1 == reqs.ntok[r]:
+        if reqs.gen[r] > 0 and n <= 1 and c0 + n == reqs.ntok[r]:
             nd += 1
-            dctx += c0 + 1
+            dctx += c0 + n
         else:
             k += 1
             pn += n
@@ -218,7 +219,7 @@ def measured_seconds(p, reqs, queues, q):
                 r = queues.sr[q, i]
                 n = queues.sn[q, i]
                 c0 = reqs.comp[r]
-                if reqs.gen[r] > 0 and n == 1 and c0 + 1 == reqs.ntok[r]:
+                if reqs.gen[r] > 0 and n <= 1 and c0 + n == reqs.ntok[r]:
                     continue
                 ms += _ctx_attn(p, float(k), float(n), float(c0)) / k
                 if _beyond(float(k), float(n + c0), p, ocb, ocl, ncb):
