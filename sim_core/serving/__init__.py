@@ -20,8 +20,7 @@ from typing import Mapping
 import numpy as np
 
 from ..catalog.cost import cost_per_depth
-from ..tiers.hierarchy import NO_TIER, T_BAD_VICTIM, T_COUNTING, T_FAILED
-from ..tiers.spec import build_tier
+from ..tiers.hierarchy import T_BAD_VICTIM, T_FAILED
 from ..policies import PolicyContext, get_policy, resolve_params
 from .ceiling import fleet_ceiling
 from .deployment import FIELDS, Deployment, deployment, kv_capacity, measured_config
@@ -33,9 +32,11 @@ from .routers import ROUTERS, get_router, lag, router_view
 from .routers.view import RS_REGRET
 from .schedulers import engine_cfg, new_sched_state
 from .state import (C_BADV, C_CAP, C_DEC_TOKENS, C_ERR, C_EVICT, C_EXTRAP, C_PEAK_PINNED, C_PF_TOKENS, C_PREEMPT, C_QPEAK,
-                    C_COMPUTED, C_LOADED, C_STEPS, ERR_POLICY, ERR_STALL, ERR_STATE, F_BUSY, F_QAREA, Below, new_state)
+                    C_COMPUTED, C_STEPS, ERR_POLICY, ERR_STALL, ERR_STATE, F_BUSY, F_QAREA, new_state)
 from .sessions import turns
 from .stepmodel import dynamo_model, measured_model, profile_model, roofline_model
+from .tier_results import tier_fields
+from .tiers import Below, build_below
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +63,12 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
     (sim_core.catalog.kvmemory). `slo` {"ttft": "2s", "tpot": "50ms"} adds goodput. `sessions=True` closes each session's loop: turn k+1 is sent when
     turn k finishes, plus the trace's gap between them (sim_core.serving.sessions). The
     engine's block size is the trace's (sim_core.traces.reblock coarsens a trace). `tiers` (as
-    simulate takes them, one engine only) hold blocks below HBM: a block found there is
-    loaded at the tier's bandwidth (the hardware's link, or the tier's bandwidth_bps), and
-    the step that needs it waits for the load, overlapped with its compute when
-    `overlap`. `prefill_replicas=P` > 0 disaggregates the fleet: P prefill replicas
+    simulate takes them, with the same rules and `hierarchy` names; the rules a tier leaves
+    out are the engine's hierarchy's) hold blocks below each replica's HBM, and a tier marked
+    shared is one pool for the whole fleet: a block found there is loaded at the tier's
+    bandwidth (the hardware's link, or the tier's bandwidth_bps; inf copies instantaneously)
+    after its latency_s, and the step that needs it waits for the load, overlapped with its
+    compute when `overlap` (sim_core.serving.tiers, docs/tiers.md). `prefill_replicas=P` > 0 disaggregates the fleet: P prefill replicas
     behind `router` hand each prompt's KV to the `replicas` decode replicas
     (sim_core.serving.handoff; `kv_transfer`, `decode_router`, `prefill_engine`,
     `prefill_capacity_blocks`: docs/disagg.md)."""
@@ -83,8 +86,6 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
     pre = dep.prefill  # the engine that prefills (the fleet's own when aggregated)
     speedup = _positive_real(arrival_speedup, "arrival_speedup")
     specs = list(dep.tiers)
-    if specs and n_rep > 1:
-        raise ValueError("tiers with replicas > 1 are not modelled yet: give one replica, or no tiers")
     if specs and eng.scheduler != "vllm":
         raise ValueError(f"tiers are modelled for the vLLM scheduler only, not engine {eng.name!r}'s "
                          f"{eng.scheduler} scheduler: give no tiers")
@@ -139,7 +140,7 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
                                     trace.session, track_times=lag(rgot) > 0)
     cache.c[:P, C_CAP] = cap_p
     rcode, view = router_view(rspec, rgot, seed, P or n_rep, ext.n_unique, trace.n_requests)
-    lo = _below(specs, ext, cost, seed, hw, mdl, bt, dep.overlap)
+    lo = _below(specs, ext, cost, seed, Q, hw, mdl, bt, dep.overlap)
     cfg = engine_cfg(pre, cap_p, bt, _checking())
     ss = new_sched_state(Q, ext.n_unique, trace.n_requests, eng.schedule_conservativeness,
                          eng.scheduler == "sglang" and eng.lpm, eng.dynamo_compat)
@@ -160,10 +161,11 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
     if err == ERR_STALL or np.any(np.isnan(reqs.t_last)):
         raise RuntimeError(f"the serving replay stalled with {int(np.isnan(reqs.t_last).sum())} requests "
                            f"unfinished (capacity {cap}, engine {eng.name})")
-    for s, tier in zip(specs, (lo.t1, lo.t2, lo.t3)):
-        if tier.c[T_FAILED]:
-            raise RuntimeError(f"tier {s.name!r}: policy {s.policy} returned an invalid victim "
-                               f"{tier.c[T_BAD_VICTIM]} at capacity {s.capacity}")
+    for s, slot in zip(specs, (lo.t1, lo.t2, lo.t3)):
+        for tier in slot:
+            if tier.c[T_FAILED]:
+                raise RuntimeError(f"tier {s.name!r}: policy {s.policy} returned an invalid victim "
+                                   f"{tier.c[T_BAD_VICTIM]} at capacity {s.capacity}")
     res = _result(trace, cap, n_rep, speedup, cache, reqs, prompt, out, assumed, float(makespan),
                   slo_ttft, slo_tpot, dreqs, P, ho.held * bt)
     res = dataclasses.replace(res, **role_fields(dep, cache, reqs, dreqs, ho, prompt, float(makespan), bt))
@@ -177,15 +179,14 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
                               kv_budget=budget.as_dict() if budget else {})
     # the fleet ceiling over the order requests reached the engines (arrival order, or with
     # sessions=True the order turns were released): docs/fleet.md
-    best, inf = fleet_ceiling(ext, np.minimum(trace.request_lengths, prompt // bt), (P or n_rep) * cap_p,
-                              order=view.ro)  # over the replicas that prefill
+    # over the replicas that prefill, and every block their tiers hold (a shared tier once)
+    held = (P or n_rep) * cap_p + sum(s.capacity if s.shared else n_rep * s.capacity for s in specs)
+    best, inf = fleet_ceiling(ext, np.minimum(trace.request_lengths, prompt // bt), held, order=view.ro)
     P = float(prompt.sum())
     res = dataclasses.replace(res, router=rspec.name, regret_tokens=int(view.rs[RS_REGRET]),
                               ceiling_reuse_ratio=best * bt / P, infinite_reuse_ratio=inf * bt / P)
     if specs:
-        loaded = cache.c[0, C_LOADED:C_LOADED + len(specs)]
-        res = dataclasses.replace(res, tier_hits={s.name: int(x) for s, x in zip(specs, loaded)},
-                                  tier_loaded_bytes={s.name: int(x) * int(lo.block_bytes) for s, x in zip(specs, loaded)})
+        res = tier_fields(res, specs, lo, cache, reqs, bt)
     return res
 
 
@@ -204,26 +205,22 @@ def _deployment(dep, given: dict) -> Deployment:
     return dep
 
 
-def _below(specs, ext, cost, seed: int, hw, mdl, bt: int, overlap: bool) -> Below:
-    """The lower tiers of one engine (NO_TIER where absent) with their load bandwidths."""
-    if not specs:
-        return Below(NO_TIER, NO_TIER, NO_TIER, np.zeros(1, np.int32), np.zeros(1, np.int64), np.ones(3), 1.0, overlap)
+def _below(specs, ext, cost, seed: int, n_rep: int, hw, mdl, bt: int, overlap: bool) -> Below:
+    """Every replica's lower tiers (a shared one built once) with their links: bandwidth and latency."""
     bw = np.ones(3)
+    lat = np.zeros(3)
     for i, s in enumerate(specs):
+        lat[i] = s.latency_s
         if s.bandwidth_bps:
             bw[i] = float(s.bandwidth_bps)
+        elif s.capacity == 0:  # holds nothing, loads nothing
+            continue
         elif hw is None:
             raise ValueError(f"tier {s.name!r} needs a load bandwidth: give hardware (a part such as h100_sxm) "
-                             f"or the tier's bandwidth_bps")
+                             f"or the tier's bandwidth_bps (inf: copies are instantaneous)")
         else:
             bw[i] = hw.link_bps(s.link)
-    built = [build_tier(s, ext, cost, seed) for s in specs]
-    for tier in built:
-        tier.c[T_COUNTING] = 1
-    t1, t2, t3 = (tuple(built) + (NO_TIER,) * 3)[:3]
-    U = ext.n_unique
-    return Below(t1, t2, t3, np.zeros(U, np.int32), np.zeros(U, np.int64), bw,
-                 float(mdl.kv_bytes_per_block(bt)), overlap)
+    return build_below(specs, ext, cost, seed, n_rep, bw, lat, float(mdl.kv_bytes_per_block(bt)), overlap)
 
 
 def engine_blocks(trace, prompt: np.ndarray, out: np.ndarray):

@@ -15,22 +15,25 @@ import numba
 import numpy as np
 
 from ..jit import hook_njit
+from ..tiers.hierarchy import tier_on
 from .handoff import S_DSM, S_P, arrivals, decode_done, drive, hold, retry, wake
 from .routers import on_finish, on_first_token, route
 from .pool import release
 from .schedulers import schedule, step_ended, step_ending, step_time
 from .sessions import pop, push
+from .tiers import step_done
 from .transfer import next_time as next_transfer
 from .state import (C_DEC_TOKENS, C_ERR, C_EXTRAP, C_PEAK_PINNED, C_PF_TOKENS, C_PINNED, C_QPEAK, C_REQS, C_STEPS,
                     C_COMPUTED, C_RES, C_USED, ERR_POLICY, ERR_STALL, ERR_STATE, F_BUSY, F_NOW, F_QAREA)
 
 
 @hook_njit
-def _end_step(st, cache, reqs, queues, tu, v, q, t, bt, ho):
+def _end_step(st, cache, lo, reqs, queues, tu, v, q, t, bt, ho):
     """Apply replica q's step at time t; the number of requests it finished. A finished
     turn of a closed-loop session releases the next (sim_core.serving.sessions). On a
     disaggregated fleet's prefill replica (q < P) a request finishes at its hidden token
-    and its KV is held for the handoff (sim_core.serving.handoff)."""
+    and its KV is held for the handoff (sim_core.serving.handoff). The lower tiers take what
+    the step computed (sim_core.serving.tiers)."""
     done = 0
     P = ho.s[S_P]
     for i in range(queues.ns[q]):
@@ -38,6 +41,8 @@ def _end_step(st, cache, reqs, queues, tu, v, q, t, bt, ho):
         n = queues.sn[q, i]
         reqs.comp[r] += n
         cache.c[q, C_COMPUTED] += n
+        if tier_on(lo.t1[q]):
+            step_done(lo, reqs, q, r, t, bt)
         if reqs.comp[r] == reqs.ntok[r]:  # caught up: the step samples a token
             reqs.gen[r] += 1
             if reqs.t_first[r] != reqs.t_first[r]:  # its first token (NaN: none yet)
@@ -141,7 +146,7 @@ def run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, ss, router, v, sm_ki
                 if P > 0:
                     wake(ho, q)
                 step_ending(ss, cache, lo, rq, queues, q, t, cfg)
-                k = _end_step(st, cache, rq, queues, tu, vd if dec else v, q, t, bt, ho)
+                k = _end_step(st, cache, lo, rq, queues, tu, vd if dec else v, q, t, bt, ho)
                 step_ended(ss, queues, q, k, cfg)
                 if q >= P:  # a prefill replica's finished requests are handed off, not done
                     done += k
@@ -160,7 +165,7 @@ def run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, ss, router, v, sm_ki
                 ai += 1
             else:
                 r = pop(tu)
-            q = route(router, v, queues, cache, reqs, r, t, P if P > 0 else Q, bt)  # the prefill pool's
+            q = route(router, v, queues, cache, lo, reqs, r, t, P if P > 0 else Q, bt)  # the prefill pool's
             reqs.rep[r] = q
             M = queues.wq.shape[1]
             queues.wq[q, (queues.wh[q] + queues.wn[q]) % M] = r
