@@ -353,10 +353,13 @@ def check_tiers(sp, fl: Fleet) -> None:
     if as_engine(fl.engine).scheduler != "vllm":
         raise ConfigError(f"tier={sp.tier_name} with fleet={fl.name}: lower tiers are modelled for the vLLM "
                           f"scheduler only (fleet=dynamo or fleet=vllm)")
+    if any(r.prefill for r in fl.routes):
+        raise ConfigError(f"tier={sp.tier_name} with fleet={fl.name}: a disaggregated route (prefill replicas) runs "
+                          f"no lower tiers yet; sweep tiers over aggregated routes")
     for name, _, modes in sp.tiers:
         if any(m.get("bandwidth_bps") is None for m in modes) and sp.hardware is None:
             raise ConfigError(f"tier.{name}.bandwidth_bps is not set and there is no hardware part to take a link "
-                              f"from: give tier.{name}.bandwidth_bps (bytes/s; .inf copies instantaneously) or "
+                              f"from: give tier.{name}.bandwidth_bps (bytes/s; inf copies instantaneously) or "
                               f"hardware=h100_sxm")
 
 
