@@ -111,6 +111,21 @@ def test_session_router_keeps_a_session_on_one_replica_until_it_is_overloaded():
     assert sorted(p["requests"] for p in res.per_replica) == [0, 0, 9]
 
 
+def test_every_replica_count_up_to_16_runs_one_compiled_loop():
+    """A replica count is not part of the compiled loop's type below 16 (replica_states pads
+    the states' tuple): fleets of 2, 3, 9 and 16 add no compiled version of the loop, and
+    each pads to the length its doubling names."""
+    from sim_core.serving.loop import replica_states, run_serve
+
+    serve(AFFINITY, "lru", 100, replicas=2, router="kv_router")
+    known = len(run_serve.signatures)
+    for n in (3, 9, 16):
+        res = serve(AFFINITY, "lru", 100, replicas=n, router="kv_router")
+        assert len(res.per_replica) == n
+    assert len(run_serve.signatures) == known
+    assert [len(replica_states((0,) * n)) for n in (1, 16, 17, 32, 33)] == [16, 16, 32, 32, 64]
+    assert replica_states((5, 6))[:2] == (5, 6)
+
 def test_one_replica_is_the_engine_alone_for_every_router():
     rows = [json.loads(x) for x in SHARED_MOONCAKE.open() if x.strip()][:300]
     t = Trace.from_requests([r["hash_ids"] for r in rows], [r["timestamp"] / 1000 for r in rows],

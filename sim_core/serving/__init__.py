@@ -27,7 +27,7 @@ from .ceiling import fleet_ceiling
 from .deployment import FIELDS, Deployment, deployment, kv_capacity, measured_config
 from .disagg import check_fits, decode_side, idle, role_fields
 from .engines import ENGINES, ServeEngine
-from .loop import run_serve
+from .loop import replica_states, run_serve
 from .result import ServeResult, goodput_fields, imbalance_fields, latency_fields, serve_metric_fields
 from .routers import ROUTERS, get_router, lag, router_view
 from .routers.view import RS_REGRET
@@ -133,7 +133,7 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
     ctx = PolicyContext(trace=ext, capacity=cap, mode="request", cost_per_depth=cost, params=params, seed=seed)
     ctx_p = dataclasses.replace(ctx, capacity=cap_p)
     Q = P + n_rep  # prefill replicas first
-    sts = tuple(spec.make_state(ctx_p if q < P else ctx) for q in range(Q))
+    sts = replica_states(tuple(spec.make_state(ctx_p if q < P else ctx) for q in range(Q)))
     cache, reqs, queues = new_state(ext, Q, max(cap, cap_p), max(eng.max_num_seqs, pre.max_num_seqs),
                                     ext.request_lengths, prompt, np.ones_like(out) if P else out, arrive,
                                     trace.session, track_times=lag(rgot) > 0)

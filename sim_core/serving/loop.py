@@ -25,6 +25,21 @@ from .state import (C_DEC_TOKENS, C_ERR, C_EXTRAP, C_PEAK_PINNED, C_PF_TOKENS, C
                     C_COMPUTED, C_RES, C_USED, ERR_POLICY, ERR_STALL, ERR_STATE, F_BUSY, F_NOW, F_QAREA)
 
 
+#: replica counts up to this share one compiled loop (see replica_states)
+STATES_MIN = 16
+
+
+def replica_states(states: tuple) -> tuple:
+    """The replicas' policy states as run_serve takes them. A tuple's length is part of the
+    compiled loop's type, so every replica count would compile the loop again (about 20 s
+    each); padded with the first state (never read: the loop indexes replicas below Q only)
+    to STATES_MIN, or the next power of two above it, one compile serves every count up to
+    STATES_MIN and one more each doubling. (Compiling a 16-long tuple costs about what a
+    1-long one does; 64 costs twice that.)"""
+    n = max(STATES_MIN, 1 << (len(states) - 1).bit_length())
+    return tuple(states) + (states[0],) * (n - len(states))
+
+
 @hook_njit
 def _end_step(st, cache, reqs, queues, tu, v, q, t, bt, ho):
     """Apply replica q's step at time t; the number of requests it finished. A finished
