@@ -141,15 +141,15 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
     rcode, view = router_view(rspec, rgot, seed, P or n_rep, ext.n_unique, trace.n_requests)
     lo = _below(specs, ext, cost, seed, hw, mdl, bt, dep.overlap)
     cfg = engine_cfg(pre, cap_p, bt, _checking())
-    ss = new_sched_state(Q, ext.n_unique, trace.n_requests, eng.schedule_conservativeness,
-                         eng.scheduler == "sglang" and eng.lpm, eng.dynamo_compat)
+    ss = new_sched_state(Q, ext.n_unique, trace.n_requests, eng.schedule_conservativeness, eng.lpm,
+                         eng.dynamo_compat) if eng.scheduler == "sglang" else None  # None: vLLM's
     if P:  # the decode pool: its engine, step model and router; the handoff between the two
         dsm = _step_model(eng, cap * bt, hw, mdl, mcfg)
         dreqs, vd, ho = decode_side(dep, ext, prompt, out, reqs, seed, engine_cfg(eng, cap, bt, _checking()), dsm)
     else:
         dreqs, vd, ho = reqs, view, idle(n_rep)
     makespan = run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, ss, np.int64(rcode), view,
-                         *sm.arrays(), dreqs, vd, ho)
+                         *sm.arrays(), dreqs, vd, ho if P else None)
     err = int(cache.c[0, C_ERR])
     if err == ERR_POLICY:
         q = int(np.flatnonzero(cache.c[:, C_BADV] != 0)[0]) if np.any(cache.c[:, C_BADV] != 0) else 0

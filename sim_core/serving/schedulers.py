@@ -3,7 +3,8 @@
 A scheduler fills replica q's next step (queues.sr/sn/ns) from its waiting queue and
 running list over the shared block pool (pool.py), says how long the step lasts under the
 step-time model, and may act when the step ends. The loop calls these four functions with
-the scheduler's code, cfg[CFG_SCHED]:
+SGLang's state `ss`, or None for vLLM's (a None argument prunes the other scheduler at
+compile time: sim_core.serving.loop.run_serve):
 
     schedule(...)       -> requests in the step (0: nothing to run), -1 on a policy bug
     step_time(...)      -> (seconds, new prompt tokens, decodes)
@@ -22,7 +23,6 @@ from . import sched, sched_sglang
 from .sched_sglang import SchedState, new_sched_state
 
 SCHEDULERS = ("vllm", "sglang")
-SCHED_VLLM, SCHED_SGLANG = range(2)
 # serve's int64 config array: vLLM's limits (0-7), then the scheduler and SGLang's budgets
 (CFG_MAX_TOKENS, CFG_MAX_SEQS, CFG_CHUNKED, CFG_THRESHOLD, CFG_WATERMARK, CFG_BT, CFG_WHOLE, CFG_CHECK,
  CFG_SCHED, CFG_CHUNK, CFG_MAX_PREFILL, CFG_CLIP, CFG_LPM, CFG_COMPAT) = range(14)
@@ -42,7 +42,7 @@ def engine_cfg(eng, capacity: int, block_tokens: int, check: bool) -> np.ndarray
 
 @hook_njit
 def schedule(ss, st, cache, lo, reqs, queues, q, now, cfg):
-    if cfg[CFG_SCHED] == SCHED_SGLANG:
+    if ss is not None:
         return sched_sglang.schedule(st, cache, lo, reqs, queues, ss, q, now, cfg[CFG_MAX_SEQS], cfg[CFG_BT],
                                      cfg[CFG_CHUNK], cfg[CFG_MAX_PREFILL], cfg[CFG_CLIP], cfg[CFG_LPM] != 0,
                                      cfg[CFG_COMPAT] != 0)
@@ -53,18 +53,18 @@ def schedule(ss, st, cache, lo, reqs, queues, q, now, cfg):
 
 @hook_njit
 def step_time(ss, reqs, queues, lo, q, cfg, sm_kind, sm_p, px, py, db, dc, dm):
-    if cfg[CFG_SCHED] == SCHED_SGLANG:
+    if ss is not None:
         return sched_sglang.step_time(reqs, queues, ss, q, sm_kind, sm_p, px, py, db, dc, dm)
     return sched.step_time(reqs, queues, lo, q, sm_kind, sm_p, px, py, db, dc, dm)
 
 
 @hook_njit
 def step_ending(ss, cache, lo, reqs, queues, q, t, cfg):
-    if cfg[CFG_SCHED] == SCHED_SGLANG:
+    if ss is not None:
         sched_sglang.step_ending(cache, lo, reqs, queues, q, t, cfg[CFG_BT])
 
 
 @hook_njit
 def step_ended(ss, queues, q, finished, cfg):
-    if cfg[CFG_SCHED] == SCHED_SGLANG:
+    if ss is not None:
         sched_sglang.step_ended(ss, queues, q, finished, cfg[CFG_COMPAT] != 0)
