@@ -39,14 +39,20 @@ def ours(trace, replicas: int, blocks: int, router: str, speedup: float) -> tupl
             "tpot_ms": r.tpot_mean_s * 1e3, "preemptions": r.preemptions}, wall
 
 
-def dynamo(path: Path, replicas: int, blocks: int, router: str, speedup: float) -> tuple[dict, float]:
+def dynamo_replay(path: Path, replicas: int, blocks: int, router: str, speedup: float):
+    """Dynamo's replay of a Mooncake-format trace (512-token blocks) with per-request
+    records: (its report, wall seconds)."""
     from dynamo.replay import run_trace_replay
 
     t0 = time.perf_counter()
     rep = run_trace_replay([str(path)], extra_engine_args={"engine": {"block_size": 512, "num_gpu_blocks": blocks}},
                            num_workers=replicas, router_mode=router, arrival_speedup_ratio=speedup,
                            trace_block_size=512, trace_format="mooncake", capture_per_request=True)
-    wall = time.perf_counter() - t0
+    return rep, time.perf_counter() - t0
+
+
+def dynamo(path: Path, replicas: int, blocks: int, router: str, speedup: float) -> tuple[dict, float]:
+    rep, wall = dynamo_replay(path, replicas, blocks, router, speedup)
     s = rep.summary
     # its summary has no preemption count: each preemption is one re-admission of a request
     pre = sum(int(r.get("readmission_count", 0) or 0) for r in rep.per_request or [])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import numba
 import pytest
 
 from sim_core import ROUTERS, Trace, serve
@@ -125,6 +126,11 @@ def test_every_replica_count_up_to_16_runs_one_compiled_loop():
     assert len(run_serve.signatures) == known
     assert [len(replica_states((0,) * n)) for n in (1, 16, 17, 32, 33)] == [16, 16, 32, 32, 64]
     assert replica_states((5, 6))[:2] == (5, 6)
+    # a vLLM engine's aggregated fleet passes no SGLang state (ss) and no handoff (ho): the
+    # loop compiles with both None, which type-checks only because numba prunes the code
+    # that would use them
+    none = [sig for sig in run_serve.signatures if sig[8] == numba.types.none and sig[-1] == numba.types.none]
+    assert none, run_serve.signatures
 
 def test_one_replica_is_the_engine_alone_for_every_router():
     rows = [json.loads(x) for x in SHARED_MOONCAKE.open() if x.strip()][:300]
