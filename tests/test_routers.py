@@ -132,6 +132,18 @@ def test_every_replica_count_up_to_16_runs_one_compiled_loop():
     none = [sig for sig in run_serve.signatures if sig[8] == numba.types.none and sig[-1] == numba.types.none]
     assert none, run_serve.signatures
 
+@pytest.mark.parametrize("router", ["session", "prefix_hash"])
+def test_a_prompt_shorter_than_a_block_is_routed_by_itself(router):
+    """A request with no block (2 tokens of 512) is keyed by itself, not by whatever follows
+    it in the trace's block array (the next request's first block, or memory past the end):
+    whichever block the next request starts with, it goes to the same replica."""
+    where = set()
+    for b in [1, 2, 3, 4, 5, 6, 7, 8, 50]:
+        t = fleet_trace([[1, 2, 3, 4, 5, 6, 7, 8], [], [b, 99]], [0.0, 30.0, 60.0])
+        res = serve(t, "lru", 100, replicas=2, router=router)
+        where.add(next(q for q, s in enumerate(served(res)) if 1 in s))
+    assert len(where) == 1
+
 def test_one_replica_is_the_engine_alone_for_every_router():
     rows = [json.loads(x) for x in SHARED_MOONCAKE.open() if x.strip()][:300]
     t = Trace.from_requests([r["hash_ids"] for r in rows], [r["timestamp"] / 1000 for r in rows],
