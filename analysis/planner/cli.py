@@ -1,12 +1,13 @@
 """`python -m analysis plan`: the cheapest deployment that meets an SLO on the trace at its load.
 
 Searches `plan.space` (GPU parts, tensor parallelism, prefill and decode replicas,
-routers, eviction policies; measured step times with plan.step_model=measured) with analysis.planner, replaying candidates as jobs on the sweep's runner
-(plan.runner=ray: cluster=local starts Ray here, cluster=ray joins one) with the sweep's
-journal (tracking.journal): every result is journaled as it arrives, and a re-run of the
-same command replays nothing already journaled. Prints the answer, writes report.md,
-report.json and figures/front.png to analysis.out, and logs one MLflow run (tag
-kvsweep.kind=plan) with each replayed candidate as a child run.
+routers, eviction policies; measured step times with plan.step_model=measured) with
+analysis.planner, replaying candidates as jobs on the sweep's runner (plan.runner=ray:
+cluster=local starts Ray here, cluster=ray joins one) with the sweep's journal
+(tracking.journal): every result is journaled as it arrives, and a re-run of the same
+command replays nothing already journaled. Prints the answer, writes report.md, report.json
+and figures/front.png to analysis.out, and logs one MLflow run (tag kvsweep.kind=plan) with
+each replayed candidate as a child run.
 """
 from __future__ import annotations
 
