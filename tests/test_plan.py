@@ -134,6 +134,19 @@ def test_disaggregated_answer_equals_brute_force(trace, disagg_rows, slo, shape)
     assert other in text(p, trace.name)
 
 
+def test_heavier_load_over_disaggregated_shapes(trace, disagg_rows):
+    """check_load over aggregated and disaggregated shapes: the plan at 2x load, asked for 2x
+    that (LOAD, where disagg_rows were served), answers the brute force's cheapest there."""
+    slo = {"ttft_p99": "30s", "tpot_mean": "30ms"}
+    p = plan(trace, slo=slo, space=DISAGG, capacity_blocks=DISAGG_CAP, arrival_speedup=LOAD / 2, check_load=2,
+             prices=PRICES)
+    sl = as_slo(slo)
+    best = min(((pre + reps) * 3.0, r.ttft_p99_s) for (pre, reps, _), r in disagg_rows.items() if sl.meets(r))
+    h = p.heavier
+    assert h["load"] == LOAD and h["best"]["cost_per_hour"] == pytest.approx(best[0])
+    assert h["best"]["ttft_p99_s"] == best[1] and h["best"]["cost_per_hour"] >= p.best["cost_per_hour"]
+
+
 def test_measured_step_times_per_gpu(trace):
     """step_model=measured: each GPU type replays on its own measured data (none shared),
     the answer's replay names the data, and it equals a brute force of the space."""
