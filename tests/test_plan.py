@@ -147,6 +147,13 @@ def test_heavier_load_over_disaggregated_shapes(trace, disagg_rows):
     assert h["best"]["ttft_p99_s"] == best[1] and h["best"]["cost_per_hour"] >= p.best["cost_per_hour"]
 
 
+def test_gpu_types_that_replay_alike_share_replays(trace):
+    """Dynamo's polynomial does not read the GPU: two GPU types replay once per candidate."""
+    space = {"gpu": ["h100_sxm", "h200"], "replicas": [2, 4, 6], "router": ["kv_router"]}
+    p = plan(trace, slo={"ttft_p99": "50s"}, space=space, capacity_blocks=CAP, arrival_speedup=LOAD, prices=PRICES)
+    assert p.replays < p.evaluated and {c["gpu"] for c in p.candidates} == {"h100_sxm", "h200"}
+
+
 def test_measured_step_times_per_gpu(trace):
     """step_model=measured: each GPU type replays on its own measured data (none shared),
     the answer's replay names the data, and it equals a brute force of the space."""
