@@ -1,4 +1,4 @@
-"""Our plan against AIConfigurator's sizing, on traffic both can describe (docs/planning.md#against-aiconfigurators-answer).
+"""Our plan against AIConfigurator's sizing, on traffic both can describe.
 
 AIConfigurator (aiconfigurator-core's `find_best_agg_result_under_constraints`, what its
 `recommend`-style answers size from) picks, for fixed input and output lengths, the batch
@@ -7,11 +7,12 @@ then needs ceil(rate / that replica's requests per second) replicas. We replay t
 lengths as a trace of Poisson arrivals at that rate (no reuse, or one shared prefix) through
 `analysis.plan` on the same model, GPU, backend, TP and measured data, and search replicas.
 
-    python -m benchmarks.aic_plan --rates 4,8,16 --prefix 0,2000
+    python -m benchmarks.aic_plan --rates 4,8,9,12,16,24 --prefix 0,2000
 
 Prints one row per (rate, prefix): AIConfigurator's replica throughput, TTFT, TPOT and
 replicas; ours: the fewest replicas meeting TTFT p99 and TPOT mean, their values, and the
-replays it took.
+replays it took. docs/planning.md#against-aiconfigurators-answer has the table and why the
+answers differ.
 """
 from __future__ import annotations
 

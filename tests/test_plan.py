@@ -343,3 +343,16 @@ def test_tpot_p99_is_the_99th_percentile_that_goodput_counts(trace):
     assert round(at.goodput_ratio * trace.n_requests) - single >= rank + 1
     assert round(below.goodput_ratio * trace.n_requests) - single <= rank
     assert r.tpot_mean_s < r.tpot_p99_s
+
+
+def test_aic_comparison_smoke(capsys):
+    """benchmarks/aic_plan.py: its Poisson trace by hand, and one row of the table (AIConfigurator's
+    sizing beside our plan on the same model, GPU, backend, TP and data)."""
+    from benchmarks.aic_plan import main, poisson_trace
+
+    t = poisson_trace(4.0, 10.0, 100, 20, prefix=32)
+    assert t.n_requests == 40 and set(t.request_lengths) == {7} and set(t.output_tokens) == {20}
+    assert len(set(t.blocks.tolist())) == 2 + 40 * 5  # two shared blocks, five of each request's own
+    assert main(["--rates", "4", "--seconds", "20", "--max-replicas", "2"]) == 0
+    row = capsys.readouterr().out.strip().splitlines()[-1].split(" | ")
+    assert row[:2] == ["| 4", "0"] and row[4] == "1" and row[5] in ("1", "2")
