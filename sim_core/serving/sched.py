@@ -18,8 +18,7 @@ from __future__ import annotations
 from ..tiers.hierarchy import pack_last, tier_on
 from ..jit import hook_njit
 from .handoff import admit_prebuilt
-from .pool import allocate, available, grow, level, load, pin, register, release
-from .state import C_PREEMPT
+from .pool import allocate, available, grow, level, load, pin, preempt, register
 from .measured.step import measured_seconds
 from .stepmodel import K_DYNAMO, K_MEASURED, step_seconds
 
@@ -29,11 +28,8 @@ ADMIT_BUG = -2  # the policy returned an invalid victim
 
 @hook_njit
 def _preempt(st, cache, reqs, queues, q, r):
-    release(st, cache, reqs, q, r)
-    reqs.lost[r] += reqs.comp[r]
-    reqs.comp[r] = 0
-    reqs.npre[r] += 1
-    cache.c[q, C_PREEMPT] += 1
+    """vLLM's preemption: r starts over, first in the waiting queue."""
+    preempt(st, cache, reqs, q, r)
     M = queues.wq.shape[1]
     h = (queues.wh[q] - 1 + M) % M
     queues.wq[q, h] = r
