@@ -138,6 +138,7 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
                                     ext.request_lengths, prompt, np.ones_like(out) if P else out, arrive,
                                     trace.session, track_times=lag(rgot) > 0)
     cache.c[:P, C_CAP] = cap_p
+    cache.c[P:, C_CAP] = cap  # new_state gave every replica the larger of the two
     rcode, view = router_view(rspec, rgot, seed, P or n_rep, ext.n_unique, trace.n_requests)
     lo = _below(specs, ext, cost, seed, hw, mdl, bt, dep.overlap)
     cfg = engine_cfg(pre, cap_p, bt, _checking())
@@ -157,8 +158,11 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
                            f"(not resident, or pinned by a running request) at capacity {cap}")
     if err == ERR_STATE:
         raise RuntimeError("the serving replay's block pool lost count of its blocks (a bug; SERVE_CHECK found it)")
-    if err == ERR_STALL or np.any(np.isnan(reqs.t_last)):
-        raise RuntimeError(f"the serving replay stalled with {int(np.isnan(reqs.t_last).sum())} requests "
+    # unfinished where requests finish: a disaggregated fleet's decode side (dreqs; its prefill
+    # side, reqs, ends at the hidden token, so counting it reported a decode stall as 0)
+    left = int(np.count_nonzero(dreqs.gen < dreqs.out))
+    if err == ERR_STALL or left or np.any(np.isnan(reqs.t_last)):
+        raise RuntimeError(f"the serving replay stalled with {left} requests "
                            f"unfinished (capacity {cap}, engine {eng.name})")
     for s, tier in zip(specs, (lo.t1, lo.t2, lo.t3)):
         if tier.c[T_FAILED]:
