@@ -146,7 +146,8 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
                          eng.dynamo_compat) if eng.scheduler == "sglang" else None  # None: vLLM's
     if P:  # the decode pool: its engine, step model and router; the handoff between the two
         dsm = _step_model(eng, cap * bt, hw, mdl, mcfg)
-        dreqs, vd, ho = decode_side(dep, ext, prompt, out, reqs, seed, engine_cfg(eng, cap, bt, _checking()), dsm)
+        dreqs, vd, ho = decode_side(dep, ext, prompt, out, reqs, seed, engine_cfg(eng, cap, bt, _checking(), True),
+                                   dsm)
     else:
         dreqs, vd, ho = reqs, view, idle(n_rep)
     makespan = run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, ss, np.int64(rcode), view,

@@ -118,7 +118,8 @@ def _prebuilt_behind(st, cache, lo, reqs, queues, q, budget, bt, reserve, now):
 
 
 @hook_njit
-def schedule(st, cache, lo, reqs, queues, q, now, max_tokens, max_seqs, chunked, whole, threshold, watermark, bt):
+def schedule(st, cache, lo, reqs, queues, q, now, max_tokens, max_seqs, chunked, whole, threshold, watermark, bt,
+             decode):
     """Fill replica q's next step (queues.sr/sn/ns); -1 on a policy bug."""
     budget = max_tokens
     ns = 0
@@ -160,7 +161,7 @@ def schedule(st, cache, lo, reqs, queues, q, now, max_tokens, max_seqs, chunked,
             reserve = watermark if (ns > 0 or queues.nrun[q] > 0) else 0
             n = _admit(st, cache, lo, reqs, q, r, budget, chunked, whole, bt, reserve, now)
             i = 0
-            if n == ADMIT_NO and reqs.nalloc[r] == 0:
+            if decode and n == ADMIT_NO and reqs.nalloc[r] == 0:
                 # A disaggregated decode replica: a head that does not fit (preempted there, to be
                 # recomputed) lets the activated requests behind it in, in order. They hold their
                 # prompt's KV (pinned) and need at most their first decode's block, and they may
