@@ -34,7 +34,7 @@ from sim_core import ROUTERS, serve
 from sim_core.serving.ceiling import fleet_ceiling
 from sim_core.traces.loaders import load_trace
 
-from .serving import SHAPE, interleaved, md_table, publish, replay_parser
+from .serving import SHAPE, dynamo_replay, interleaved, md_table, publish, replay_parser
 
 os.environ.setdefault("DYN_LOG", "error")  # Dynamo logs every routing decision at INFO
 PART1 = [(r, c, rt, s) for r in (2, 4, 8) for c in (4000, 16000) for rt in ("round_robin", "kv_router")
@@ -52,13 +52,7 @@ def ours(trace, replicas: int, blocks: int, router: str, speedup: float) -> tupl
 
 
 def dynamo(path: Path, replicas: int, blocks: int, router: str, speedup: float) -> tuple[dict, float]:
-    from dynamo.replay import run_trace_replay
-
-    t0 = time.perf_counter()
-    rep = run_trace_replay([str(path)], extra_engine_args={"engine": {"block_size": 512, "num_gpu_blocks": blocks}},
-                           num_workers=replicas, router_mode=router, arrival_speedup_ratio=speedup,
-                           trace_block_size=512, trace_format="mooncake", capture_per_request=True)
-    wall = time.perf_counter() - t0
+    rep, wall = dynamo_replay(path, replicas, blocks, router, speedup)
     s = rep.summary
     prefilled: dict[int, int] = defaultdict(int)
     regret = 0

@@ -40,7 +40,8 @@ def ours(trace, replicas: int, blocks: int, router: str, speedup: float) -> tupl
 
 
 def replay(path: Path, engine: dict, replicas: int, router: str, speedup: float):
-    """(Dynamo's run_trace_replay of a Mooncake trace under `engine`'s arguments, its wall seconds)."""
+    """(Dynamo's run_trace_replay of a Mooncake trace (512-token blocks) under `engine`'s
+    arguments, with per-request records; its wall seconds)."""
     from dynamo.replay import run_trace_replay
 
     t0 = time.perf_counter()
@@ -50,8 +51,14 @@ def replay(path: Path, engine: dict, replicas: int, router: str, speedup: float)
     return rep, time.perf_counter() - t0
 
 
+def dynamo_replay(path: Path, replicas: int, blocks: int, router: str, speedup: float):
+    """Dynamo's replay of a Mooncake-format trace (512-token blocks) with per-request
+    records: (its report, wall seconds)."""
+    return replay(path, {"block_size": 512, "num_gpu_blocks": blocks}, replicas, router, speedup)
+
+
 def dynamo(path: Path, replicas: int, blocks: int, router: str, speedup: float) -> tuple[dict, float]:
-    rep, wall = replay(path, {"block_size": 512, "num_gpu_blocks": blocks}, replicas, router, speedup)
+    rep, wall = dynamo_replay(path, replicas, blocks, router, speedup)
     s = rep.summary
     # its summary has no preemption count: each preemption is one re-admission of a request
     pre = sum(int(r.get("readmission_count", 0) or 0) for r in rep.per_request or [])

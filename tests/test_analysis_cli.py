@@ -34,7 +34,6 @@ ILP_COSTS = ["uniform", "linear"]
 
 @pytest.fixture(scope="module")
 def ilp_sweep(tmp_path_factory):
-    pytest.importorskip("highspy")
     d = tmp_path_factory.mktemp("ilp_sweep")
     trace = session_trace(n_sessions=40, seed=5)
     path = trace.save(d / "sessions.npz")
@@ -88,7 +87,6 @@ def test_ilp_in_a_sweep_is_the_solver_optimum_and_bounds_belady(ilp_sweep):
 def test_ilp_as_a_policy_matches_belady_where_belady_is_optimal():
     """Block mode, uniform cost: Belady (MIN) is the hit optimum, so the ILP's hits, and the
     evictions and peak residency of a cache that realises its solution, are Belady's."""
-    pytest.importorskip("highspy")
     t = session_trace(n_sessions=30, seed=2)
     caps = [20, 60, 10**6]
     ilp = simulate(t, "ilp", caps, mode="block")
@@ -104,7 +102,6 @@ def test_ilp_limit_by_hand():
     """Request mode: [1,2] [3] [1,2] [3] [1,2] has reuse intervals ending at requests 2 (two),
     3 (one) and 4 (two): 5 in all. Under a limit of 2 the first 3 requests fit, under 3 the
     first 4."""
-    pytest.importorskip("highspy")
     from sim_core.oracles.ilp import check, requests_within
 
     t = Trace.from_requests([[1, 2], [3], [1, 2], [3], [1, 2]], name="byhand")
@@ -123,7 +120,6 @@ def test_ilp_refuses_a_far_too_large_trace_on_size_alone():
     """More than 50 block accesses per allowed interval: refused without counting intervals
     (a full-scale trace would take minutes and GBs to count), naming the limit and the
     trace's size: 120 single-block requests against a limit of 2."""
-    pytest.importorskip("highspy")
     from sim_core.oracles.ilp import check
 
     t = Trace.from_requests([[i % 7] for i in range(120)], name="big")

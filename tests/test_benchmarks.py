@@ -12,7 +12,7 @@ from benchmarks import fidelity, speed
 from benchmarks.agents import contexts_regime, gap_to_next_turn, main as agents_main, overlaid
 from sim_core import REGISTRY, Trace
 from sim_core.policies.agent import tool_waits
-from tests.helpers import session_trace
+from tests.helpers import aiconfigurator, session_trace
 
 
 def test_speed_references_name_registered_policies_without_an_equal():
@@ -176,7 +176,7 @@ def test_agents_bench_lmcache_rows(capsys):
 
 def test_stepmodel_bench_tables():
     """`python -m benchmarks.stepmodel`: the KV capacity rows against the package and the table layout."""
-    pytest.importorskip("aiconfigurator_core")
+    aiconfigurator()
     from benchmarks import stepmodel
 
     cap = stepmodel.capacity([("Qwen/Qwen3-30B-A3B", 1)])

@@ -92,6 +92,39 @@ def test_activation_waits_for_the_decode_replicas_pass_boundary():
     assert r.ttft_transfer_s == 0 and r.ttft_handoff_wait_s == pytest.approx(r.handoff_mean_s)
 
 
+def test_activated_requests_pass_a_preempted_head_that_cannot_fit(monkeypatch):
+    # 4-token blocks, 8 per replica. A (1 block) and B (4 blocks) decode together on the one
+    # decode replica until their growth preempts B: back at the head of its waiting queue, to
+    # recompute 6 blocks. C (3 blocks) is activated meanwhile and waits behind B with its moved
+    # blocks pinned: it is admitted past B (it needs no new block) and finishes; B runs once A
+    # has. Head-of-line, C waited behind B; A, alone, could not grow beside C's pinned blocks
+    # and was preempted too, and with C's 3 pinned neither A nor B (6 each) ever fitted: a stall.
+    monkeypatch.setenv("KVSWEEP_SERVE_CHECK", "1")  # the pool's counters after every step
+    outs = [29, 17, 2]
+    t = trace([[1], [2, 3, 4, 5], [6, 7, 8]], [4, 16, 12], outs, [0.0, 0.0, 0.1], bt=4)
+    r = serve(t, "lru", 8, replicas=1, prefill_replicas=1, engine="dynamo")
+    assert r.per_replica[1]["preemptions"] >= 1 and r.per_replica[1]["requests"] == 3
+    assert r.output_tokens == sum(outs) and r.per_replica[1]["decode_tokens"] == sum(outs)
+    # a larger prefill cache does not enlarge the decode replicas' (it gave them 100 blocks:
+    # no preemption at all)
+    r2 = serve(t, "lru", 8, replicas=1, prefill_replicas=1, prefill_capacity_blocks=100, engine="dynamo")
+    assert r2.per_replica[1]["preemptions"] >= 1 and r2.output_tokens == sum(outs)
+
+
+@pytest.mark.parametrize("decode", [2, 3])
+def test_the_bundled_trace_at_four_times_load_finishes_on_small_decode_caches(bundled, decode, monkeypatch):
+    # 2:2 and 2:3 at 400 blocks (the largest request needs 239): decode replicas preempt, and
+    # a preempted head blocked by activated requests stalled both (2:3 reported "0 requests
+    # unfinished": the count read the prefill side, where every request had finished)
+    monkeypatch.setenv("KVSWEEP_SERVE_CHECK", "1")
+    tr = bundled.subset(300)
+    r = serve(tr, "lru", 400, prefill_replicas=2, replicas=decode, router="kv_router", engine="dynamo",
+              arrival_speedup=4.0)
+    assert r.preemptions > 0 and r.output_tokens == int(tr.output_tokens.sum())
+    assert sum(p["requests"] for p in r.per_replica[2:]) == 300
+    assert sum(p["decode_tokens"] for p in r.per_replica[2:]) == r.output_tokens
+
+
 # ---------------------------------------------------------------- the transfer model
 def test_transfer_time_alone_and_on_a_shared_link():
     # two 3,000-token prompts prefilled together (one pass) move at once: alone on the link

@@ -380,7 +380,6 @@ def _tiny_traces(n, seed):
 
 
 def test_ilp_equals_brute_force_on_tiny_traces():
-    pytest.importorskip("highspy")
     from sim_core.oracles.ilp import solve
 
     for t, cap in _tiny_traces(40, seed=7):
@@ -417,7 +416,6 @@ POLICIES_VS_ILP = ["belady", "belady_compute", "lru"] + MINE
 
 
 def test_ilp_bounds_every_policy(small_sessions):
-    pytest.importorskip("highspy")
     cases = [("request", cap, cm) for cap in (30, 100, 300) for cm in COSTS]
     cases += [("block", 100, "uniform"), ("block", 100, "linear")]
     _check_ilp_bounds(small_sessions, cases, POLICIES_VS_ILP)
@@ -425,7 +423,6 @@ def test_ilp_bounds_every_policy(small_sessions):
 
 @pytest.mark.slow
 def test_ilp_bounds_every_policy_full(small_sessions):
-    pytest.importorskip("highspy")
     cases = [(mode, cap, cm) for mode in ("request", "block") for cap in (30, 100, 300) for cm in COSTS]
     _check_ilp_bounds(small_sessions, cases, POLICIES_VS_ILP)
     moon = mooncake_trace().subset(3000)
@@ -434,7 +431,6 @@ def test_ilp_bounds_every_policy_full(small_sessions):
 
 
 def test_ilp_refuses_large_traces_and_bad_input(small_sessions):
-    pytest.importorskip("highspy")
     from sim_core.oracles.ilp import solve
 
     with pytest.raises(ValueError, match="max_intervals"):
@@ -448,7 +444,6 @@ def test_ilp_refuses_large_traces_and_bad_input(small_sessions):
 def test_ilp_oversized_requests_and_repeats():
     # capacity 2: [A,B,C] does not fit -> recomputed and not a use; [A,A] repeats A (1 hit);
     # [A] after it hits (consecutive requests both pinning A). Uniform: 2 hits of 6.
-    pytest.importorskip("highspy")
     from sim_core.oracles.ilp import solve
 
     t = Trace.from_requests([[A, B, C], [A, A], [A]])

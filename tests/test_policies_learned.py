@@ -2,6 +2,7 @@
 cross-checks against libCacheSim's LRB / ThreeLCache (block mode)."""
 from __future__ import annotations
 
+import lightgbm as lgb  # a dependency: missing, the module fails rather than skips
 import numpy as np
 import pytest
 
@@ -11,8 +12,6 @@ from sim_core.policies import PolicyContext, get_policy
 from sim_core.structures.gbdt import export, fit, forest_predict, lightgbm_params, new_forest
 from sim_core.structures.learned import forest_view
 from tests.helpers import mooncake_trace, session_trace
-
-lgb = pytest.importorskip("lightgbm")
 
 LEARNED = ["lrb", "threelcache"]
 # small schedules and models so that fast tests train several times on small traces

@@ -426,6 +426,26 @@ def test_trace_travels_to_workers_unchanged():
     assert (u.name, u.source, u.block_tokens) == ("x", "real", 16)
 
 
+def test_a_worker_trace_has_the_drivers_array_types():
+    """ray.get hands a worker read-only arrays, which numba types apart from writable ones,
+    so each kernel would compile twice: the per-request arrays arrive writable, the blocks
+    stay shared (read-only, not copied)."""
+    import numba
+
+    from sweep.traces import from_payload, to_payload
+
+    t = Trace.from_requests([[1, 2, 3], [1, 2, 4, 5], [9]], block_tokens=16, name="x", source="real")
+    per_request = ("req_offsets", "arrival_s", "session", "input_tokens", "output_tokens")
+    driver = {k: numba.typeof(getattr(t, k)) for k in per_request}
+    d = {k: a.copy() if isinstance(a, np.ndarray) else a for k, a in to_payload(t).items()}
+    for a in d.values():
+        if isinstance(a, np.ndarray):
+            a.flags.writeable = False  # as ray.get gives them
+    u = from_payload(d)
+    for k in per_request:
+        assert numba.typeof(getattr(u, k)) == driver[k], k
+    assert np.shares_memory(u.blocks, d["blocks"])
+
 def test_a_failing_job_fails_only_its_curves(e2e, tmp_path):
     """belady with a negative horizon raises in the worker: its curve ends FAILED, the
     other policy's curve is FINISHED, the sweep run FAILED and the exit status 1."""

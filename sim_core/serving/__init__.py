@@ -26,7 +26,7 @@ from .ceiling import fleet_ceiling
 from .deployment import FIELDS, Deployment, deployment, kv_capacity, measured_config
 from .disagg import check_fits, decode_side, idle, role_fields
 from .engines import ENGINES, ServeEngine
-from .loop import run_serve
+from .loop import replica_states, run_serve
 from .result import ServeResult, goodput_fields, imbalance_fields, latency_fields, serve_metric_fields
 from .routers import ROUTERS, get_router, lag, router_view
 from .routers.view import RS_REGRET
@@ -134,23 +134,25 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
     ctx = PolicyContext(trace=ext, capacity=cap, mode="request", cost_per_depth=cost, params=params, seed=seed)
     ctx_p = dataclasses.replace(ctx, capacity=cap_p)
     Q = P + n_rep  # prefill replicas first
-    sts = tuple(spec.make_state(ctx_p if q < P else ctx) for q in range(Q))
+    sts = replica_states(tuple(spec.make_state(ctx_p if q < P else ctx) for q in range(Q)))
     cache, reqs, queues = new_state(ext, Q, max(cap, cap_p), max(eng.max_num_seqs, pre.max_num_seqs),
                                     ext.request_lengths, prompt, np.ones_like(out) if P else out, arrive,
                                     trace.session, track_times=lag(rgot) > 0)
     cache.c[:P, C_CAP] = cap_p
+    cache.c[P:, C_CAP] = cap  # new_state gave every replica the larger of the two
     rcode, view = router_view(rspec, rgot, seed, P or n_rep, ext.n_unique, trace.n_requests)
     lo = _below(specs, ext, cost, seed, Q, hw, mdl, bt, dep.overlap)
     cfg = engine_cfg(pre, cap_p, bt, _checking())
-    ss = new_sched_state(Q, ext.n_unique, trace.n_requests, eng.schedule_conservativeness,
-                         eng.scheduler == "sglang" and eng.lpm, eng.dynamo_compat)
+    ss = new_sched_state(Q, ext.n_unique, trace.n_requests, eng.schedule_conservativeness, eng.lpm,
+                         eng.dynamo_compat) if eng.scheduler == "sglang" else None  # None: vLLM's
     if P:  # the decode pool: its engine, step model and router; the handoff between the two
         dsm = _step_model(eng, cap * bt, hw, mdl, mcfg)
-        dreqs, vd, ho = decode_side(dep, ext, prompt, out, reqs, seed, engine_cfg(eng, cap, bt, _checking()), dsm)
+        dreqs, vd, ho = decode_side(dep, ext, prompt, out, reqs, seed, engine_cfg(eng, cap, bt, _checking(), True),
+                                   dsm)
     else:
         dreqs, vd, ho = reqs, view, idle(n_rep)
     makespan = run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, ss, np.int64(rcode), view,
-                         *sm.arrays(), dreqs, vd, ho)
+                         *sm.arrays(), dreqs, vd, ho if P else None)
     err = int(cache.c[0, C_ERR])
     if err == ERR_POLICY:
         q = int(np.flatnonzero(cache.c[:, C_BADV] != 0)[0]) if np.any(cache.c[:, C_BADV] != 0) else 0
@@ -158,8 +160,11 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
                            f"(not resident, or pinned by a running request) at capacity {cap}")
     if err == ERR_STATE:
         raise RuntimeError("the serving replay's block pool lost count of its blocks (a bug; SERVE_CHECK found it)")
-    if err == ERR_STALL or np.any(np.isnan(reqs.t_last)):
-        raise RuntimeError(f"the serving replay stalled with {int(np.isnan(reqs.t_last).sum())} requests "
+    # unfinished where requests finish: a disaggregated fleet's decode side (dreqs; its prefill
+    # side, reqs, ends at the hidden token, so counting it reported a decode stall as 0)
+    left = int(np.count_nonzero(dreqs.gen < dreqs.out))
+    if err == ERR_STALL or left or np.any(np.isnan(reqs.t_last)):
+        raise RuntimeError(f"the serving replay stalled with {left} requests "
                            f"unfinished (capacity {cap}, engine {eng.name})")
     for s, slot in zip(specs, (lo.t1, lo.t2, lo.t3)):
         for tier in slot:

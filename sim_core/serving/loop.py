@@ -27,6 +27,21 @@ from .state import (C_DEC_TOKENS, C_ERR, C_EXTRAP, C_PEAK_PINNED, C_PF_TOKENS, C
                     C_COMPUTED, C_RES, C_USED, ERR_POLICY, ERR_STALL, ERR_STATE, F_BUSY, F_NOW, F_QAREA)
 
 
+#: replica counts up to this share one compiled loop (see replica_states)
+STATES_MIN = 16
+
+
+def replica_states(states: tuple) -> tuple:
+    """The replicas' policy states as run_serve takes them. A tuple's length is part of the
+    compiled loop's type, so every replica count would compile the loop again (about 20 s
+    each); padded with the first state (never read: the loop indexes replicas below Q only)
+    to STATES_MIN, or the next power of two above it, one compile serves every count up to
+    STATES_MIN and one more each doubling. (Compiling a 16-long tuple costs about what a
+    1-long one does; 64 costs twice that.)"""
+    n = max(STATES_MIN, 1 << (len(states) - 1).bit_length())
+    return tuple(states) + (states[0],) * (n - len(states))
+
+
 @hook_njit
 def _end_step(st, cache, lo, reqs, queues, tu, v, q, t, bt, ho):
     """Apply replica q's step at time t; the number of requests it finished. A finished
@@ -35,7 +50,7 @@ def _end_step(st, cache, lo, reqs, queues, tu, v, q, t, bt, ho):
     and its KV is held for the handoff (sim_core.serving.handoff). The lower tiers take what
     the step computed (sim_core.serving.tiers)."""
     done = 0
-    P = ho.s[S_P]
+    P = 0 if ho is None else ho.s[S_P]
     for i in range(queues.ns[q]):
         r = queues.sr[q, i]
         n = queues.sn[q, i]
@@ -51,13 +66,13 @@ def _end_step(st, cache, lo, reqs, queues, tu, v, q, t, bt, ho):
             reqs.t_last[r] = t
             if reqs.gen[r] >= reqs.out[r]:
                 done += 1
-                if q < P:
+                if ho is not None and q < P:
                     hold(ho, reqs, r, q, t)
                     on_finish(v, reqs, r, q, bt)
                     continue
                 release(st, cache, reqs, q, r)
                 on_finish(v, reqs, r, q, bt)
-                if P > 0:
+                if ho is not None and P > 0:
                     decode_done(ho, reqs, r, q, bt)
                 k = tu.nxt[r]
                 if k >= 0:
@@ -107,16 +122,19 @@ def run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, ss, router, v, sm_ki
     """Replay every request through the replicas: those in `order` at their arrival, the
     later turns of closed-loop sessions when released (`tu`); the makespan.
     cfg: int64[N_CFG] (sim_core.serving.schedulers: the scheduler, its limits, block_tokens,
-    check); ss: the scheduler's own state. A disaggregated fleet (ho.s[S_P] = P > 0):
-    replicas from P on are the decode pool, with their requests' state `dreqs`, their
-    router's view `vd`, and their configuration and step-time model in `ho`
-    (sim_core.serving.handoff); an aggregated one passes reqs and v again."""
+    check); ss: SGLang's scheduler state, None under vLLM's. A disaggregated fleet (ho.s[S_P]
+    = P > 0): replicas from P on are the decode pool, with their requests' state `dreqs`,
+    their router's view `vd`, and their configuration and step-time model in `ho`
+    (sim_core.serving.handoff); an aggregated one passes reqs and v again, and ho=None.
+    A None argument is pruned at compile time (every `is None` test on it is a constant):
+    a vLLM or aggregated replay does not compile SGLang's scheduler or the handoff, which
+    were half of each policy's compile."""
     bt = cfg[5]
     check = cfg[7] != 0
     Q = queues.busy.shape[0]
     N = reqs.arrive.shape[0]
     NA = order.shape[0]
-    P = ho.s[S_P]
+    P = 0 if ho is None else ho.s[S_P]
     inf = np.inf
     ai = 0
     done = 0
@@ -130,7 +148,7 @@ def run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, ss, router, v, sm_ki
             tn = reqs.arrive[order[ai]]
         if tu.hn[0] > 0 and tu.hk[0] < tn:
             tn = tu.hk[0]
-        if P > 0:
+        if ho is not None:
             tn = min(tn, next_transfer(ho))
         if tn == inf:
             cache.c[0, C_ERR] = ERR_STALL
@@ -143,7 +161,7 @@ def run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, ss, router, v, sm_ki
                 st = sts[q]
                 dec = P > 0 and q >= P
                 rq = dreqs if dec else reqs
-                if P > 0:
+                if ho is not None:
                     wake(ho, q)
                 step_ending(ss, cache, lo, rq, queues, q, t, cfg)
                 k = _end_step(st, cache, lo, rq, queues, tu, vd if dec else v, q, t, bt, ho)
@@ -151,13 +169,13 @@ def run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, ss, router, v, sm_ki
                 if q >= P:  # a prefill replica's finished requests are handed off, not done
                     done += k
                 queues.busy[q] = False
-                if dec and retry(ho, sts, cache, lo, dreqs, queues, q, t, bt) < 0:
+                if ho is not None and dec and retry(ho, sts, cache, lo, dreqs, queues, q, t, bt) < 0:
                     cache.c[0, C_ERR] = ERR_POLICY
                     return t
-                if check and not _consistent(cache, rq, queues, q, ho.xpriv[q]):
+                if check and not _consistent(cache, rq, queues, q, 0 if ho is None else ho.xpriv[q]):
                     cache.c[0, C_ERR] = ERR_STATE
                     return t
-        if P > 0:
+        if ho is not None:
             arrivals(ho, t)
         while (ai < NA and reqs.arrive[order[ai]] <= t) or (tu.hn[0] > 0 and tu.hk[0] <= t):
             if ai < NA and reqs.arrive[order[ai]] <= t:
@@ -173,7 +191,7 @@ def run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, ss, router, v, sm_ki
             cache.c[q, C_REQS] += 1
             if queues.wn[q] > cache.c[q, C_QPEAK]:
                 cache.c[q, C_QPEAK] = queues.wn[q]
-        if P > 0 and drive(ho, sts, cache, lo, reqs, dreqs, queues, vd, t, bt) < 0:
+        if ho is not None and drive(ho, sts, cache, lo, reqs, dreqs, queues, vd, t, bt) < 0:
             cache.c[0, C_ERR] = ERR_POLICY
             return t
         for q in range(Q):
@@ -182,13 +200,13 @@ def run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, ss, router, v, sm_ki
             st = sts[q]
             dec = P > 0 and q >= P
             rq = dreqs if dec else reqs
-            cq = ho.dcfg if dec else cfg
+            cq = cfg if ho is None or not dec else ho.dcfg
             cache.f[q, F_NOW] = t
             k = schedule(ss, st, cache, lo, rq, queues, q, t, cq)
             if k < 0:
                 cache.c[0, C_ERR] = ERR_POLICY
                 return t
-            if check and not _consistent(cache, rq, queues, q, ho.xpriv[q]):
+            if check and not _consistent(cache, rq, queues, q, 0 if ho is None else ho.xpriv[q]):
                 cache.c[0, C_ERR] = ERR_STATE
                 return t
             if k == 0:
@@ -197,11 +215,11 @@ def run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, ss, router, v, sm_ki
                     cache.c[0, C_ERR] = ERR_STALL
                     return t
                 continue
-            if dec:
+            if ho is None or not dec:
+                dt, pf, nd, out = step_time(ss, reqs, queues, lo, q, cfg, sm_kind, sm_p, px, py, db, dc, dm)
+            else:
                 dt, pf, nd, out = step_time(ss, rq, queues, lo, q, cq, ho.s[S_DSM], ho.dsm_p, ho.dpx, ho.dpy, ho.ddb,
                                             ho.ddc, ho.ddm)
-            else:
-                dt, pf, nd, out = step_time(ss, reqs, queues, lo, q, cfg, sm_kind, sm_p, px, py, db, dc, dm)
             if out:  # the step left the measured data: count it and which part did
                 cache.c[q, C_EXTRAP] += 1
                 for bit in range(3):

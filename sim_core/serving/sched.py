@@ -18,9 +18,8 @@ from __future__ import annotations
 from ..tiers.hierarchy import tier_on
 from ..jit import hook_njit
 from .handoff import admit_prebuilt
-from .pool import allocate, available, grow, pin, register, release
+from .pool import allocate, available, grow, pin, preempt, register
 from .tiers import admitted, admitting, found
-from .state import C_PREEMPT
 from .measured.step import measured_seconds
 from .stepmodel import K_DYNAMO, K_MEASURED, step_seconds
 
@@ -30,11 +29,8 @@ ADMIT_BUG = -2  # the policy returned an invalid victim
 
 @hook_njit
 def _preempt(st, cache, reqs, queues, q, r):
-    release(st, cache, reqs, q, r)
-    reqs.lost[r] += reqs.comp[r]
-    reqs.comp[r] = 0
-    reqs.npre[r] += 1
-    cache.c[q, C_PREEMPT] += 1
+    """vLLM's preemption: r starts over, first in the waiting queue."""
+    preempt(st, cache, reqs, q, r)
     M = queues.wq.shape[1]
     h = (queues.wh[q] - 1 + M) % M
     queues.wq[q, h] = r
@@ -100,7 +96,22 @@ def _admit(st, cache, lo, reqs, q, r, budget, chunked, whole, bt, reserve, now):
 
 
 @hook_njit
-def schedule(st, cache, lo, reqs, queues, q, now, max_tokens, max_seqs, chunked, whole, threshold, watermark, bt):
+def _prebuilt_behind(st, cache, lo, reqs, queues, q, budget, bt, reserve, now):
+    """The first waiting request after the head whose prompt's KV came by transfer, admitted:
+    (its place in the queue, its tokens), or (0, ADMIT_NO) when there is none or it does not
+    fit (those after it wait: activated requests keep their order), (0, ADMIT_BUG)."""
+    M = queues.wq.shape[1]
+    for i in range(1, queues.wn[q]):
+        r = queues.wq[q, (queues.wh[q] + i) % M]
+        if reqs.nalloc[r] > 0:
+            n = admit_prebuilt(st, cache, lo, reqs, q, r, budget, bt, reserve, now)
+            return (i, n) if n >= 0 else (0, n)
+    return 0, ADMIT_NO
+
+
+@hook_njit
+def schedule(st, cache, lo, reqs, queues, q, now, max_tokens, max_seqs, chunked, whole, threshold, watermark, bt,
+             decode):
     """Fill replica q's next step (queues.sr/sn/ns); -1 on a policy bug."""
     budget = max_tokens
     ns = 0
@@ -141,10 +152,21 @@ def schedule(st, cache, lo, reqs, queues, q, now, max_tokens, max_seqs, chunked,
             # the watermark holds back admissions only beside other work (vLLM)
             reserve = watermark if (ns > 0 or queues.nrun[q] > 0) else 0
             n = _admit(st, cache, lo, reqs, q, r, budget, chunked, whole, bt, reserve, now)
+            i = 0
+            if decode and n == ADMIT_NO and reqs.nalloc[r] == 0:
+                # A disaggregated decode replica: a head that does not fit (preempted there, to be
+                # recomputed) lets the activated requests behind it in, in order. They hold their
+                # prompt's KV (pinned) and need at most their first decode's block, and they may
+                # hold what the head waits for: with nothing running nothing else would free it
+                # (a stall). Dynamo's newer mocker admits them first too (docs/disagg.md).
+                i, n = _prebuilt_behind(st, cache, lo, reqs, queues, q, budget, bt, reserve, now)
             if n == ADMIT_BUG:
                 return -1
             if n == ADMIT_NO:
                 break
+            r = queues.wq[q, (queues.wh[q] + i) % M]
+            for j in range(i, 0, -1):  # take the i-th out, keeping the others' order
+                queues.wq[q, (queues.wh[q] + j) % M] = queues.wq[q, (queues.wh[q] + j - 1) % M]
             queues.wh[q] = (queues.wh[q] + 1) % M
             queues.wn[q] -= 1
             queues.run[q, queues.nrun[q]] = r
