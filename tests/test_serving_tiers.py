@@ -117,6 +117,33 @@ def test_a_router_can_see_the_pool():
     assert seen.per_replica[1]["requests"] == 1 and seen.pool_foreign_blocks == 2
 
 
+def test_every_replica_count_up_to_16_runs_one_compiled_loop_with_tiers():
+    """The replicas' tier tuples are padded as their policy states are (replica_states):
+    fleets of 2, 3 and 9 with a private tier (and with a shared pool) add no compiled
+    version of the loop, and each replica still has a tier of its own."""
+    from sim_core.serving.loop import run_serve
+
+    t = sparse(40)
+    priv = [{"name": "dram", "capacity": 12, "bandwidth_bps": INF}]
+    for tiers in (priv, POOL):
+        serve(t, "lru", 8, replicas=2, tiers=tiers)
+        known = len(run_serve.signatures)
+        for n in (3, 9):
+            res = serve(t, "lru", 8, replicas=n, tiers=tiers)
+            assert len(res.per_replica) == n
+        assert len(run_serve.signatures) == known
+    # padding does not change results: a private tier per replica on 3 replicas serves what
+    # three separate one-replica fleets over round robin's shares would (each replica's own)
+    r = serve(t, "lru", 8, replicas=3, tiers=priv, router="round_robin")
+    for q in range(3):
+        part = Trace.from_requests([list(t.request_blocks(i)) for i in range(q, t.n_requests, 3)],
+                                   [1000.0 * i for i in range(q, t.n_requests, 3)], block_tokens=4,
+                                   input_tokens=[len(t.request_blocks(i)) * 4 for i in range(q, t.n_requests, 3)],
+                                   output_tokens=[1] * len(range(q, t.n_requests, 3)))
+        one = serve(part, "lru", 8, tiers=priv)
+        assert r.per_replica[q]["tier_loads.dram"] == one.tier_hits["dram"]
+
+
 # ---------------------------------------------------------------- the ceilings
 # two replicas only: every replica count compiles the serving loop once more
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

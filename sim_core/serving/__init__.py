@@ -167,7 +167,7 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
         raise RuntimeError(f"the serving replay stalled with {left} requests "
                            f"unfinished (capacity {cap}, engine {eng.name})")
     for s, slot in zip(specs, (lo.t1, lo.t2, lo.t3)):
-        for tier in slot:
+        for tier in slot[:Q]:  # past Q: padding (_below)
             if tier.c[T_FAILED]:
                 raise RuntimeError(f"tier {s.name!r}: policy {s.policy} returned an invalid victim "
                                    f"{tier.c[T_BAD_VICTIM]} at capacity {s.capacity}")
@@ -211,7 +211,8 @@ def _deployment(dep, given: dict) -> Deployment:
 
 
 def _below(specs, ext, cost, seed: int, n_rep: int, hw, mdl, bt: int, overlap: bool) -> Below:
-    """Every replica's lower tiers (a shared one built once) with their links: bandwidth and latency."""
+    """Every replica's lower tiers (a shared one built once) with their links: bandwidth and
+    latency; each slot's tuple of n_rep tiers padded as replica_states pads the states."""
     bw = np.ones(3)
     lat = np.zeros(3)
     for i, s in enumerate(specs):
@@ -225,7 +226,10 @@ def _below(specs, ext, cost, seed: int, n_rep: int, hw, mdl, bt: int, overlap: b
                              f"or the tier's bandwidth_bps (inf: copies are instantaneous)")
         else:
             bw[i] = hw.link_bps(s.link)
-    return build_below(specs, ext, cost, seed, n_rep, bw, lat, float(mdl.kv_bytes_per_block(bt)), overlap)
+    lo = build_below(specs, ext, cost, seed, n_rep, bw, lat, float(mdl.kv_bytes_per_block(bt)), overlap)
+    # each slot's tuple padded as the policy states are (with its first tier, never read: the
+    # loop indexes replicas below Q only), so the replica count is no part of the loop's type
+    return lo._replace(t1=replica_states(lo.t1), t2=replica_states(lo.t2), t3=replica_states(lo.t3))
 
 
 def engine_blocks(trace, prompt: np.ndarray, out: np.ndarray):

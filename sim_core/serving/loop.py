@@ -37,7 +37,8 @@ def replica_states(states: tuple) -> tuple:
     each); padded with the first state (never read: the loop indexes replicas below Q only)
     to STATES_MIN, or the next power of two above it, one compile serves every count up to
     STATES_MIN and one more each doubling. (Compiling a 16-long tuple costs about what a
-    1-long one does; 64 costs twice that.)"""
+    1-long one does; 64 costs twice that.) serve pads the replicas' tier tuples (Below.t1-t3)
+    by the same rule."""
     n = max(STATES_MIN, 1 << (len(states) - 1).bit_length())
     return tuple(states) + (states[0],) * (n - len(states))
 
