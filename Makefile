@@ -13,9 +13,14 @@ PARALLEL ?= -n auto --dist loadfile
 
 setup: $(STAMP)
 
+# uv resolves and installs the same packages as pip in about a tenth of the time (12 s
+# against 127 s here, both without a cache); where uv cannot (no wheel, an index only pip
+# is configured for), pip does it
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(PY) -m pip install --quiet --disable-pip-version-check uv \
+	  && $(VENV)/bin/uv pip install --quiet --python $(PY) -e '.[test]' \
+	  || $(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	@touch $(STAMP)
 
 ## the default study: synthetic FreeInference-like trace x every policy x 65 capacities x 3 cost models

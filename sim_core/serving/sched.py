@@ -180,7 +180,7 @@ def schedule(st, cache, lo, reqs, queues, q, now, max_tokens, max_seqs, chunked,
 
 
 @hook_njit
-def step_time(reqs, queues, lo, q, sm_kind, sm_p, px, py, db, dc, dm):
+def step_time(reqs, queues, overlap, q, sm_kind, sm_p, px, py, db, dc, dm):
     """Seconds of replica q's step, its new prompt tokens, its decodes, and the flags of the
     measured data it left (measured.step): Dynamo's vLLM decode batch is the requests that
     have generated and end the step caught up."""
@@ -227,5 +227,5 @@ def step_time(reqs, queues, lo, q, sm_kind, sm_p, px, py, db, dc, dm):
             T = n_chunk * (through // n_chunk - before // n_chunk)
         dt = step_seconds(sm_kind, sm_p, px, py, db, dc, dm, n_pf, T, pf_flops, pf_ctx, n_dec, dec_ctx)
     if wait > 0.0:  # the step waits for its loads: overlapped with its compute (layer by layer) or after it
-        dt = max(dt, wait) if lo.overlap else dt + wait
+        dt = max(dt, wait) if overlap else dt + wait
     return dt, pf_tokens, n_dec, out

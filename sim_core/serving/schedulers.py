@@ -57,7 +57,8 @@ def schedule(ss, st, cache, lo, reqs, queues, q, now, cfg):
 def step_time(ss, reqs, queues, lo, q, cfg, sm_kind, sm_p, px, py, db, dc, dm):
     if ss is not None:
         return sched_sglang.step_time(reqs, queues, ss, q, sm_kind, sm_p, px, py, db, dc, dm)
-    return sched.step_time(reqs, queues, lo, q, sm_kind, sm_p, px, py, db, dc, dm)
+    # the lower tier's overlap flag, not the tier: step_time compiles once for every tier type
+    return sched.step_time(reqs, queues, lo.overlap, q, sm_kind, sm_p, px, py, db, dc, dm)
 
 
 @hook_njit

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...jit import inline_njit
+from ...jit import hook_njit, inline_njit
 
 (H_MODE, H_NS, H_S, H_NSX, H_SX, H_SY, H_NK, H_NN, H_NC, H_K, H_N, H_C, H_CA, H_NB, H_NL, H_B, H_L, H_DA, H_NDN,
  H_DNX, H_DNY, H_TOK, H_NCB, H_CB, H_CL, H_NGB, H_GB, H_GL, H_FLOOR) = range(29)
@@ -164,7 +164,9 @@ def prefill_ms(p, n):
     return _shared(p, float(n)) + _ctx_attn(p, 1.0, float(n), 0.0)
 
 
-@inline_njit
+# compiled once as its own function: inlined into each scheduler's step_time, its nested
+# table look-ups made that function's compile take a minute
+@hook_njit
 def measured_seconds(p, reqs, queues, q):
     """(seconds, flags) of replica q's scheduled step. A request is a decode when it has
     generated, is given one token (none: its prompt's KV came by transfer) and ends the
