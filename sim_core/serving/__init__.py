@@ -36,7 +36,7 @@ from .state import (C_BADV, C_CAP, C_DEC_TOKENS, C_ERR, C_EVICT, C_EXTRAP, C_PEA
 from .sessions import turns
 from .stepmodel import dynamo_model, measured_model, profile_model, roofline_model
 from .tier_results import tier_fields
-from .tiers import Below, build_below
+from .tiers import build_below
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +141,7 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
     cache.c[:P, C_CAP] = cap_p
     cache.c[P:, C_CAP] = cap  # new_state gave every replica the larger of the two
     rcode, view = router_view(rspec, rgot, seed, P or n_rep, ext.n_unique, trace.n_requests)
-    lo = _below(specs, ext, cost, seed, Q, hw, mdl, bt, dep.overlap)
+    views = _below(specs, ext, cost, seed, Q, hw, mdl, bt, dep.overlap)
     cfg = engine_cfg(pre, cap_p, bt, _checking())
     ss = new_sched_state(Q, ext.n_unique, trace.n_requests, eng.schedule_conservativeness, eng.lpm,
                          eng.dynamo_compat) if eng.scheduler == "sglang" else None  # None: vLLM's
@@ -151,7 +151,7 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
                                    dsm)
     else:
         dreqs, vd, ho = reqs, view, idle(n_rep)
-    makespan = run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, ss, np.int64(rcode), view,
+    makespan = run_serve(sts, cache, views, reqs, queues, tu, order, cfg, ss, np.int64(rcode), view,
                          *sm.arrays(), dreqs, vd, ho if P else None)
     err = int(cache.c[0, C_ERR])
     if err == ERR_POLICY:
@@ -166,8 +166,9 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
     if err == ERR_STALL or left or np.any(np.isnan(reqs.t_last)):
         raise RuntimeError(f"the serving replay stalled with {left} requests "
                            f"unfinished (capacity {cap}, engine {eng.name})")
-    for s, slot in zip(specs, (lo.t1, lo.t2, lo.t3)):
-        for tier in slot[:Q]:  # past Q: padding (_below)
+    for i, s in enumerate(specs):
+        for lo in views[:Q]:  # past Q: padding (_below)
+            tier = lo[i]  # Below's first three fields: t1-t3
             if tier.c[T_FAILED]:
                 raise RuntimeError(f"tier {s.name!r}: policy {s.policy} returned an invalid victim "
                                    f"{tier.c[T_BAD_VICTIM]} at capacity {s.capacity}")
@@ -191,7 +192,7 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
     res = dataclasses.replace(res, router=rspec.name, regret_tokens=int(view.rs[RS_REGRET]),
                               ceiling_reuse_ratio=best * bt / P, infinite_reuse_ratio=inf * bt / P)
     if specs:
-        res = tier_fields(res, specs, lo, cache, reqs, bt)
+        res = tier_fields(res, specs, views, cache, reqs, bt)
     return res
 
 
@@ -210,9 +211,9 @@ def _deployment(dep, given: dict) -> Deployment:
     return dep
 
 
-def _below(specs, ext, cost, seed: int, n_rep: int, hw, mdl, bt: int, overlap: bool) -> Below:
-    """Every replica's lower tiers (a shared one built once) with their links: bandwidth and
-    latency; each slot's tuple of n_rep tiers padded as replica_states pads the states."""
+def _below(specs, ext, cost, seed: int, n_rep: int, hw, mdl, bt: int, overlap: bool) -> tuple:
+    """Every replica's view of its lower tiers (a shared one built once) with their links:
+    bandwidth and latency; the tuple padded to a power of two."""
     bw = np.ones(3)
     lat = np.zeros(3)
     for i, s in enumerate(specs):
@@ -226,10 +227,13 @@ def _below(specs, ext, cost, seed: int, n_rep: int, hw, mdl, bt: int, overlap: b
                              f"or the tier's bandwidth_bps (inf: copies are instantaneous)")
         else:
             bw[i] = hw.link_bps(s.link)
-    lo = build_below(specs, ext, cost, seed, n_rep, bw, lat, float(mdl.kv_bytes_per_block(bt)), overlap)
-    # each slot's tuple padded as the policy states are (with its first tier, never read: the
-    # loop indexes replicas below Q only), so the replica count is no part of the loop's type
-    return lo._replace(t1=replica_states(lo.t1), t2=replica_states(lo.t2), t3=replica_states(lo.t3))
+    views = build_below(specs, ext, cost, seed, n_rep, bw, lat, float(mdl.kv_bytes_per_block(bt)), overlap)
+    # A tuple's length is part of the loop's type: padded (with the first view, never read: the
+    # loop indexes replicas below Q only) to the next power of two, so 1, 2, 3-4, 5-8, ... replicas
+    # each share one compile. Not to replica_states' 16: a view holds three tiers and about 60
+    # arrays, and the compile grows with the tuple; the flat replay's one view serves all.
+    n = 1 << (len(views) - 1).bit_length()
+    return views + (views[0],) * (n - len(views))
 
 
 def engine_blocks(trace, prompt: np.ndarray, out: np.ndarray):

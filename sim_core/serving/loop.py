@@ -37,8 +37,8 @@ def replica_states(states: tuple) -> tuple:
     each); padded with the first state (never read: the loop indexes replicas below Q only)
     to STATES_MIN, or the next power of two above it, one compile serves every count up to
     STATES_MIN and one more each doubling. (Compiling a 16-long tuple costs about what a
-    1-long one does; 64 costs twice that.) serve pads the replicas' tier tuples (Below.t1-t3)
-    by the same rule."""
+    1-long one does; 64 costs twice that.) The replicas' tier views are padded less
+    (sim_core.serving._below)."""
     n = max(STATES_MIN, 1 << (len(states) - 1).bit_length())
     return tuple(states) + (states[0],) * (n - len(states))
 
@@ -57,7 +57,7 @@ def _end_step(st, cache, lo, reqs, queues, tu, v, q, t, bt, ho):
         n = queues.sn[q, i]
         reqs.comp[r] += n
         cache.c[q, C_COMPUTED] += n
-        if tier_on(lo.t1[q]):
+        if tier_on(lo.t1):
             step_done(lo, reqs, q, r, t, bt)
         if reqs.comp[r] == reqs.ntok[r]:  # caught up: the step samples a token
             reqs.gen[r] += 1
@@ -118,7 +118,7 @@ def _consistent(cache, reqs, queues, q, outside):
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False)
-def run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, ss, router, v, sm_kind, sm_p, px, py, db, dc, dm,
+def run_serve(sts, cache, views, reqs, queues, tu, order, cfg, ss, router, v, sm_kind, sm_p, px, py, db, dc, dm,
               dreqs, vd, ho):
     """Replay every request through the replicas: those in `order` at their arrival, the
     later turns of closed-loop sessions when released (`tu`); the makespan.
@@ -160,6 +160,7 @@ def run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, ss, router, v, sm_ki
         for q in range(Q):
             if queues.busy[q] and queues.until[q] <= t:
                 st = sts[q]
+                lo = views[q % len(views)]
                 dec = P > 0 and q >= P
                 rq = dreqs if dec else reqs
                 if ho is not None:
@@ -170,7 +171,7 @@ def run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, ss, router, v, sm_ki
                 if q >= P:  # a prefill replica's finished requests are handed off, not done
                     done += k
                 queues.busy[q] = False
-                if ho is not None and dec and retry(ho, sts, cache, lo, dreqs, queues, q, t, bt) < 0:
+                if ho is not None and dec and retry(ho, sts, cache, views, dreqs, queues, q, t, bt) < 0:
                     cache.c[0, C_ERR] = ERR_POLICY
                     return t
                 if check and not _consistent(cache, rq, queues, q, 0 if ho is None else ho.xpriv[q]):
@@ -184,7 +185,7 @@ def run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, ss, router, v, sm_ki
                 ai += 1
             else:
                 r = pop(tu)
-            q = route(router, v, queues, cache, lo, reqs, r, t, P if P > 0 else Q, bt)  # the prefill pool's
+            q = route(router, v, queues, cache, views, reqs, r, t, P if P > 0 else Q, bt)  # the prefill pool's
             reqs.rep[r] = q
             M = queues.wq.shape[1]
             queues.wq[q, (queues.wh[q] + queues.wn[q]) % M] = r
@@ -192,13 +193,14 @@ def run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, ss, router, v, sm_ki
             cache.c[q, C_REQS] += 1
             if queues.wn[q] > cache.c[q, C_QPEAK]:
                 cache.c[q, C_QPEAK] = queues.wn[q]
-        if ho is not None and drive(ho, sts, cache, lo, reqs, dreqs, queues, vd, t, bt) < 0:
+        if ho is not None and drive(ho, sts, cache, views, reqs, dreqs, queues, vd, t, bt) < 0:
             cache.c[0, C_ERR] = ERR_POLICY
             return t
         for q in range(Q):
             if queues.busy[q] or (queues.nrun[q] == 0 and queues.wn[q] == 0):
                 continue
             st = sts[q]
+            lo = views[q % len(views)]
             dec = P > 0 and q >= P
             rq = dreqs if dec else reqs
             cq = cfg if ho is None or not dec else ho.dcfg

@@ -57,7 +57,7 @@ def _admit(st, cache, lo, reqs, q, r, budget, chunked, whole, bt, reserve, now):
     if h > cap:
         h = cap
     l = 0
-    if tier_on(lo.t1[q]):
+    if tier_on(lo.t1):
         l = found(lo, cache, reqs, q, r, h, min(F, cap))
     hit = (h + l) * bt
     n = reqs.ntok[r] - hit
@@ -77,11 +77,11 @@ def _admit(st, cache, lo, reqs, q, r, budget, chunked, whole, bt, reserve, now):
         pin(cache, q, reqs.blocks[s + k])
         reqs.own[s + k] = 1
     reqs.nalloc[r] = h
-    if tier_on(lo.t1[q]):  # loads, touches and the full-pool rule while HBM makes room (sim_core.serving.tiers)
+    if tier_on(lo.t1):  # loads, touches and the full-pool rule while HBM makes room (sim_core.serving.tiers)
         admitting(lo, cache, reqs, q, r, h, l, now)
     if not allocate(st, cache, lo, reqs, q, r, need):
         return ADMIT_BUG
-    if tier_on(lo.t1[q]):
+    if tier_on(lo.t1):
         register(cache, lo, reqs, q, r, h * bt, (h + l) * bt, bt, False)
         admitted(lo, q)
     reqs.comp[r] = hit

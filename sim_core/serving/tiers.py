@@ -61,45 +61,48 @@ F_SEEN, F_REFUSED = 1, 2
 
 
 class Below(NamedTuple):
-    """The lower tiers of every replica (NO_TIER where absent): slot i of replica q is
-    t<i>[q]; a shared tier is the same Tier in every replica's slot."""
+    """One replica's lower tiers (NO_TIER where absent) and its links. serve hands the loop
+    a tuple of these, one per replica: a shared tier is the same Tier in every replica's, and
+    the arrays not per replica are the same arrays in all. (One replica's view, not all the
+    replicas' tiers in one record: every compiled function that took the fleet's tiers paid
+    for their whole type, and a 16-replica tuple of them would not compile in 25 minutes.)"""
 
-    t1: tuple
-    t2: tuple
-    t3: tuple
-    seen: np.ndarray  # int32[Q, U] (or [Q, 1]): per replica, requests that computed a block (after_hits)
+    t1: object
+    t2: object
+    t3: object
+    seen: np.ndarray  # int32[U] (or [1]): requests that computed a block here (after_hits)
     last: np.ndarray  # int64[U] (or [1]): each block's last access and depth (hierarchy.pack_last)
     bw: np.ndarray  # float64[3]: each tier's bandwidth, bytes/s (inf: instantaneous)
     lat: np.ndarray  # float64[3]: each tier's latency to the first byte, s
     block_bytes: float  # KV bytes of one block
     overlap: bool  # loads overlap the step's compute (max) rather than add to it
     pool: int  # the shared tier's slot (1-3), 0 without one
-    lane: np.ndarray  # float64[Q, 3]: when each replica's link to each tier is free for loads
+    lane: np.ndarray  # float64[3]: when this replica's link to each tier is free for loads
     level: np.ndarray  # int8[A] (or [1]): per prompt position at its admission: -1 HBM, 0 computed, i tier i
     depth: np.ndarray  # int32[A] (or [1]): each access's position in its request
     cur: np.ndarray  # int64[N] (or [1]): a request's first full prompt block not yet offered to the tiers
     flag: np.ndarray  # int8[N] (or [1]): F_SEEN, F_REFUSED
     first: np.ndarray  # int64[5, N] (or [5, 1]): FIRST_* blocks at the first admission
-    rc: np.ndarray  # int64[Q, N_RC]: per replica counts (RC_*)
-    wait: np.ndarray  # float64[Q, 3]: per replica and tier, seconds requests waited for their loads
+    rc: np.ndarray  # int64[N_RC]: this replica's counts (RC_*)
+    wait: np.ndarray  # float64[3]: per tier, seconds this replica's requests waited for their loads
     scr: np.ndarray  # int8[max request blocks]: a stretch's levels, for the store
     op: np.ndarray  # int64[1]: the last operation's id (what its blocks are pinned under)
 
 
-def no_tiers(n_rep: int) -> Below:
-    """The flat replay's: no tier anywhere (the tier code compiles away)."""
+def no_tiers() -> tuple:
+    """The flat replay's: no tier anywhere (the tier code compiles away); one view serves
+    every replica (the loop reads views[q % len(views)])."""
     z = np.zeros(1, np.int64)
-    return Below((NO_TIER,) * n_rep, (NO_TIER,) * n_rep, (NO_TIER,) * n_rep, np.zeros((n_rep, 1), np.int32),
-                 z.copy(), np.ones(3), np.zeros(3), 1.0, True, 0, np.zeros((n_rep, 3)), np.zeros(1, np.int8),
-                 np.zeros(1, np.int32), z.copy(), np.zeros(1, np.int8), np.zeros((5, 1), np.int64),
-                 np.zeros((n_rep, N_RC), np.int64), np.zeros((n_rep, 3)), np.zeros(1, np.int8), z.copy())
+    return (Below(NO_TIER, NO_TIER, NO_TIER, np.zeros(1, np.int32), z.copy(), np.ones(3), np.zeros(3), 1.0, True, 0,
+                  np.zeros(3), np.zeros(1, np.int8), np.zeros(1, np.int32), z.copy(), np.zeros(1, np.int8),
+                  np.zeros((5, 1), np.int64), np.zeros(N_RC, np.int64), np.zeros(3), np.zeros(1, np.int8), z.copy()),)
 
 
-def build_below(specs, ext, cost, seed: int, n_rep: int, bw, lat, block_bytes: float, overlap: bool) -> Below:
-    """Each replica's tiers over the engine's view of the trace `ext`: a private tier per
-    replica, a shared one built once and placed in every replica's chain."""
+def build_below(specs, ext, cost, seed: int, n_rep: int, bw, lat, block_bytes: float, overlap: bool) -> tuple:
+    """Each replica's view of its tiers over the engine's view of the trace `ext`: a private
+    tier per replica, a shared one built once and placed in every replica's view."""
     if not specs:
-        return no_tiers(n_rep)
+        return no_tiers()
     slots = []
     for s in specs:
         if s.shared:
@@ -111,18 +114,21 @@ def build_below(specs, ext, cost, seed: int, n_rep: int, bw, lat, block_bytes: f
     after_hits = any(s.admit.strip().lower().startswith("after_hits") for s in specs)
     depth = (np.arange(A, dtype=np.int64) - np.repeat(ext.req_offsets[:-1], np.diff(ext.req_offsets))).astype(np.int32)
     pool = next((i + 1 for i, s in enumerate(specs) if s.shared), 0)
+    seen = np.zeros((n_rep, U if after_hits else 1), np.int32)
+    lane, wait, rc = np.zeros((n_rep, 3)), np.zeros((n_rep, 3)), np.zeros((n_rep, N_RC), np.int64)
+    shared = (np.zeros(U, np.int64), np.asarray(bw, np.float64), np.asarray(lat, np.float64), float(block_bytes),
+              bool(overlap), pool)
+    per_request = (np.zeros(max(A, 1), np.int8), depth, np.zeros(N, np.int64), np.zeros(N, np.int8),
+                   np.zeros((5, N), np.int64))
     # operation ids start past every request index, so no pin left by simulate-style ids matches one
-    return Below(slots[0], slots[1], slots[2], np.zeros((n_rep, U if after_hits else 1), np.int32),
-                 np.zeros(U, np.int64), np.asarray(bw, np.float64), np.asarray(lat, np.float64), float(block_bytes),
-                 bool(overlap), pool, np.zeros((n_rep, 3)), np.zeros(max(A, 1), np.int8), depth,
-                 np.zeros(N, np.int64), np.zeros(N, np.int8), np.zeros((5, N), np.int64),
-                 np.zeros((n_rep, N_RC), np.int64), np.zeros((n_rep, 3)),
-                 np.zeros(max(int(ext.max_request_blocks), 1), np.int8), np.array([N], np.int64))
+    scr, op = np.zeros(max(int(ext.max_request_blocks), 1), np.int8), np.array([N], np.int64)
+    return tuple(Below(slots[0][q], slots[1][q], slots[2][q], seen[q], *shared, lane[q], *per_request, rc[q], wait[q],
+                       scr, op) for q in range(n_rep))
 
 
 # ------------------------------------------------------------------ an operation's context
 @hook_njit
-def _open1(t, r, op, stamp, rc, q, i):
+def _open1(t, r, op, stamp, rc, i):
     if tier_on(t):
         if r >= 0:
             tier_begin(t, r, 1, True)  # its clock (frequency admission)
@@ -132,15 +138,15 @@ def _open1(t, r, op, stamp, rc, q, i):
             t.c[T_REQ] = -2
         t.c[T_PINNED] = 0
         t.c[T_STAMP] = stamp
-        rc[q, RC_SKIP + i] -= t.c[T_SKIPPED]  # the tier's refusals during the operation are q's
+        rc[RC_SKIP + i] -= t.c[T_SKIPPED]  # the tier's refusals during the operation are q's
 
 
 @hook_njit
-def _close1(t, rc, q, i):
+def _close1(t, rc, i):
     if tier_on(t):
         t.c[T_REQ] = -2
         t.c[T_PINNED] = 0
-        rc[q, RC_SKIP + i] += t.c[T_SKIPPED]
+        rc[RC_SKIP + i] += t.c[T_SKIPPED]
 
 
 @hook_njit
@@ -150,16 +156,16 @@ def _open(lo, q, r, now):
     stamp = (np.int64(now * 1e6) << STAMP_BITS) | q
     lo.op[0] += 1
     op = lo.op[0]
-    _open1(lo.t1[q], r, op, stamp, lo.rc, q, 0)
-    _open1(lo.t2[q], r, op, stamp, lo.rc, q, 1)
-    _open1(lo.t3[q], r, op, stamp, lo.rc, q, 2)
+    _open1(lo.t1, r, op, stamp, lo.rc, 0)
+    _open1(lo.t2, r, op, stamp, lo.rc, 1)
+    _open1(lo.t3, r, op, stamp, lo.rc, 2)
 
 
 @hook_njit
 def _close(lo, q):
-    _close1(lo.t1[q], lo.rc, q, 0)
-    _close1(lo.t2[q], lo.rc, q, 1)
-    _close1(lo.t3[q], lo.rc, q, 2)
+    _close1(lo.t1, lo.rc, 0)
+    _close1(lo.t2, lo.rc, 1)
+    _close1(lo.t3, lo.rc, 2)
 
 
 @hook_njit
@@ -169,9 +175,9 @@ def _pin(lo, q, reqs, r, front):
     s = reqs.offs[r]
     e = s + reqs.full[r]
     op = lo.op[0]
-    tier_pin(lo.t1[q], reqs.blocks, s, e, op, lo.depth, True, front)
-    tier_pin(lo.t2[q], reqs.blocks, s, e, op, lo.depth, True, front)
-    tier_pin(lo.t3[q], reqs.blocks, s, e, op, lo.depth, True, front)
+    tier_pin(lo.t1, reqs.blocks, s, e, op, lo.depth, True, front)
+    tier_pin(lo.t2, reqs.blocks, s, e, op, lo.depth, True, front)
+    tier_pin(lo.t3, reqs.blocks, s, e, op, lo.depth, True, front)
 
 
 @hook_njit
@@ -179,9 +185,9 @@ def _touch(lo, q, reqs, r):
     """touch=request tiers refresh r's full prompt blocks, deepest first."""
     s = reqs.offs[r]
     e = s + reqs.full[r]
-    touch_request(lo.t1[q], reqs.blocks, s, e, lo.depth, True)
-    touch_request(lo.t2[q], reqs.blocks, s, e, lo.depth, True)
-    touch_request(lo.t3[q], reqs.blocks, s, e, lo.depth, True)
+    touch_request(lo.t1, reqs.blocks, s, e, lo.depth, True)
+    touch_request(lo.t2, reqs.blocks, s, e, lo.depth, True)
+    touch_request(lo.t3, reqs.blocks, s, e, lo.depth, True)
 
 
 # ------------------------------------------------------------------ HBM's victims
@@ -189,13 +195,13 @@ def _touch(lo, q, reqs, r):
 def evicted(lo, q, v, now):
     """Replica q's HBM evicted block v: a first tier that takes evictions takes it (and its
     victims go on down); within an admission, the admitted request's blocks stay protected."""
-    t1 = lo.t1[q]
+    t1 = lo.t1
     if tier_on(t1) and t1.cfg[T_WRITE] == WRITE_ON_EVICT:
         own = t1.c[T_REQ] != -2  # inside an operation opened for a request
         if not own:
             _open(lo, q, -2, now)
         at = lo.last[v]
-        write_down1(t1, lo.t2[q], lo.t3[q], v, last_j(at), last_depth(at), lo.seen[q], lo.last, WRITE_ON_EVICT)
+        write_down1(t1, lo.t2, lo.t3, v, last_j(at), last_depth(at), lo.seen, lo.last, WRITE_ON_EVICT)
         if not own:
             _close(lo, q)
 
@@ -204,11 +210,11 @@ def evicted(lo, q, v, now):
 @hook_njit
 def _holds(lo, q, b):
     """The first of q's tiers (1-3) that holds block b, 0 if none."""
-    if tier_has(lo.t1[q], b):
+    if tier_has(lo.t1, b):
         return 1
-    if tier_has(lo.t2[q], b):
+    if tier_has(lo.t2, b):
         return 2
-    if tier_has(lo.t3[q], b):
+    if tier_has(lo.t3, b):
         return 3
     return 0
 
@@ -227,20 +233,20 @@ def found(lo, cache, reqs, q, r, h, limit):
 @hook_njit
 def _lane(lo, q, i, n, ready, now):
     """n blocks loaded from tier i (1-3) over q's link, no earlier than `ready`: when the last arrives."""
-    start = max(now + lo.lat[i - 1], lo.lane[q, i - 1], ready)
+    start = max(now + lo.lat[i - 1], lo.lane[i - 1], ready)
     end = start + n * lo.block_bytes / lo.bw[i - 1]  # n x b / inf = 0: instantaneous
-    lo.lane[q, i - 1] = end
-    lo.wait[q, i - 1] += end - now
+    lo.lane[i - 1] = end
+    lo.wait[i - 1] += end - now
     return end
 
 
 @hook_njit
 def _stamp(lo, q, b):
     if lo.pool == 1:
-        return lo.t1[q].owner[b]
+        return lo.t1.owner[b]
     if lo.pool == 2:
-        return lo.t2[q].owner[b]
-    return lo.t3[q].owner[b]
+        return lo.t2.owner[b]
+    return lo.t3.owner[b]
 
 
 @hook_njit
@@ -268,11 +274,11 @@ def admitting(lo, cache, reqs, q, r, h, l, now):
         if lv == lo.pool:
             x = _stamp(lo, q, b)
             if (x & 0xFFFF) != q:
-                lo.rc[q, RC_FOREIGN] += 1
+                lo.rc[RC_FOREIGN] += 1
                 if first:
                     lo.first[FIRST_FOREIGN, r] += 1
             ready = max(ready, (x >> STAMP_BITS) * 1e-6 + lo.lat[lv - 1] + lo.block_bytes / lo.bw[lv - 1])
-        take(lo.t1[q], lo.t2[q], lo.t3[q], b, j, k, lv, lo.seen[q], lo.last)
+        take(lo.t1, lo.t2, lo.t3, b, j, k, lv, lo.seen, lo.last)
         cache.c[q, C_LOADED + lv - 1] += 1
         if lv == 1:
             n1 += 1
@@ -335,10 +341,10 @@ def step_done(lo, reqs, q, r, now, bt):
     done = reqs.comp[r] >= reqs.prompt[r] and (lo.flag[r] & F_SEEN) == 0
     if e <= a and not done:
         return
-    t1 = lo.t1[q]
-    t2 = lo.t2[q]
-    t3 = lo.t3[q]
-    seen = lo.seen[q]
+    t1 = lo.t1
+    t2 = lo.t2
+    t3 = lo.t3
+    seen = lo.seen
     _open(lo, q, r, now)
     if e > a:
         _pin(lo, q, reqs, r, NOWHERE)
@@ -385,7 +391,7 @@ def _run(t, blocks, s, k, n):
 
 
 @hook_njit
-def sight(lo, v, reqs, r, n_rep):
+def sight(views, v, reqs, r, n_rep):
     """Per replica, past the prefix the router reads (v.ov, its exact view of HBM; v.ap on the
     approximate view): the blocks its private tiers continue it with (v.hx: the first, v.dx:
     the second) and those the shared pool holds from that prefix on (v.px), each a run of
@@ -394,16 +400,17 @@ def sight(lo, v, reqs, r, n_rep):
     n = reqs.full[r]
     approx = v.seen.shape[1] > 1
     for q in range(n_rep):  # the shared pool is never the first tier (sim_core.tiers.spec)
+        lo = views[q % len(views)]
         k = v.ap[q] if approx else v.ov[q]
-        hx = _run(lo.t1[q], reqs.blocks, s, k, n)
+        hx = _run(lo.t1, reqs.blocks, s, k, n)
         dx = 0
         px = 0
         if lo.pool != 2:
-            dx = _run(lo.t2[q], reqs.blocks, s, k + hx, n)
+            dx = _run(lo.t2, reqs.blocks, s, k + hx, n)
         if lo.pool == 2:
-            px = _run(lo.t2[q], reqs.blocks, s, k, n)
+            px = _run(lo.t2, reqs.blocks, s, k, n)
         elif lo.pool == 3:
-            px = _run(lo.t3[q], reqs.blocks, s, k, n)
+            px = _run(lo.t3, reqs.blocks, s, k, n)
         v.hx[q] = hx
         v.dx[q] = dx
         v.px[q] = px

@@ -45,11 +45,11 @@ def router_view(spec: RouterSpec, got, seed: int, n_rep: int, n_unique: int, n_r
 
 
 @hook_njit
-def route(kind, v, queues, cache, lo, reqs, r, t, n_rep, bt):
+def route(kind, v, queues, cache, views, reqs, r, t, n_rep, bt):
     """The replica request r goes to at time t; the router's counters follow."""
     measure(v, cache, reqs, r, t, n_rep)
-    if tier_on(lo.t1[0]) and n_rep > 1:  # the replicas' lower tiers and the shared pool, past HBM
-        sight(lo, v, reqs, r, n_rep)
+    if tier_on(views[0].t1) and n_rep > 1:  # the replicas' lower tiers and the shared pool, past HBM
+        sight(views, v, reqs, r, n_rep)
     if n_rep == 1:
         q = 0
     elif kind == 0:
