@@ -192,8 +192,8 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
     res = dataclasses.replace(res, router=rspec.name, regret_tokens=int(view.rs[RS_REGRET]),
                               ceiling_reuse_ratio=best * bt / P, infinite_reuse_ratio=inf * bt / P)
     if specs:
-        res = tier_fields(res, specs, views, cache, reqs, bt)
-    return res
+        return tier_fields(res, specs, views, cache, reqs, bt)
+    return dataclasses.replace(res, hbm_first_reuse_ratio=res.first_reuse_ratio)  # no tier: HBM served it all
 
 
 def _deployment(dep, given: dict) -> Deployment:

@@ -134,7 +134,8 @@ class ServeResult:
         "metric": True, "per_tier": True,
         "doc": "prompt tokens each lower tier served at the requests' first admissions"})
     hbm_first_reuse_ratio: float = _m("prompt tokens HBM served at the first admissions / prompt tokens (with "
-                                      "lower tiers: first_reuse_ratio minus their share)", default=NAN)
+                                      "lower tiers: first_reuse_ratio minus their share; without, first_reuse_ratio)",
+                                      default=NAN)
     pool_foreign_blocks: int = _m("blocks loaded from the shared pool that another replica had written", default=0)
     per_replica: list = field(default_factory=list, metadata={
         "doc": "one record per engine (prefill replicas first): requests, prompt_tokens, first_reuse_ratio, "
