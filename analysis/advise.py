@@ -42,6 +42,9 @@ from sweep.report.tierplot import plot_tiers
 from sweep.spec import capacity_sizes
 
 from . import config, pools, record, serving
+from .stored import Stored
+from .units import one_cache
+from .underload import reconcile
 from .workload import has_sessions, session_index
 
 
@@ -186,8 +189,7 @@ def recommend(diag: list[dict], work: dict, primary: str, sessions: str = "given
     sessions: where the trace's sessions came from (:func:`sessions_of`); the granularity
     step needs session_loss_points (a trace without sessions has none)."""
     inferred = f", by {INFERRED_NOTE}" if sessions == "inferred" else ""
-    def at(row) -> str:
-        return f"{row['capacity']} ({row['regime']})"
+    at = one_cache
 
     recs = []
     lru = [(at(d), round(d["hit_ratio"]["lru"], 4)) for d in diag]
@@ -228,13 +230,13 @@ def recommend(diag: list[dict], work: dict, primary: str, sessions: str = "given
                              "gap_points": {d["capacity"]: d["compute_gap_points"] for d in diag}}})
 
     qd = {d["capacity"]: d["quick_demotion_gain_points"]["hit_ratio"] for d in diag}
-    gains = [c for c, v in qd.items() if v > NEGLIGIBLE_POINTS]
-    losses = [c for c, v in qd.items() if v < -NEGLIGIBLE_POINTS]
+    gains = [at(d) for d in diag if qd[d["capacity"]] > NEGLIGIBLE_POINTS]
+    losses = [at(d) for d in diag if qd[d["capacity"]] < -NEGLIGIBLE_POINTS]
     one_hit = (f"One-hit blocks are {work['one_hit_block_share']:.1%} of distinct blocks and "
                f"{work['one_hit_access_share']:.1%} of accesses")
     if "single_turn_request_share" in work:
         one_hit += f"; single-turn requests are {work['single_turn_request_share']:.1%} of requests{inferred}"
-    listed = ", ".join(f"{v:+.2f} at {c}" for c, v in qd.items())
+    listed = ", ".join(f"{qd[d['capacity']]:+.2f} at {at(d)}" for d in diag)
     if gains:
         verdict = "enable"
         action = (f"Enable quick demotion (S3-FIFO) at {', '.join(gains)}"
@@ -254,10 +256,9 @@ def recommend(diag: list[dict], work: dict, primary: str, sessions: str = "given
         return recs  # no sessions: nothing to measure session granularity by (build's notes say so)
     loss = {d["capacity"]: max(d["session_loss_points"]["hit_ratio"], d["session_loss_points"]["compute_savings"])
             for d in diag}
-    regime = {d["capacity"]: d["regime"] for d in diag}
-    block_only = [c for c, v in loss.items() if v > NEGLIGIBLE_POINTS]
-    hbm_ok = [c for c, v in loss.items() if v <= NEGLIGIBLE_POINTS and regime[c] == "HBM"]
-    pool_ok = [c for c, v in loss.items() if v <= NEGLIGIBLE_POINTS and regime[c] == "pool"]
+    block_only = [at(d) for d in diag if loss[d["capacity"]] > NEGLIGIBLE_POINTS]
+    hbm_ok = [at(d) for d in diag if loss[d["capacity"]] <= NEGLIGIBLE_POINTS and d["regime"] == "HBM"]
+    pool_ok = [at(d) for d in diag if loss[d["capacity"]] <= NEGLIGIBLE_POINTS and d["regime"] == "pool"]
     detail = ", ".join(f"{d['session_loss_points']['hit_ratio']:+.2f} hit ratio / "
                        f"{d['session_loss_points']['compute_savings']:+.2f} compute savings at {at(d)}" for d in diag)
     parts = []
@@ -268,7 +269,7 @@ def recommend(diag: list[dict], work: dict, primary: str, sessions: str = "given
         parts.append(f"At {', '.join(hbm_ok)} session-level eviction would cost little, but blocks are HBM's native "
                      f"unit (sec. 5.3): keep block-level eviction.")
     if pool_ok:
-        parts.append(f"At {', '.join(pool_ok)} (memory pool) block- or session-level eviction: session-level costs a "
+        parts.append(f"At {', '.join(pool_ok)} block- or session-level eviction: session-level costs a "
                      f"negligible amount and needs far less metadata.")
     verdict = "session-level acceptable in the pool" if pool_ok else "block-level"
     recs.append({"topic": "granularity", "verdict": verdict, "action": " ".join(parts),
@@ -432,9 +433,11 @@ def main(argv: list[str]) -> int:
         report["pool_sizing"] = pools.sizing(series, caps)
         rec = pools.recommendation(report["pool_sizing"])
         report["recommendations"] += [rec] if rec else []
-    if fleet:  # fleet=...: the smallest KV cache per replica meeting the SLO at the given load
-        report["serving"], rec = serving.advise(trace, *fleet, model=model, seed=int(sim.get("seed", 0)))
-        report["recommendations"].append(rec)
+    if fleet:  # fleet=...: the cheapest fleet meeting the SLO at each load, from stored results where there are
+        kw = dict(model=model, seed=int(sim.get("seed", 0)))
+        known = Stored(inv.cfg, uri, config.experiment_of(inv, trace), trace, fleet[0], fleet[1], serving.POLICIES, **kw)
+        report["serving"], rec = serving.advise(trace, *fleet, stored=known, **kw)
+        report["recommendations"] = reconcile(report["recommendations"], report["serving"]) + [rec]
     print("\n".join(f"{i}. {r['topic'].replace('_', ' ')}: {r['verdict']}. {r['action']}\n   {r['because']}"
                     for i, r in enumerate(report["recommendations"], 1)) + "\n")
     if sessions == "none":

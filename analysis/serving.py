@@ -25,7 +25,8 @@ from sweep.config import ConfigError
 from sim_core.serving import cannot_serve
 from sweep.fleet import request_blocks, resolve
 from sweep.plan import resolve_capacities
-from sweep.report.routing import regimes, sentence
+from sweep.report.answer import cheapest, margin, router_sentence, router_verdicts, there
+from sweep.report.routing import points
 from sweep.report.slo import Slo, cap_text, met_from, seconds
 from sweep.serving import BASELINE, serve_row
 from sweep.spec import capacity_sizes, resolve_counting
@@ -60,70 +61,94 @@ def axis(cfg, model, trace) -> tuple | None:
     return fl, fit, notes
 
 
-def run(trace, fl, caps, *, model, seed: int = 0) -> dict:
+def run(trace, fl, caps, *, model, seed: int = 0, stored=None) -> dict:
     """load -> name -> rows (one per capacity, as the sweep's curves.csv has them, with
     their `load`): the name is the policy, or with several routes "lru @ kv_router x8"
-    (as sweep.report.slo.by_load names them)."""
+    (as sweep.report.slo.by_load names them). `stored` (analysis.stored.Stored): results
+    computed before are read from it, and what is replayed here goes to its journal."""
     policies = [p for p in POLICIES if not cannot_serve(p)]
     out: dict = {}
     for load in fl.loads:
         for route in fl.routes:
             for p in policies:
                 t0 = time.perf_counter()
-                out.setdefault(load, {})[f"{p} @ {route.label}" if fl.routed else p] = [
-                    {"capacity_index": i, "capacity_label": c.label, "capacity_gib": c.gib, "load": load,
-                     **serve_row(serve(trace, p, c.blocks, arrival_speedup=load, seed=seed,
-                                       **fl.serve_kwargs(route, model)))}
-                    for i, c in enumerate(caps)]
+                rows = []
+                for i, c in enumerate(caps):
+                    def replay(p=p, c=c, route=route, load=load):
+                        return serve(trace, p, c.blocks, arrival_speedup=load, seed=seed, **fl.serve_kwargs(route, model))
+                    res = stored.get(p, load, route.label, i, replay) if stored is not None else replay()
+                    rows.append({"capacity_index": i, "capacity_label": c.label, "capacity_gib": c.gib, "load": load,
+                                 **serve_row(res)})
+                out.setdefault(load, {})[f"{p} @ {route.label}" if fl.routed else p] = rows
                 log.info("serve %s at %gx load%s: %d capacities in %.1fs", p, load,
                          f", {route.label}" if fl.routed else "", len(caps), time.perf_counter() - t0)
+    if stored is not None:
+        stored.save()
     return out
 
 
-def smallest(per_policy: dict, slo: Slo) -> tuple[list[str], dict] | None:
-    """(policies, row): the smallest capacity from which some policy meets the SLO, and
-    every policy that does from there (in POLICIES order), or None."""
-    met = {p: r for p, rows in per_policy.items() if (r := met_from(rows, slo)) is not None}
-    if not met:
-        return None
-    low = min(int(r["capacity_blocks"]) for r in met.values())
-    names = [p for p, r in met.items() if int(r["capacity_blocks"]) == low]
-    return names, met[names[0]]
+def per_replica(row) -> str:
+    """'188GiB (4,000 blocks) of KV cache per replica': a serving capacity, and what it is."""
+    return f"{cap_text(row)} of KV cache per replica"
 
 
-def advise(trace, fl, caps, notes: list[str], *, model, seed: int = 0) -> tuple[dict, dict]:
-    """(the report's `serving` section, the recommendation)."""
-    series = run(trace, fl, caps, model=model, seed=seed)
+def advise(trace, fl, caps, notes: list[str], *, model, seed: int = 0, stored=None) -> tuple[dict, dict]:
+    """(the report's `serving` section, the recommendation). One answer per load: the
+    cheapest configuration meeting the SLO (sweep.report.answer.cheapest: fewest replicas,
+    least KV cache per replica, then the lowest p99 TTFT there), so the policy it names is
+    the one with the lowest p99 TTFT at that size among those meeting the SLO there."""
+    series = run(trace, fl, caps, model=model, seed=seed, stored=stored)
     slo = Slo(fl.slo_ttft_s, fl.slo_tpot_s)
     section = {"fleet": f"fleet={fl.name}: {fl.describe()}", "slo": slo.text(), "notes": notes,
-               "capacities": [{"label": c.label, "blocks": c.blocks, "gib": c.gib} for c in caps], "loads": {}}
+               "capacities": [{"label": c.label, "blocks": c.blocks, "gib": c.gib} for c in caps], "loads": {},
+               "under_load": {}}
     verdicts, because, actions = [], [], []
     for load, per in series.items():
-        best = smallest(per, slo)
+        pick = cheapest(per, slo)
+        met = {p: r for p, rows in per.items() if (r := met_from(rows, slo)) is not None}
         section["loads"][f"{load:g}"] = {
-            "smallest": None if best is None else {"policies": best[0], "capacity": best[1]["capacity_label"],
-                                                   "blocks": int(best[1]["capacity_blocks"])},
+            "smallest": None if pick is None else {
+                "policy": pick.policy, "capacity": pick.row["capacity_label"], "blocks": pick.blocks,
+                "policies": [p for p, r in met.items() if int(r["capacity_blocks"]) == pick.blocks]},
             "policies": {p: {"met_from": (lambda r: None if r is None else r["capacity_label"])(met_from(rows, slo)),
                              **{k: [r[k] for r in rows] for k in ("ttft_p99_s", "tpot_mean_s", "goodput_ratio",
                                                                   "reuse_ratio", "preemptions")}}
                          for p, rows in per.items()}}
-        verdicts.append(f"{load:g}x load: " + (f"{cap_text(best[1])} with {' or '.join(best[0])}" if best
-                                               else "none swept"))
-        actions.append(f"at {load:g}x load, at least {cap_text(best[1])} per replica, evicting with "
-                       f"{' or '.join(best[0])}" if best else f"at {load:g}x load no capacity swept is enough")
+        section["under_load"][f"{load:g}"] = compared(per, pick)
+        verdicts.append(f"{load:g}x load: " + (f"{per_replica(pick.row)}, evicting with {pick.policy}" if pick
+                                               else "no capacity swept meets it"))
+        actions.append(f"at {load:g}x load, at least {per_replica(pick.row)}, evicting with {pick.policy}: "
+                       f"{there(pick.row, slo)}" if pick else
+                       f"at {load:g}x load no capacity swept meets it: the engine's queue may be the limit rather "
+                       f"than the cache (more replicas with fleet.replicas, or a lower load)")
         because.append(f"p99 TTFT at {load:g}x load: " + "; ".join(
             f"{p} " + ", ".join(f"{seconds(r['ttft_p99_s'])} at {r['capacity_label']}" for r in rows)
             for p, rows in per.items()))
-    action = (f"KV cache for {slo.text()} ({fl.describe()}): " + "; ".join(actions)
-              + ": the smallest capacity swept from which every larger one meets the SLO.")
-    if any(v.endswith("none swept") for v in verdicts):
-        action += (" Where no capacity swept meets the SLO, the engine's queue may be the limit rather than the "
-                   "cache: more replicas (fleet.replicas), a larger KV cache or a lower load.")
+    action = (f"KV cache for {slo.text()} ({fl.describe()}), the smallest capacity swept from which every larger "
+              f"one meets the SLO, and of the policies meeting it there the one with the lowest p99 TTFT: "
+              + "; ".join(actions) + ".")
     if fl.routed:  # several routes: the advice is a fleet (replicas, capacity, router, policy)
         section["routing"], rec = fleet_advice(series, slo, fl)
         return section, rec
-    return section, {"topic": "kv_cache_under_load", "verdict": "; ".join(verdicts), "action": action.strip(),
+    return section, {"topic": "kv_cache_under_load", "verdict": "; ".join(verdicts), "action": action,
                      "because": ". ".join(because) + ". Each value is one sim_core.serve replay of the whole trace."}
+
+
+def compared(per: dict, pick) -> dict | None:
+    """Every policy at the answer's route and size (p99 TTFT, reuse, meets the SLO there):
+    what step 3 of the advice (quick demotion) reads under load."""
+    if pick is None:
+        return None
+    route = pick.name.split(" @ ", 1)[1] if " @ " in pick.name else ""
+    at = {}
+    for n, rows in per.items():
+        if (n.split(" @ ", 1)[1] if " @ " in n else "") != route:
+            continue
+        r = next((x for x in rows if int(x["capacity_blocks"]) == pick.blocks), None)
+        if r is not None:
+            at[n.split(" @ ", 1)[0]] = {"ttft_p99_s": r["ttft_p99_s"], "reuse_ratio": r["reuse_ratio"]}
+    return {"policy": pick.policy, "route": route, "blocks": pick.blocks, "where": per_replica(pick.row),
+            "policies": at}
 
 
 def _curves(series: dict) -> dict:
@@ -132,42 +157,27 @@ def _curves(series: dict) -> dict:
             for load, per in series.items() for n, rows in per.items()}
 
 
-def cheapest(per: dict, slo: Slo) -> dict | None:
-    """The fleet meeting the SLO with the fewest replicas, then the smallest KV cache per
-    replica (ties: the lower p99 TTFT there, then the sweep's order): {"name", "row"} and
-    the other (router, policy) names that meet it there too; None when none does."""
-    met = [(n, r) for n, rows in per.items() if (r := met_from(rows, slo)) is not None]
-    if not met:
-        return None
-    order = list(per)
-    key = lambda nr: (int(nr[1]["replicas"]), int(nr[1]["capacity_blocks"]), nr[1]["ttft_p99_s"],  # noqa: E731
-                      order.index(nr[0]))
-    name, row = min(met, key=key)
-    same = [n for n, r in met if key((n, r))[:2] == key((name, row))[:2] and n != name]
-    return {"name": name, "row": row, "also": same}
-
-
 def fleet_advice(series: dict, slo: Slo, fl) -> tuple[dict, dict]:
     """(the section's `routing` part, the `fleet_under_load` recommendation)."""
     out, verdicts, actions, because = {}, [], [], []
     for load, per in series.items():
         best = cheapest(per, slo)
-        notes = [sentence(g) for g in regimes(_curves({load: per}))]
+        notes = [router_sentence(n, x, ats, slo) for (n, x), ats in
+                 router_verdicts(points(_curves({load: per})), slo, [r.router for r in fl.routes]).items()]
         if best is None:
             out[f"{load:g}"] = {"fleet": None, "regimes": notes}
             verdicts.append(f"{load:g}x load: no fleet swept")
             actions.append(f"at {load:g}x load no fleet swept meets it: more replicas or a larger KV cache")
             because += notes
             continue
-        r, (policy, route) = best["row"], best["name"].split(" @ ", 1)
-        router, reps = str(r["router"]), int(r["replicas"])
+        r, policy, router, reps = best.row, best.policy, best.router, best.replicas
         base = per.get(f"{policy} @ {BASELINE} x{reps}")
         at = {int(x["capacity_index"]): x for x in base or []}.get(int(r["capacity_index"]))
         base_from = met_from(base, slo) if base else None
-        gap = 100.0 * (r["ceiling_reuse_ratio"] - r["reuse_ratio"])
+        gap = best.ceiling_gap
         d = {"replicas": reps, "capacity": r["capacity_label"], "capacity_text": cap_text(r),
-             "blocks": int(r["capacity_blocks"]),
-             "router": router, "policy": policy, "also": best["also"], "ttft_p99_s": r["ttft_p99_s"],
+             "blocks": best.blocks, "router": router, "policy": policy, "also": list(best.also),
+             "ttft_p99_s": r["ttft_p99_s"], "margin_pct": margin(r, slo),
              "reuse_ratio": r["reuse_ratio"], "ceiling_reuse_ratio": r["ceiling_reuse_ratio"],
              "ceiling_gap_points": gap, "regimes": notes,
              BASELINE: None if at is None else {
@@ -175,11 +185,10 @@ def fleet_advice(series: dict, slo: Slo, fl) -> tuple[dict, dict]:
                  "ttft_p99_s": at["ttft_p99_s"], "reuse_ratio": at["reuse_ratio"],
                  "reuse_margin_points": 100.0 * (r["reuse_ratio"] - at["reuse_ratio"])}}
         out[f"{load:g}"] = {"fleet": d, "regimes": notes}
-        what = f"{reps} replica{'s' if reps > 1 else ''} of {cap_text(r)} behind {router}, evicting with {policy}"
+        what = f"{reps} replica{'s' if reps > 1 else ''} behind {router} with {per_replica(r)}, evicting with {policy}"
         verdicts.append(f"{load:g}x load: {what}")
-        actions.append(f"at {load:g}x load, {what}" + (
-            f" (the lowest p99 TTFT of those meeting it with as few replicas and as little cache; the others: "
-            f"{', '.join(best['also'])})" if best["also"] else ""))
+        actions.append(f"at {load:g}x load, {what}: {there(r, slo)}" + (
+            f"; also meeting it with as few replicas and as little cache: {', '.join(best.also)}" if best.also else ""))
         if router == BASELINE:
             vs = f"{BASELINE} is the router"
         elif at is None:
@@ -192,11 +201,11 @@ def fleet_advice(series: dict, slo: Slo, fl) -> tuple[dict, dict]:
                 f"({d[BASELINE]['reuse_margin_points']:+.2f} points)")
         because.append(f"{load:g}x load: {vs}; reuse {r['reuse_ratio']:.4f} is "
                        + (f"{gap:.2f} points below the fleet ceiling ({r['ceiling_reuse_ratio']:.4f}: Belady over one "
-                          f"pooled cache of {reps} x {int(r['capacity_blocks']):,} blocks)" if gap == gap
+                          f"pooled cache of {reps} x {best.blocks:,} blocks)" if gap == gap
                           else "not compared with the fleet ceiling (not measured)"))
-    action = (f"Fleet for {slo.text()} ({fl.describe()}): " + "; ".join(actions)
-              + ": the fewest replicas, then the smallest KV cache per replica swept from which every larger one "
-                "meets the SLO.")
+    action = (f"Fleet for {slo.text()} ({fl.describe()}): the fewest replicas, then the least KV cache per replica "
+              f"from which every larger capacity swept meets the SLO, then the lowest p99 TTFT there: "
+              + "; ".join(actions) + ".")
     return out, {"topic": "fleet_under_load", "verdict": "; ".join(verdicts), "action": action,
                  "because": ". ".join(because) + ". Each value is one sim_core.serve replay of the whole trace."}
 

@@ -2,6 +2,7 @@
 
     python -m benchmarks.fleet                        # the bundled Mooncake trace, both tools
     python -m benchmarks.fleet --reps 3 --out bench_results/fleet
+    python -m benchmarks.fleet --ceiling              # the fleet ceiling's speed alone
 
 Part 1, for replicas {2, 4, 8} x KV blocks {4,000, 16,000} x router {round_robin,
 kv_router} x arrival speed-up {1, 4}: `sim_core.serve(engine="dynamo")` and Dynamo 1.6.1's
@@ -13,19 +14,27 @@ router at 8 x 16,000 blocks at real time, with the fleet ceiling and the gap to 
 Ours is timed with a warm JIT cache (one untimed call per replica count first). Dynamo
 installs here with `pip install --no-deps ai-dynamo==1.6.1 ai-dynamo-runtime==1.6.1
 typing_extensions`; without it only our side is printed.
+
+`--ceiling` times `sim_core.serving.ceiling.fleet_ceiling` alone (Belady with bypass) on
+about a million random block accesses (50,000 requests of 1-39 blocks over 300,000 block
+ids) at 100,000 blocks, compiled first: its target is about a second (at most 2 s).
 """
 from __future__ import annotations
 
-import argparse
 import os
+import statistics
 import time
 from collections import defaultdict
 from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
 
 from sim_core import ROUTERS, serve
+from sim_core.serving.ceiling import fleet_ceiling
 from sim_core.traces.loaders import load_trace
 
-from .serving import BUNDLED, interleaved, publish
+from .serving import SHAPE, dynamo_replay, interleaved, md_table, publish, replay_parser
 
 os.environ.setdefault("DYN_LOG", "error")  # Dynamo logs every routing decision at INFO
 PART1 = [(r, c, rt, s) for r in (2, 4, 8) for c in (4000, 16000) for rt in ("round_robin", "kv_router")
@@ -43,13 +52,7 @@ def ours(trace, replicas: int, blocks: int, router: str, speedup: float) -> tupl
 
 
 def dynamo(path: Path, replicas: int, blocks: int, router: str, speedup: float) -> tuple[dict, float]:
-    from dynamo.replay import run_trace_replay
-
-    t0 = time.perf_counter()
-    rep = run_trace_replay([str(path)], extra_engine_args={"engine": {"block_size": 512, "num_gpu_blocks": blocks}},
-                           num_workers=replicas, router_mode=router, arrival_speedup_ratio=speedup,
-                           trace_block_size=512, trace_format="mooncake", capture_per_request=True)
-    wall = time.perf_counter() - t0
+    rep, wall = dynamo_replay(path, replicas, blocks, router, speedup)
     s = rep.summary
     prefilled: dict[int, int] = defaultdict(int)
     regret = 0
@@ -72,34 +75,66 @@ def run(path: Path, reps: int) -> tuple[list[dict], list[dict]]:
     return rows, every
 
 
+#: seconds fleet_ceiling may take on the --ceiling input (about a million accesses)
+CEILING_TARGET_S = 2.0
+
+
+def ceiling_speed(n_requests: int = 50_000, capacity: int = 100_000, reps: int = 3, seed: int = 0) -> dict:
+    """Median wall time of fleet_ceiling over `reps` runs (after one compiling call at a
+    small capacity) on random requests of 1-39 blocks over 300,000 block ids."""
+    rng = np.random.default_rng(seed)
+    lens = rng.integers(1, 40, n_requests)
+    offs = np.zeros(n_requests + 1, np.int64)
+    np.cumsum(lens, out=offs[1:])
+    ext = SimpleNamespace(req_offsets=offs, blocks=rng.integers(0, 300_000, int(offs[-1])).astype(np.int32),
+                          arrival_s=np.zeros(n_requests))
+    fleet_ceiling(ext, lens, 10)  # compiled (or loaded from the cache)
+    walls = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        hits, inf = fleet_ceiling(ext, lens, capacity)
+        walls.append(time.perf_counter() - t0)
+    wall = statistics.median(walls)
+    return {"accesses": int(offs[-1]), "capacity": capacity, "hits": hits, "infinite": inf, "wall_s": wall,
+            "accesses_per_s": offs[-1] / wall, "target_s": CEILING_TARGET_S, "meets_target": wall <= CEILING_TARGET_S}
+
+
+def ceiling_table(r: dict) -> str:
+    return ("| accesses | capacity (blocks) | Belady hits | infinite-cache hits | wall (s) | M accesses/s | target |\n"
+            "|---|---|---|---|---|---|---|\n"
+            f"| {r['accesses']:,} | {r['capacity']:,} | {r['hits']:,} | {r['infinite']:,} | {r['wall_s']:.3f} | "
+            f"{r['accesses_per_s'] / 1e6:.2f} | <= {r['target_s']:g} s: {'met' if r['meets_target'] else 'MISSED'} |")
+
+
 def _f(x, fmt):
     return "" if x is None or x != x else format(x, fmt)
 
 
 def tables(rows: list[dict], every: list[dict]) -> str:
-    out = ["| replicas | blocks | router | load | tool | reuse | TTFT mean (ms) | TTFT p99 (ms) | prefill imbalance | "
-           "regret (M tokens) | preemptions | wall (s) |", "|" + "|".join(["---"] * 12) + "|"]
-    for r in rows:
-        out.append(f"| {r['replicas']} | {r['blocks']:,} | {r['router']} | {r['speedup']:g}x | {r['tool']} | "
-                   f"{r['reuse']:.4f} | {r['ttft_mean_ms']:,.1f} | {r['ttft_p99_ms']:,.1f} | "
-                   f"{_f(r['prefill_imbalance'], '.3f')} | {r['regret_tokens'] / 1e6:.2f} | {r['preemptions']} | "
-                   f"{r['wall_s']:.2f} |")
-    out += ["", "| router (8 x 16,000, real time) | reuse | TTFT mean (ms) | TTFT p99 (ms) | busy imbalance | "
-            "Jain (busy) | regret (M tokens) | fleet ceiling | gap to ceiling | infinite cache |",
-            "|" + "|".join(["---"] * 10) + "|"]
-    for r in every:
-        out.append(f"| {r['router']} | {r['reuse']:.4f} | {r['ttft_mean_ms']:,.1f} | {r['ttft_p99_ms']:,.1f} | "
-                   f"{_f(r['busy_imbalance'], '.3f')} | {_f(r['jain_busy'], '.3f')} | {r['regret_tokens'] / 1e6:.2f} | "
-                   f"{_f(r['ceiling'], '.4f')} | {_f(r['ceiling'] - r['reuse'], '.4f')} | {_f(r['infinite'], '.4f')} |")
-    return "\n".join(out)
+    part1 = md_table(SHAPE + [
+        ("tool", lambda r: r["tool"]), ("reuse", lambda r: f"{r['reuse']:.4f}"),
+        ("TTFT mean (ms)", lambda r: f"{r['ttft_mean_ms']:,.1f}"), ("TTFT p99 (ms)", lambda r: f"{r['ttft_p99_ms']:,.1f}"),
+        ("prefill imbalance", lambda r: _f(r["prefill_imbalance"], ".3f")),
+        ("regret (M tokens)", lambda r: f"{r['regret_tokens'] / 1e6:.2f}"), ("preemptions", lambda r: f"{r['preemptions']}"),
+        ("wall (s)", lambda r: f"{r['wall_s']:.2f}")], rows)
+    routers = md_table([
+        ("router (8 x 16,000, real time)", lambda r: r["router"]), ("reuse", lambda r: f"{r['reuse']:.4f}"),
+        ("TTFT mean (ms)", lambda r: f"{r['ttft_mean_ms']:,.1f}"), ("TTFT p99 (ms)", lambda r: f"{r['ttft_p99_ms']:,.1f}"),
+        ("busy imbalance", lambda r: _f(r["busy_imbalance"], ".3f")), ("Jain (busy)", lambda r: _f(r["jain_busy"], ".3f")),
+        ("regret (M tokens)", lambda r: f"{r['regret_tokens'] / 1e6:.2f}"), ("fleet ceiling", lambda r: _f(r["ceiling"], ".4f")),
+        ("gap to ceiling", lambda r: _f(r["ceiling"] - r["reuse"], ".4f")),
+        ("infinite cache", lambda r: _f(r["infinite"], ".4f"))], every)
+    return part1 + "\n\n" + routers
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--trace", type=Path, default=BUNDLED, help="a Mooncake-format trace (512-token blocks)")
-    ap.add_argument("--reps", type=int, default=3, help="timed runs of each tool per configuration (median)")
-    ap.add_argument("--out", type=Path, default=None, help="write fleet.json and fleet.md here")
+    ap = replay_parser(__doc__, "fleet")
+    ap.add_argument("--ceiling", action="store_true", help="time the fleet ceiling alone (no serving runs)")
     a = ap.parse_args(argv)
+    if a.ceiling:
+        r = ceiling_speed(reps=a.reps)
+        publish(ceiling_table(r), {"ceiling": r}, a.reps, a.out, "fleet_ceiling")
+        return 0
     rows, every = run(a.trace, a.reps)
     publish(tables(rows, every), {"part1": rows, "every_router": every}, a.reps, a.out, "fleet")
     return 0

@@ -39,14 +39,20 @@ def ours(trace, replicas: int, blocks: int, router: str, speedup: float) -> tupl
             "tpot_ms": r.tpot_mean_s * 1e3, "preemptions": r.preemptions}, wall
 
 
-def dynamo(path: Path, replicas: int, blocks: int, router: str, speedup: float) -> tuple[dict, float]:
+def dynamo_replay(path: Path, replicas: int, blocks: int, router: str, speedup: float):
+    """Dynamo's replay of a Mooncake-format trace (512-token blocks) with per-request
+    records: (its report, wall seconds)."""
     from dynamo.replay import run_trace_replay
 
     t0 = time.perf_counter()
     rep = run_trace_replay([str(path)], extra_engine_args={"engine": {"block_size": 512, "num_gpu_blocks": blocks}},
                            num_workers=replicas, router_mode=router, arrival_speedup_ratio=speedup,
                            trace_block_size=512, trace_format="mooncake", capture_per_request=True)
-    wall = time.perf_counter() - t0
+    return rep, time.perf_counter() - t0
+
+
+def dynamo(path: Path, replicas: int, blocks: int, router: str, speedup: float) -> tuple[dict, float]:
+    rep, wall = dynamo_replay(path, replicas, blocks, router, speedup)
     s = rep.summary
     # its summary has no preemption count: each preemption is one re-admission of a request
     pre = sum(int(r.get("readmission_count", 0) or 0) for r in rep.per_request or [])
@@ -67,13 +73,18 @@ def run(path: Path, reps: int, configs=CONFIGS) -> list[dict]:
     return interleaved(load_trace(path), path, reps, configs, ours, dynamo)
 
 
-def interleaved(trace, path: Path, reps: int, configs, ours, dynamo) -> list[dict]:
+def interleaved(trace, path: Path, reps: int, configs, ours, dynamo, fields=("replicas", "blocks", "router", "speedup"),
+                warm=None, progress=None) -> list[dict]:
     """One row per (configuration, tool): `ours(trace, *cfg)` and, when installed,
     `dynamo(path, *cfg)`, each -> (metrics, wall s), run `reps` times interleaved; the
-    median wall time."""
+    median wall time. A row names the configuration by `fields`; `warm()` compiles ours
+    before timing (default: once per replica count); `progress(row)` sees each row."""
     both = have_dynamo()
-    for n in sorted({c[0] for c in configs}):  # JIT: compiled (or loaded) per replica count before timing
-        ours(trace, n, max(c[1] for c in configs), "round_robin", 1.0)
+    if warm is not None:
+        warm()
+    else:
+        for n in sorted({c[0] for c in configs}):  # JIT: compiled (or loaded) per replica count before timing
+            ours(trace, n, max(c[1] for c in configs), "round_robin", 1.0)
     rows = []
     for cfg in configs:
         walls: dict[str, list] = {"ours": [], "dynamo": []}
@@ -85,28 +96,46 @@ def interleaved(trace, path: Path, reps: int, configs, ours, dynamo) -> list[dic
                 got["dynamo"], w = dynamo(path, *cfg)
                 walls["dynamo"].append(w)
         for tool, m in got.items():
-            rows.append({"replicas": cfg[0], "blocks": cfg[1], "router": cfg[2], "speedup": cfg[3], "tool": tool,
-                         **m, "wall_s": statistics.median(walls[tool])})
+            rows.append({**dict(zip(fields, cfg)), "tool": tool, **m, "wall_s": statistics.median(walls[tool])})
+            if progress is not None:
+                progress(rows[-1])
     return rows
 
 
-def table(rows: list[dict]) -> str:
-    head = ("| replicas | blocks | router | load | tool | reuse | first-admission reuse | TTFT mean (ms) | "
-            "p50 | p99 | preemptions | wall (s) |")
-    out = [head, "|" + "|".join(["---"] * 12) + "|"]
-    for r in rows:
-        out.append(f"| {r['replicas']} | {r['blocks']:,} | {r['router']} | {r['speedup']:g}x | {r['tool']} | "
-                   f"{r['reuse']:.4f} | {r['first_reuse']:.4f} | {r['ttft_mean_ms']:,.1f} | {r['ttft_p50_ms']:,.1f} | "
-                   f"{r['ttft_p99_ms']:,.1f} | {r['preemptions']} | {r['wall_s']:.2f} |")
+def md_table(columns, rows) -> str:
+    """A markdown table: columns are (header, row -> cell text) pairs."""
+    out = ["| " + " | ".join(h for h, _ in columns) + " |", "|" + "|".join(["---"] * len(columns)) + "|"]
+    out += ["| " + " | ".join(cell(r) for _, cell in columns) + " |" for r in rows]
     return "\n".join(out)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+#: the columns every serving benchmark's rows start with (replicas, blocks, router, load)
+SHAPE = [("replicas", lambda r: f"{r['replicas']}"), ("blocks", lambda r: f"{r['blocks']:,}"),
+         ("router", lambda r: r["router"]), ("load", lambda r: f"{r['speedup']:g}x")]
+
+
+def table(rows: list[dict]) -> str:
+    return md_table(SHAPE + [
+        ("tool", lambda r: r["tool"]), ("reuse", lambda r: f"{r['reuse']:.4f}"),
+        ("first-admission reuse", lambda r: f"{r['first_reuse']:.4f}"),
+        ("TTFT mean (ms)", lambda r: f"{r['ttft_mean_ms']:,.1f}"), ("p50", lambda r: f"{r['ttft_p50_ms']:,.1f}"),
+        ("p99", lambda r: f"{r['ttft_p99_ms']:,.1f}"), ("preemptions", lambda r: f"{r['preemptions']}"),
+        ("wall (s)", lambda r: f"{r['wall_s']:.2f}")], rows)
+
+
+def replay_parser(doc: str, name: str, reps: int | None = 3,
+                  reps_help: str = "timed runs of each tool per configuration (median)") -> argparse.ArgumentParser:
+    """The options every replay benchmark takes: --trace, --reps (unless None), --out."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trace", type=Path, default=BUNDLED, help="a Mooncake-format trace (512-token blocks)")
-    ap.add_argument("--reps", type=int, default=3, help="timed runs of each tool per configuration (median)")
-    ap.add_argument("--out", type=Path, default=None, help="write serving.json and serving.md here")
-    a = ap.parse_args(argv)
+    if reps is not None:
+        ap.add_argument("--reps", type=int, default=reps, help=reps_help)
+    ap.add_argument("--out", type=Path, default=None, help=f"write {name}.json and {name}.md here")
+    return ap
+
+
+def main(argv=None) -> int:
+    a = replay_parser(__doc__, "serving").parse_args(argv)
     rows = run(a.trace, a.reps)
     publish(table(rows), rows, a.reps, a.out, "serving")
     return 0

@@ -15,14 +15,13 @@ says; without it only our side is printed.
 """
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
 from sim_core import serve
 from sim_core.traces.loaders import load_trace
 
-from .serving import BUNDLED, have_dynamo, publish
+from .serving import SHAPE, have_dynamo, md_table, publish, replay_parser
 
 # (replicas, KV blocks per replica, router, arrival speed-up, schedule_policy)
 CONFIGS = [(1, b, "round_robin", s, "fcfs") for b in (4000, 16000) for s in (1.0, 4.0)] + \
@@ -78,20 +77,15 @@ def run(path: Path, configs=CONFIGS, compat: bool = False) -> list[dict]:
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| replicas | blocks | router | load | order | tool | reuse | TTFT mean (ms) | TTFT p99 (ms) | "
-            "TPOT (ms) | retractions | wall (s) |")
-    out = [head, "|" + "|".join(["---"] * 12) + "|"]
-    for r in rows:
-        out.append(f"| {r['replicas']} | {r['blocks']:,} | {r['router']} | {r['speedup']:g}x | {r['policy']} | "
-                   f"{r['tool']} | {r['reuse']:.4f} | {r['ttft_mean_ms']:,.1f} | {r['ttft_p99_ms']:,.1f} | "
-                   f"{r['tpot_ms']:.2f} | {r['retractions']} | {r['wall_s']:.2f} |")
-    return "\n".join(out)
+    return md_table(SHAPE + [
+        ("order", lambda r: r["policy"]), ("tool", lambda r: r["tool"]), ("reuse", lambda r: f"{r['reuse']:.4f}"),
+        ("TTFT mean (ms)", lambda r: f"{r['ttft_mean_ms']:,.1f}"), ("TTFT p99 (ms)", lambda r: f"{r['ttft_p99_ms']:,.1f}"),
+        ("TPOT (ms)", lambda r: f"{r['tpot_ms']:.2f}"), ("retractions", lambda r: f"{r['retractions']}"),
+        ("wall (s)", lambda r: f"{r['wall_s']:.2f}")], rows)
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--trace", type=Path, default=BUNDLED, help="a Mooncake-format trace (512-token blocks)")
-    ap.add_argument("--out", type=Path, default=None, help="write sglang.json and sglang.md here")
+    ap = replay_parser(__doc__, "sglang", reps=None)
     ap.add_argument("--compat", action="store_true", help="ours with engine.dynamo_compat (Dynamo's departures)")
     a = ap.parse_args(argv)
     rows = run(a.trace, compat=a.compat)

@@ -274,15 +274,15 @@ def full_scale_figures(workdir: Path, capacity: int) -> dict:
 RAY_POLICIES = ("fifo", "lfu", "arc", "s3fifo", "lirs", "sieve", "belady", "lecar")
 
 
-def ray_scaling(trace, capacity: int, n_caps: int = 6, actors=(1, 2)) -> dict:
+def ray_scaling(trace, capacity: int, n_caps: int = 6, actors=(1, 2), policies=RAY_POLICIES) -> dict:
     """Sweep throughput (block accesses replayed per wall second, the trace's trip
     through the object store and actor start-up included, Ray's start-up not) with 1
     and with 2 actors, on
-    the same plan: RAY_POLICIES x n_caps capacities around `capacity`, request mode."""
+    the same plan: `policies` (RAY_POLICIES) x n_caps capacities around `capacity`, request mode."""
     blocks = sorted({max(1, int(capacity * f)) for f in np.geomspace(0.5, 2.0, n_caps)})
     caps = [Capacity(index=i, label=str(b), blocks=b, gib=0.0) for i, b in enumerate(blocks)]
-    pols = [PolicyChoice(name=p, params={}, weight=1.0, cost_aware=False, one_pass=False) for p in RAY_POLICIES]
-    out = {"jobs_policies": list(RAY_POLICIES), "capacities": blocks}
+    pols = [PolicyChoice(name=p, params={}, weight=1.0, cost_aware=False, one_pass=False) for p in policies]
+    out = {"jobs_policies": list(policies), "capacities": blocks}
     # untimed first pass: the first sweep of a process pays one-off costs (measured: 3x
     # slower than the same 1-actor pass afterwards), which would flatter the 2-actor run
     with RayCluster(OmegaConf.create({"num_cpus": max(actors), "actors": 1})) as cluster:

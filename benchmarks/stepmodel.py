@@ -24,15 +24,13 @@ gpu_memory_utilization 0.9 (vLLM's max_num_batched_tokens 8,192 and max_num_seqs
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
-from pathlib import Path
 
 from sim_core import serve
 from sim_core.traces.loaders import load_trace
 
-from .serving import BUNDLED, publish
+from .serving import md_table, publish, replay_parser
 
 MODEL, GPU, TP = "Qwen/Qwen3-30B-A3B", "h100_sxm", 2
 MODELS = {  # label -> engine overrides on the vllm preset
@@ -113,27 +111,24 @@ def capacity_table(rows: list[dict]) -> str:
 
 
 def tables(speeds: list[dict], rows: list[dict]) -> str:
-    out = ["| load | step model | wall (s, median) | steps | us per step | wall / polynomial's |",
-           "|---|---|---|---|---|---|"]
-    for sp in speeds:
-        out.append(f"| {sp['load']:g}x | {sp['model']} | {sp['wall_s']:.3f} | {sp['steps']:,} | "
-                   f"{sp['us_per_step']:.2f} | {sp['ratio']:.2f}x |")
-    out += ["", "| load | step model | TTFT mean (ms) | p50 | p99 | TPOT mean (ms) | steps | preemptions | "
-           "steps beyond the data |", "|" + "|".join(["---"] * 9) + "|"]
-    for r in rows:
-        out.append(f"| {r['load']:g}x | {r['model']} | {r['ttft_mean_ms']:,.1f} | {r['ttft_p50_ms']:,.1f} | "
-                   f"{r['ttft_p99_ms']:,.1f} | {r['tpot_ms']:.1f} | {r['steps']:,} | {r['preemptions']:,} | "
-                   f"{r['extrapolated']:,} |")
-    return "\n".join(out)
+    speed_md = md_table([
+        ("load", lambda r: f"{r['load']:g}x"), ("step model", lambda r: r["model"]),
+        ("wall (s, median)", lambda r: f"{r['wall_s']:.3f}"), ("steps", lambda r: f"{r['steps']:,}"),
+        ("us per step", lambda r: f"{r['us_per_step']:.2f}"), ("wall / polynomial's", lambda r: f"{r['ratio']:.2f}x")],
+        speeds)
+    latency_md = md_table([
+        ("load", lambda r: f"{r['load']:g}x"), ("step model", lambda r: r["model"]),
+        ("TTFT mean (ms)", lambda r: f"{r['ttft_mean_ms']:,.1f}"), ("p50", lambda r: f"{r['ttft_p50_ms']:,.1f}"),
+        ("p99", lambda r: f"{r['ttft_p99_ms']:,.1f}"), ("TPOT mean (ms)", lambda r: f"{r['tpot_ms']:.1f}"),
+        ("steps", lambda r: f"{r['steps']:,}"), ("preemptions", lambda r: f"{r['preemptions']:,}"),
+        ("steps beyond the data", lambda r: f"{r['extrapolated']:,}")], rows)
+    return speed_md + "\n\n" + latency_md
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--trace", type=Path, default=BUNDLED, help="a Mooncake-format trace (512-token blocks)")
-    ap.add_argument("--reps", type=int, default=5, help="timed runs of each model, alternating (median)")
+    ap = replay_parser(__doc__, "stepmodel", reps=5, reps_help="timed runs of each model, alternating (median)")
     ap.add_argument("--speedups", default="0.25,0.5,1", help="arrival speed-ups of the latency table, comma-separated")
     ap.add_argument("--speed-loads", default="0.5,1", help="arrival speed-ups of the speed comparison")
-    ap.add_argument("--out", type=Path, default=None, help="write stepmodel.json and stepmodel.md here")
     a = ap.parse_args(argv)
     trace = load_trace(a.trace)
     sp = [row for x in a.speed_loads.split(",") for row in speed(trace, a.reps, float(x))]

@@ -11,7 +11,7 @@ import logging
 import sys
 from pathlib import Path
 
-from . import record, signals, study
+from . import record, signals, size, study
 from .config import ConfigError, check_compose, find_conf_dir, precheck_overrides, register_generated
 from .pool import SweepFailed
 from .runner import RayCluster
@@ -86,6 +86,10 @@ def run(cfg) -> int:
         if not study.todo(st) and all(c.status == "REUSED" for c in st.curves):
             print("\n" + record.summary_text(st) + "\n")  # everything is in the store already
             return 0
+        if study.todo(st) and not _announce(st, cfg):
+            print("not run: nothing was started or recorded (narrow the sweep, or sweep.yes=true to skip the "
+                  "question)", file=sys.stderr)
+            return EXIT_CONFIG
         record.start_runs(st)
         signals.check()
         if study.todo(st):
@@ -115,7 +119,9 @@ def run(cfg) -> int:
     print("\n" + record.summary_text(st) + "\n")
     if record.work_line(st):
         print(record.work_line(st))
-    if st.tracker is not None:
+    if st.tracker is not None and st.tracker.parent_id is None:
+        print(f"MLflow experiment {st.experiment!r}: nothing ran, so no run of this sweep was kept")
+    elif st.tracker is not None:
         db = sqlite_path(st.uri)
         print(f"MLflow experiment {st.experiment!r}, sweep run {st.tracker.parent_id} ({status})")
         print("View the results:  " + ui_command(st.uri if db is None else "sqlite:///" + str(db.resolve())))
@@ -125,6 +131,16 @@ def run(cfg) -> int:
         report = _report_path(st)
         print("Report: the sweep run's Artifacts, report.html" + (f"; here: {report}" if report else ""))
     return code
+
+
+def _announce(st, cfg) -> bool:
+    """Say the sweep's size and time before anything is recorded (sweep.size), and whether
+    to go on (a terminal asks above sweep.size.ASK_ABOVE_S)."""
+    n = size.actors(cfg.cluster)
+    study.make_jobs(st, n)  # planned again once Ray says how many actors there are
+    got = size.measure(st, n)
+    log.info("%s", got.line())
+    return size.confirm(got, cfg)
 
 
 def _report_path(st) -> str:

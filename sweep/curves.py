@@ -84,6 +84,7 @@ class SweepFacts:
     tier_rules: str = ""  # a tiered sweep's tier config and whose rules it ran ("" = no tiers)
     setup: str = ""  # engine preset, hierarchy, hardware (sweep.record.setup)
     warnings: tuple = ()  # what the sweep warned of at its start (an HBM capacity above the part's)
+    partial: str = ""  # sweep.partial.summary: the share of results a sweep cut short has ("" = all)
 
 
 def result_row(res, cost_model: str) -> dict:

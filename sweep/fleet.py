@@ -26,7 +26,9 @@ from typing import Any
 import numpy as np
 from omegaconf import OmegaConf
 
-from sim_core.serving import ROUTERS, Deployment, cannot_serve, deployment, served_lengths, slo_seconds
+from sim_core.catalog.capacity import human_gib
+from sim_core.serving import (ROUTERS, Deployment, cannot_serve, deployment, measured_config, served_lengths,
+                              slo_seconds)
 from sim_core.serving.engines import as_engine
 from sim_core.serving.routers import get_router
 
@@ -40,22 +42,28 @@ log = logging.getLogger("sweep")
 
 #: the keys of conf/fleet/*.yaml
 KEYS = ("engine", "arrival_speedup", "max_num_seqs", "max_num_batched_tokens", "step_model", "slo_ttft",
-        "slo_tpot", "replicas", "router", "router_params")
+        "slo_tpot", "replicas", "router", "router_params", "prefill_replicas", "model", "tp", "backend")
+#: the step models that time steps on a GPU (the hardware group names it)
+ON_A_GPU = ("roofline", "measured")
 
 
 @dataclass(frozen=True)
 class Route:
     """One shape of the fleet: `replicas` engines behind `router`, with the router's
-    parameters (defaults filled in, as sorted (name, value) pairs)."""
+    parameters (defaults filled in, as sorted (name, value) pairs); with `prefill` > 0
+    a disaggregated fleet, `prefill` prefill replicas behind the router handing off to
+    `replicas` decode replicas (docs/disagg.md)."""
 
     replicas: int = 1
     router: str = BASELINE
     params: tuple = ()
+    prefill: int = 0
 
     @property
     def label(self) -> str:
-        """'kv_router x8': how curve labels, run names and tables name it."""
-        return f"{self.router} x{self.replicas}"
+        """'kv_router x8', or 'kv_router 2:6' disaggregated: how curve labels, run names and
+        tables name it."""
+        return f"{self.router} {self.prefill}:{self.replicas}" if self.prefill else f"{self.router} x{self.replicas}"
 
     def given(self) -> str:
         """'overlap_weight=2': the parameters that differ from the router's defaults."""
@@ -76,7 +84,8 @@ class Fleet:
     slo: dict = dataclasses.field(default_factory=dict)  # {"ttft": "2s", "tpot": "100ms"}: the bounds given
     slo_ttft_s: float = math.nan
     slo_tpot_s: float = math.nan
-    hardware: dict | None = None  # the hardware mapping when the roofline times steps (else unused)
+    hardware: dict | None = None  # the hardware mapping when steps are timed on a GPU (ON_A_GPU; else unused)
+    model: str | None = None  # fleet.model: the Hugging Face model served (else the sweep's model group)
 
     @property
     def name(self) -> str:
@@ -102,8 +111,12 @@ class Fleet:
              "slo_tpot_s": None if math.isnan(self.slo_tpot_s) else self.slo_tpot_s}
         if r.params:
             d["router_params"] = r.params
+        if r.prefill:  # only then: an aggregated route keeps the key it had before roles existed
+            d["prefill_replicas"] = r.prefill
         if self.hardware is not None:
             d["hardware"] = tuple(sorted(self.hardware.items()))
+        if self.model is not None:
+            d["model"] = self.model
         return (("fleet", tuple(sorted(d.items()))),)
 
     def deployment(self, route: Route | None = None, model=None) -> Deployment:
@@ -111,7 +124,8 @@ class Fleet:
         router, the engine with its overrides, the hardware, the model."""
         r = route or self.routes[0]
         return deployment(replicas=r.replicas, engine=dict(self.engine), router=r.router,
-                          router_params=dict(r.params) or None, hardware=self.hardware, model=model)
+                          router_params=dict(r.params) or None, hardware=self.hardware,
+                          model=self.model if self.model is not None else model, prefill_replicas=r.prefill)
 
     def serve_kwargs(self, route: Route | None = None, model=None) -> dict:
         """serve()'s keywords but the policy, capacity, load and seed, for one route: the
@@ -127,6 +141,7 @@ class Fleet:
         """'engine dynamo (max_num_seqs=64), dynamo step times, 1 replica': for titles."""
         over = ", ".join(f"{k}={v}" for k, v in self.engine.items() if k != "preset")
         hw = f", {self.hardware['part']}" if self.hardware else ""
+        hw += f", {self.model}" if self.model else ""
         routers = list(dict.fromkeys(r.router for r in self.routes))
         given = {r.router: r.given() for r in self.routes}
         named = ", ".join(r + (f" ({given[r]})" if given[r] else "") for r in routers)
@@ -137,6 +152,9 @@ class Fleet:
         else:
             fleet = (f"{'/'.join(map(str, reps))} replicas behind {'a ' if len(routers) == 1 else ''}"
                      f"{named} router{'s' if len(routers) > 1 else ''}")
+        pre = sorted({r.prefill for r in self.routes})
+        if pre != [0]:  # disaggregated shapes swept: the replicas above are the decode ones
+            fleet += f", {'/'.join(map(str, pre))} prefill replicas"
         return f"engine {self.name}{f' ({over})' if over else ''}, {self.step_model} step times{hw}, {fleet}"
 
     def params(self, route: str = "") -> dict:
@@ -144,14 +162,17 @@ class Fleet:
         r = self.route(route)
         return {"fleet.engine": self.name, "fleet.step_model": self.step_model, "fleet.replicas": r.replicas,
                 "fleet.router": r.router, **{f"fleet.router_params.{k}": v for k, v in r.params},
+                **({"fleet.prefill_replicas": r.prefill} if r.prefill else {}),
                 **{f"fleet.{k}": v for k, v in self.engine.items() if k != "preset"},
                 "fleet.slo_ttft": self.slo.get("ttft"), "fleet.slo_tpot": self.slo.get("tpot"),
-                **({"hardware": self.hardware.get("part")} if self.hardware else {})}
+                **({"hardware": self.hardware.get("part")} if self.hardware else {}),
+                **({"fleet.model": self.model} if self.model else {})}
 
     def tags(self, route: str) -> dict:
         """A serving curve's tags beyond its load: its router and replicas."""
         r = self.route(route)
-        return {"router": r.router, "replicas": str(r.replicas)}
+        return {"router": r.router, "replicas": str(r.replicas), **({"prefill_replicas": str(r.prefill)} if r.prefill
+                                                                      else {})}
 
 
 def _plain(node) -> Any:
@@ -180,9 +201,10 @@ def _axis(raw, key: str) -> list:
 
 
 def routes(f: dict) -> tuple:
-    """fleet.replicas x fleet.router (each a scalar or a list), with fleet.router_params
-    (router name -> its parameters), checked: every Route, routers as given, replicas
-    ascending. ConfigError names the field."""
+    """fleet.replicas x fleet.router x fleet.prefill_replicas (each a scalar or a list), with
+    fleet.router_params (router name -> its parameters), checked: every Route, routers as
+    given, prefill then replicas ascending (prefill 0: aggregated). ConfigError names the
+    field."""
     reps = sorted({check_int(v, "fleet.replicas", 1) for v in _axis(1 if f.get("replicas") is None
                                                                       else f["replicas"], "fleet.replicas")})
     names = []
@@ -212,7 +234,9 @@ def routes(f: dict) -> tuple:
         # 2 and 2.0 are one setting (one key): numbers as their declared type
         resolved[name] = tuple(sorted((k, v if spec.params[k].choices else int(v) if spec.params[k].integer
                                        else float(v)) for k, v in got.items()))
-    return tuple(Route(r, name, resolved[name]) for name in names for r in reps)
+    pre = sorted({check_int(v, "fleet.prefill_replicas", 0) for v in _axis(f.get("prefill_replicas") or 0,
+                                                                            "fleet.prefill_replicas")})
+    return tuple(Route(r, name, resolved[name], p) for name in names for p in pre for r in reps)
 
 
 def resolve(cfg, hardware: dict | None) -> Fleet | None:
@@ -235,6 +259,11 @@ def resolve(cfg, hardware: dict | None) -> Fleet | None:
             engine[k] = v
     if f.get("step_model") is not None:
         engine["step_model"] = str(f["step_model"])
+    tp = check_int(f.get("tp"), "fleet.tp", 1, allow_none=True, none_means="1")
+    if tp is not None:
+        engine["tp"] = tp
+    if f.get("backend") is not None:
+        engine["backend"] = str(f["backend"])
     try:
         eng = as_engine(engine)
     except ValueError as e:
@@ -249,12 +278,23 @@ def resolve(cfg, hardware: dict | None) -> Fleet | None:
                 raise ConfigError(str(e)) from None
             slo[k] = str(v)
     rts = routes(f)
-    if eng.step_model == "roofline" and hardware is None:
-        raise ConfigError(f"fleet={eng.name}: the roofline step model times steps on a GPU: pick one with "
+    if eng.step_model in ON_A_GPU and hardware is None:
+        raise ConfigError(f"fleet={eng.name}: the {eng.step_model} step model times steps on a GPU: pick one with "
                           f"hardware=h100_sxm (or h200, b200, gh200, l40s), or set fleet.step_model=dynamo")
-    return Fleet(engine=engine, step_model=eng.step_model, loads=_loads(f.get("arrival_speedup")),
-                 routes=rts, slo=slo, slo_ttft_s=secs.get("ttft", math.nan),
-                 slo_tpot_s=secs.get("tpot", math.nan), hardware=hardware if eng.step_model == "roofline" else None)
+    model = None if f.get("model") is None else str(f["model"])
+    if eng.step_model == "measured" and model is None:
+        raise ConfigError(f"fleet={eng.name}: the measured step model times a named model: set fleet.model to a "
+                          f"Hugging Face id (e.g. fleet.model=Qwen/Qwen3-30B-A3B)")
+    fl = Fleet(engine=engine, step_model=eng.step_model, loads=_loads(f.get("arrival_speedup")),
+               routes=rts, slo=slo, slo_ttft_s=secs.get("ttft", math.nan), slo_tpot_s=secs.get("tpot", math.nan),
+               hardware=hardware if eng.step_model in ON_A_GPU else None, model=model)
+    try:  # the model, the GPU and the data exist (aiconfigurator-core), before any job starts
+        dep = fl.deployment()
+        if eng.step_model == "measured":
+            measured_config(dep)
+    except (ValueError, ImportError) as e:
+        raise ConfigError(f"fleet: {str(e).replace('engine.', 'fleet.').replace('model=', 'fleet.model=')}") from None
+    return fl
 
 
 def setup(cfg, sp, overrides: list[str]):
@@ -315,11 +355,12 @@ def check_capacities(trace, caps, fl: Fleet) -> None:
     small = [c for c in caps if c.blocks < big]
     if small:
         r = int(np.argmax(need))
+        gib = big * small[0].gib / small[0].blocks  # the model's KV bytes per block, as the capacities were converted
         raise ConfigError(
-            f"capacity {', '.join(f'{c.label} ({c.blocks} blocks)' for c in small)} cannot hold request {r} "
-            f"({big} blocks of {trace.block_tokens} tokens with its output) in one replica's KV cache, so it could "
-            f"never run (fleet={fl.name}): the smallest capacity that holds every request is {big} blocks; drop the "
-            f"smaller ones from capacity.sizes")
+            f"capacity.sizes: {', '.join(f'{c.label} ({c.blocks:,} blocks)' for c in small)} cannot hold request {r} "
+            f"({big:,} blocks of {trace.block_tokens} tokens with its output) in one replica's KV cache, so it could "
+            f"never run (fleet={fl.name}): the smallest capacity that holds every request is {big:,} blocks "
+            f"({human_gib(gib, digits=3)}); drop the smaller ones from capacity.sizes or start it there")
 
 
 def variants(policies, fl: Fleet) -> list:

@@ -7,6 +7,8 @@ One JSON object per line:
        sim_core.ServeResult (fleet=...),]
        "job": {"start": <epoch s>, "secs": <wall s>, "cpu": <CPU s>}}, ...]}
   {"kind": "delivered", "time": ..., "uri": ..., "done": [[run_id, step], ...]}
+  {"kind": "rate", "time": ..., "what": "serve"|"cache", "secs": ..., "predicted_s": ..., "jobs": ...}
+      (how long a sweep's jobs took against sweep.size's model: the next estimate's speed)
 
 A sweep reads it to reuse finished results (by point key, whatever store they were meant
 for), and `python -m sweep.sync` delivers points that never reached their run. Each line
@@ -86,6 +88,10 @@ class Journal:
                                   "cost_model": p.cost_model, "result": p.result.to_dict(),
                                   **({"kind": "serve"} if isinstance(p.result, ServeResult) else {}),
                                   **({"job": p.job.to_dict()} if p.job else {})} for p in points]})
+
+    def add_entry(self, entry: dict) -> None:
+        """Any other record (a sweep's replay rate, sweep.size): readers skip kinds they do not know."""
+        self._append({**entry, "time": time.time()})
 
     def mark_delivered(self, uri: str, done: list[tuple[str, int]]) -> None:
         self._append({"kind": "delivered", "time": time.time(), "uri": uri, "done": [list(d) for d in done]})

@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 
 from sim_core import get_policy, saturation_capacity
 
-from . import traces
+from . import partial, traces
 from .config import ConfigError
 from .curves import SweepFacts, curves_by_model
 from .delivery import Delivery
@@ -29,7 +29,7 @@ from .serving import SERVE
 from .report.windows import ranking, ranking_text, window_rows
 from .store import experiment_url
 from .tracking import Tracker
-from .views import COLOUR_TAG, colours
+from .views import COLOUR_TAG, curve_colours
 
 log = logging.getLogger("sweep")
 
@@ -68,7 +68,7 @@ def start_runs(st) -> None:
     log.info("MLflow: experiment %r, %s run %s (%s)", st.experiment, "resumed sweep" if resumed else "sweep",
              pid, st.uri)
     pols = {p.name: p for p in st.spec.policies}
-    colour = colours([c.label for c in st.curves])
+    colour = curve_colours(st.curves)
     for c in st.curves:
         p, ps = pols[c.policy], get_policy(c.policy)
         replay = st.fleet.params(c.route) if st.fleet else {"mode": str(st.spec.mode), "hits": str(st.spec.hits),
@@ -140,7 +140,10 @@ def _parent_record(st) -> tuple[dict, dict, dict, dict]:
 def finish(st, status: str, wait_s: float) -> str:
     """End every run with `status` (incomplete curves: KILLED/FAILED), waiting up to
     `wait_s` for MLflow to take what is queued. Returns the final status."""
-    if st.delivery is None:
+    if st.delivery is None:  # stopped before results could flow (while the runs were being opened)
+        if status == "KILLED":
+            partial.drop_empty(st)
+            partial.close_open(st)
         return status
     for c in st.curves:
         if len(c.rows) < len(st.caps):
@@ -154,6 +157,10 @@ def finish(st, status: str, wait_s: float) -> str:
                   "`python -m sweep.sync` sends them (or re-run the same command)", left, wait_s, st.journal.path)
         status = "FAILED" if status == "FINISHED" else status
 
+    if status == "KILLED" and partial.drop_empty(st) and st.tracker.parent_id is None:
+        return status  # nothing ran: the sweep run went too
+    if partial.summary(st):
+        st.tracker.set_parent_tag(partial.TAG, partial.summary(st))
     if st.work:
         st.tracker.log_parent_metrics({f"work.{k}": v for k, v in st.work.items()})
     rows, rank = [], []
@@ -172,7 +179,7 @@ def finish(st, status: str, wait_s: float) -> str:
         sample_rate=st.spec.sample_rate, cost_models=st.spec.cost_models, references=st.references,
         windows=rows, window_ranking=rank,
         fleet=f"fleet={st.fleet.name}: {st.fleet.describe()}" if st.fleet else "", tier_rules=tier_rules(st),
-        setup=setup(st), warnings=tuple(st.warnings)))
+        setup=setup(st), warnings=tuple(st.warnings), partial=partial.summary(st)))
     return status
 
 
@@ -255,13 +262,18 @@ def description(st, table: str | None = None, work: str | None = None, views: di
             f" x cost models {', '.join(st.spec.cost_models)}."
     lines = [what, "", f"Setup: {setup(st)}."]
     lines += [f"**Warning:** {w}" for w in st.warnings]
-    if views:
+    if views and st.fleet is not None:
+        lines += ["", "**Views** (MLflow's Chart view, one per load: every configuration's TTFT p99 on a log axis, "
+                      "reuse and goodput over the KV cache per replica, x = Step = capacity in MiB, in the report's "
+                      "colours): " + " | ".join(f"[{m}]({u})" for m, u in views.items())]
+    elif views:
         lines += ["", "**Views** (MLflow's Chart view, ready to read: every curve of one cost model over capacity on "
                       "a log axis, x = Step = capacity in MiB; the runs table ranked by the report's ranking, with "
                       "its columns): " + " | ".join(f"[{m}]({u})" for m, u in views.items())]
     else:
         lines += ["", "**Views**: written when the sweep ends (links here then)."]
-    report = ("TTFT p50/p99 and goodput over the KV cache at each load, and where each policy meets the SLO"
+    report = ("the answer first (per load, the cheapest fleet meeting the SLO, its p99 and margin, its reuse and gap "
+              "to the ceiling there), then TTFT and goodput over the KV cache, p99 per capacity and routing"
               if st.fleet else "the curves, a ranking per regime and what they say")
     lines += ["", f"- **report.html** (Artifacts, below): {report}; "
                   "`python -m analysis report <this run id>` writes it again.",
@@ -286,12 +298,18 @@ def description(st, table: str | None = None, work: str | None = None, views: di
 
 
 def summary_text(st) -> str:
+    """Every table the sweep prints, headed by partial.note when it lacks results."""
+    head = partial.note(st)
+    return (head + "\n\n" if head else "") + _tables(st, bool(head))
+
+
+def _tables(st, cut_short: bool) -> str:
     points = int(st.cfg.sweep.get("summary_points") or 4)
     if st.fleet is not None:
         title = (f"serving under load: {st.trace.name} ({st.trace.n_requests:,} requests, {st.trace.block_tokens}-"
                  f"token blocks), fleet={st.fleet.name}: {st.fleet.describe()}")
         return serving_table(curves_by_model(st.caps, st.curves).get(SERVE, {}), st.caps, points,
-                             [p.name for p in st.spec.policies], title)
+                             [p.name for p in st.spec.policies], title, partial=partial.text(st) if cut_short else "")
     text = summary_table(curves_by_model(st.caps, st.curves), st.caps, points,
                          [p.name for p in st.spec.policies], st.spec.cost_models, st.spec.sample_rate,
                          saturation_capacity(st.trace))
@@ -308,12 +326,15 @@ def work_line(st) -> str | None:
     w = st.work
     if not w:
         return None
+    cut = w["jobs"] < w.get("jobs_planned", w["jobs"])  # stopped, or jobs failed: what ran, of what was planned
+    jobs = f"{w['jobs']} of {w['jobs_planned']} jobs" if cut else f"{w['jobs']} jobs"
+    stop = f" ({partial.why(st) or 'cut short'})" if cut else ""
     if st.fleet is not None:
-        n = sum(len(j.capacities) for j in st.jobs)
-        return (f"work: {w['jobs']} jobs ran {n} serve() calls (policy x load x route x capacity) in "
-                f"{w['jobs_wall_s']:.0f}s "
+        calls = (f"{w['replays']} of {w['replays_planned']} serve() calls" if w.get("replays_planned") is not None
+                 and w["replays"] < w["replays_planned"] else f"{w.get('replays', 0)} serve() calls")
+        return (f"work{stop}: {jobs} ran {calls} (policy x load x route x capacity) in {w['jobs_wall_s']:.0f}s "
                 f"wall, {w['actor_cpu_s']:.0f} CPU-s in the actors")
-    return (f"work: {w['jobs']} jobs replayed {w['accesses_replayed']:.4g} block accesses in "
+    return (f"work{stop}: {jobs} replayed {w['accesses_replayed']:.4g} block accesses in "
             f"{w['jobs_wall_s']:.0f}s wall, {w['actor_cpu_s']:.0f} CPU-s in the actors")
 
 

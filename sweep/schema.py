@@ -49,7 +49,7 @@ OrderChoice = _choice("OrderChoice", [o.value for o in Order])
 PartialBlocksChoice = _choice("PartialBlocksChoice", PARTIAL_BLOCKS)
 EngineChoice = _choice("EngineChoice", ENGINES)  # fleet.engine: the serving engine presets
 # the step-time models a sweep takes (a measured profile needs its table: sim_core.serve directly)
-StepModelChoice = _choice("StepModelChoice", ("dynamo", "roofline"))
+StepModelChoice = _choice("StepModelChoice", ("dynamo", "roofline", "measured"))
 
 
 @dataclass
@@ -87,6 +87,7 @@ class SweepSchema:
     fail_fast: Any = False
     resume: Any = True
     dry_run: Any = False
+    yes: Any = False
     summary_points: int = 4
     log_level: str = "INFO"
 
@@ -105,6 +106,10 @@ class FleetSchema:
     replicas: Any = None  # an integer or a list of them (an axis)
     router: Any = None  # a router of sim_core.ROUTERS or a list of them (an axis)
     router_params: Any = None  # router name -> its parameters
+    model: Any = None  # a Hugging Face model id (step_model=measured times it; its KV memory bounds the cache)
+    tp: Optional[int] = None  # tensor parallelism of each replica (GPUs per replica)
+    backend: Any = None  # whose measured data: vllm | sglang | trtllm (null: the preset's engine)
+    prefill_replicas: Any = None  # 0 (aggregated), a count of prefill replicas, or a list of them (an axis)
 
 
 @dataclass

@@ -137,7 +137,7 @@ def check_cluster(c: DictConfig) -> None:
 
 def check_sweep(s: DictConfig) -> None:
     """sweep.* switches: `x or default` in the CLI would silently turn a 0 into the default."""
-    for k in ("exclude_slow", "fail_fast", "dry_run"):
+    for k in ("exclude_slow", "fail_fast", "dry_run", "yes"):
         if k in s:
             check_bool(s.get(k), f"sweep.{k}")
     if "shards_per_worker" in s:

@@ -8,7 +8,6 @@ sees it.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from sim_core import Hits, Mode, get_policy, saturation_capacity
 from sim_core.digest import source_digest, trace_digest
 from sim_core.traces.sample import SampleSet, auto_rate
 
-from . import derived, fleet, traces, weeks
+from . import derived, fleet, size, traces, weeks
 from .config import ConfigError
 from .curves import Curve
 from .journal import JobTime, Journal, Point
@@ -277,8 +276,8 @@ def _plan_kw(st: Study) -> dict:
               max_capacities_per_job=sw.get("max_capacities_per_job"),
               max_request_blocks=st.trace.max_request_blocks if st.spec.mode == Mode.REQUEST else 0,
               saturation_blocks=saturation_capacity(st.trace))
-    if st.fleet is not None:  # serve(): one call per capacity, none shared
-        kw.update(max_request_blocks=0, saturation_blocks=None)
+    if st.fleet is not None:  # serve(): one call per capacity, none shared; one a job, so progress moves per replay
+        kw.update(max_request_blocks=0, saturation_blocks=None, max_capacities_per_job=kw["max_capacities_per_job"] or 1)
     if st.spec.sample_rate is not None:
         st.replay_scale = kw["replay_scale"] = sampled_scale(st.trace, [c.blocks for c in st.caps], st.spec)
     return kw
@@ -351,11 +350,11 @@ def known_line(st: Study) -> str | None:
 
 
 def dry_run(st: Study) -> int:
-    c = st.cfg.cluster
-    workers = int(c.get("actors") or c.get("num_cpus") or os.cpu_count() or 1)
+    workers = size.actors(st.cfg.cluster)
     resolve_known(st)  # journal only: a dry run does not touch the tracking store
     make_jobs(st, workers)
     print(format_plan(st.jobs, st.caps) if st.jobs else "nothing to run: every result is already known")
+    print(size.measure(st, workers).line())
     print(f"dry run: {len(st.jobs)} jobs for {workers} worker(s); nothing was run or logged")
     return 0
 
@@ -376,7 +375,8 @@ def run_jobs(st: Study, cluster) -> None:
              counted(len(st.caps), "capacity", "capacities"), counted(len(st.jobs), "job"),
              len(pool.actors) or min(pool.n_actors, len(st.jobs)))
     by_curve = {(c.policy, c.cost_model, c.pool, c.load, c.route): c for c in st.curves}
-    progress = Progress(st.jobs)
+    progress = Progress(st.jobs, serving=st.fleet is not None,
+                        note="compiling, then replay" if size.jit_cold() else "")
     try:
         for out in pool.results(st.jobs, fail_fast=bool(st.cfg.sweep.get("fail_fast", False)),
                                 on_idle=progress.refresh):
@@ -413,6 +413,7 @@ def run_jobs(st: Study, cluster) -> None:
     finally:
         st.work = progress.work()
         progress.close()
+        size.record_rate(st, progress.timed)
 
 
 def _shipped(st: Study):

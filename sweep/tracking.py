@@ -439,7 +439,7 @@ class Tracker:
                                saturation_blocks=facts.saturation_blocks, sample_rate=facts.sample_rate,
                                windows=list(facts.windows), window_ranking=list(facts.window_ranking),
                                fleet=facts.fleet, tier_rules=facts.tier_rules, setup=facts.setup,
-                               warnings=list(facts.warnings))
+                               warnings=list(facts.warnings), partial=facts.partial)
             out = Path(d) / "report"
             write_report(table, out)
             log_report(self.client, self.parent_id, out)

@@ -23,9 +23,11 @@ link to them.
 from __future__ import annotations
 
 import json
+import math
 from typing import Sequence
 
 from .report.families import POOL_SEP, policy_info, styles
+from .report.lines import line_styles
 from .report.regimes import HEADLINES, REGIMES
 
 EXPERIMENT_NOTE = (
@@ -41,7 +43,8 @@ SECTION = "kvsweep"
 
 
 def view_key(parent_id: str, cost_model: str) -> str:
-    return f"kvsweep-{parent_id[:12]}-{cost_model}"
+    """`cost_model`: the view's name ("uniform"; a serving sweep's "serve, 4x load")."""
+    return f"kvsweep-{parent_id[:12]}-{cost_model.replace(', ', '-').replace(' ', '-')}"
 
 
 def view_url(experiment_url: str, key: str) -> str:
@@ -67,23 +70,38 @@ def _line(uuid: str, metric: str, title: str) -> dict:
             "displayPoints": True}
 
 
-def _serving_state(cost_model: str) -> tuple[str, list[str], list[dict]]:
-    """A serving sweep's view (cost model `serve`): TTFT, reuse and goodput over the KV
-    cache per replica, runs in load order, ranked by where each meets the SLO."""
+def _x_range(capacities_gib: Sequence[float]) -> dict:
+    """The step axis (capacity in MiB, log) over at least two decades, centred on the
+    capacities: plotly then ticks 2, 5 and the powers of ten ("2 5 100k 2 5 1M") instead of
+    every digit of one decade ("5 6 7 8 9 100k 2")."""
+    steps = [g * 1024 for g in capacities_gib if g > 0]
+    if not steps:
+        return {}
+    lo, hi = math.log10(min(steps)) - 0.15, math.log10(max(steps)) + 0.15
+    mid, half = (lo + hi) / 2, max((hi - lo) / 2, 1.0)
+    return {"xMin": mid - half, "xMax": mid + half}
+
+
+def _serving_state(capacities_gib: Sequence[float]) -> tuple[str, list[str], list[dict]]:
+    """A serving sweep's view of one load: TTFT p99 on a log axis (the curves near an SLO of
+    seconds stay apart from those of thousands of seconds), reuse and goodput, over the KV
+    cache per replica; runs ranked by where each meets the SLO."""
     x = "x: KV cache per replica (Step = MiB), log scale"
-    return ("metrics.`slo_met_from_gib`", ["tags.`policy`", "tags.`load`", "tags.`route`", "metrics.`slo_met_from_gib`"],
-            [_line("ttft", "curve/ttft_p99_s", f"TTFT p99 in s; {x}"), _line("reuse", "curve/reuse_ratio",
-                                                                          f"reuse ratio; {x}"),
-             _line("goodput", "curve/goodput_rps", f"goodput in requests/s; {x}")])
+    rng = _x_range(capacities_gib)
+    return ("metrics.`slo_met_from_gib`", ["tags.`policy`", "tags.`route`", "tags.`load`", "metrics.`slo_met_from_gib`"],
+            [{**_line("ttft", "curve/ttft_p99_s", f"TTFT p99 in s, log scale; {x}"), "scaleType": "log", "range": rng},
+             {**_line("reuse", "curve/reuse_ratio", f"reuse ratio; {x}"), "range": rng},
+             {**_line("goodput", "curve/goodput_rps", f"goodput in requests/s (each within the SLO); {x}"),
+              "range": rng}])
 
 
 def view_state(run_ids: Sequence[str], cost_model: str, capacities_gib: Sequence[float], tiered: bool,
                serving: bool = False) -> dict:
     """The runs page state of one cost model's view (MLflow's serialised form)."""
     ids = ", ".join(f"'{r}'" for r in run_ids)
-    if serving:
-        order, cols, charts = _serving_state(cost_model)
-        return _state(ids, order, True, cols, charts, "serving under load")
+    if serving:  # `cost_model` names the view: "serve, 4x load"
+        order, cols, charts = _serving_state(capacities_gib)
+        return _state(ids, order, True, cols, charts, f"serving under load, {cost_model.split(', ', 1)[-1]}")
     regimes = [r for r in REGIMES if any(r.lo_gib - 1e-6 <= g <= r.hi_gib + 1e-6 for g in capacities_gib)]
     means = [f"compute_savings_mean_{r.name}" for r in regimes] or ["compute_savings_mean"]
     heads = [lab for lab, gib in HEADLINES if any(abs(g - gib) < 0.01 * gib for g in capacities_gib)]
@@ -115,6 +133,24 @@ def _state(ids: str, order: str, ascending: bool, cols: list[str], charts: list[
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf",
            "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5")
 GREYS = ("#000000", "#555555", "#888888", "#aaaaaa")
+
+
+def serving_name(c) -> str:
+    """A serving curve's line in the report (sweep.report.slo.by_load): its policy, and its
+    route when several are swept; `c` a sweep.curves.Curve."""
+    return f"{c.policy} @ {c.route}" if c.route else c.policy
+
+
+def curve_colours(curves) -> dict[str, str]:
+    """curve label -> its colour, for sweep.curves.Curve objects: a serving curve's is its
+    line's in the report (sweep.report.lines, one per configuration, the same at every
+    load); the others' as `colours` gives them."""
+    if not any(c.load for c in curves):
+        return colours([c.label for c in curves])
+    routed = len({c.route for c in curves}) > 1
+    names = [serving_name(c) if routed else c.policy for c in curves]
+    style = line_styles(names)
+    return {c.label: style[n].colour for c, n in zip(curves, names)}
 
 
 def colours(labels: Sequence[str]) -> dict[str, str]:
@@ -152,10 +188,10 @@ def publish(client, experiment_id: str, parent_id: str, curves, capacities_gib: 
     """The views of a sweep's curves (sweep.curves.Curve) and the colour of each curve run
     of an earlier sweep it reused. Returns cost model -> the view's address."""
     runs: dict[str, list[str]] = {}
-    for c in curves:
+    for c in curves:  # a serving sweep: one view per load, so each (policy, route) has one line and colour
         if c.run_id:
-            runs.setdefault(c.cost_model, []).append(c.run_id)
-    colour = colours([c.label for c in curves])
+            runs.setdefault(f"{c.cost_model}, {c.load:g}x load" if c.load else c.cost_model, []).append(c.run_id)
+    colour = curve_colours(curves)
     for c in curves:
         if c.run_id and c.status == "REUSED":  # a run of an earlier sweep: this sweep's colours
             client.set_tag(c.run_id, COLOUR_TAG, colour[c.label])

@@ -107,12 +107,38 @@ def chained_sessions(n_sessions=100, concurrent=8, turns=(4, 30), new_blocks=(2,
     return requests, Trace.from_requests(requests, name="chained_sessions")
 
 
-def require(what: str, missing: list[str], env: str) -> None:
-    """Skip a test whose prerequisites are missing, or fail it where `env`=1 (CI) forbids
-    skipping: a test that silently never runs checks nothing."""
+def require(what: str, missing: list[str], env: str, module: bool = False) -> None:
+    """Skip a test (or a whole module, from its top level) whose prerequisites are missing,
+    or fail it where `env`=1 (CI) forbids skipping: a test that silently never runs checks
+    nothing."""
     if not missing:
         return
     msg = f"{what} needs " + "; ".join(missing)
     if os.environ.get(env) == "1":
         pytest.fail(f"{msg} ({env}=1 forbids skipping)", pytrace=False)
-    pytest.skip(f"{msg} (set {env}=1 to make this a failure)")
+    pytest.skip(f"{msg} (set {env}=1 to make this a failure)", allow_module_level=module)
+
+
+def aiconfigurator(module: bool = False):
+    """aiconfigurator-core, the measured kernel data of the measured step model: a
+    dependency only where it ships wheels (pyproject.toml). Missing: skipped, or a failure
+    under KVSWEEP_REQUIRE_REFERENCES=1 (.ci/run)."""
+    try:
+        import aiconfigurator_core
+    except ImportError:
+        require("the measured step model", ["aiconfigurator-core (no wheel for this platform?)"],
+                "KVSWEEP_REQUIRE_REFERENCES", module)
+    return aiconfigurator_core
+
+
+def libcachesim():
+    """libCacheSim's Python bindings (the `test` extra), the independent reference of the
+    cross-checks. Missing: those tests are skipped, or fail where
+    KVSWEEP_REQUIRE_REFERENCES=1 (.ci/run sets it); tests that do not compare with
+    libCacheSim never depend on it."""
+    try:
+        import libcachesim as lcs
+    except ImportError:
+        require("this libCacheSim cross-check", ["the Python package libcachesim (pip install -e '.[test]')"],
+                "KVSWEEP_REQUIRE_REFERENCES")
+    return lcs

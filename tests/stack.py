@@ -402,3 +402,25 @@ class MlflowRest:
 
 def tags(run: dict) -> dict[str, str]:
     return {t["key"]: t["value"] for t in run.get("data", {}).get("tags", [])}
+
+
+@contextlib.contextmanager
+def mlflow_ui(db: Path, cwd: Path):
+    """`mlflow server` on a sqlite store at a free port, in its own session, for a browser
+    to open; yields its base address and stops it by its process group (never by name)."""
+    port = free_port()
+    with open(cwd / "mlflow.log", "w") as log:
+        server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{db}",
+                                   "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+                                  cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            wait_until(lambda: http_ok(base + "/health"), 60, "the MLflow server")
+            yield base
+        finally:
+            os.killpg(server.pid, signal.SIGTERM)
+            try:
+                server.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+                server.wait(5)

@@ -34,7 +34,6 @@ ILP_COSTS = ["uniform", "linear"]
 
 @pytest.fixture(scope="module")
 def ilp_sweep(tmp_path_factory):
-    pytest.importorskip("highspy")
     d = tmp_path_factory.mktemp("ilp_sweep")
     trace = session_trace(n_sessions=40, seed=5)
     path = trace.save(d / "sessions.npz")
@@ -88,7 +87,6 @@ def test_ilp_in_a_sweep_is_the_solver_optimum_and_bounds_belady(ilp_sweep):
 def test_ilp_as_a_policy_matches_belady_where_belady_is_optimal():
     """Block mode, uniform cost: Belady (MIN) is the hit optimum, so the ILP's hits, and the
     evictions and peak residency of a cache that realises its solution, are Belady's."""
-    pytest.importorskip("highspy")
     t = session_trace(n_sessions=30, seed=2)
     caps = [20, 60, 10**6]
     ilp = simulate(t, "ilp", caps, mode="block")
@@ -104,7 +102,6 @@ def test_ilp_limit_by_hand():
     """Request mode: [1,2] [3] [1,2] [3] [1,2] has reuse intervals ending at requests 2 (two),
     3 (one) and 4 (two): 5 in all. Under a limit of 2 the first 3 requests fit, under 3 the
     first 4."""
-    pytest.importorskip("highspy")
     from sim_core.oracles.ilp import check, requests_within
 
     t = Trace.from_requests([[1, 2], [3], [1, 2], [3], [1, 2]], name="byhand")
@@ -119,16 +116,32 @@ def test_ilp_limit_by_hand():
     assert "trace.max_requests=4" in msg
 
 
-def test_ilp_above_the_limit_is_refused_before_any_work(tmp_path):
-    """The default synthetic trace has about 4.1M reuse intervals, over the 1M limit: exit 2,
-    a message naming the limit and the trace's size, and nothing run or recorded."""
-    from sim_core.traces import synth
+def test_ilp_refuses_a_far_too_large_trace_on_size_alone():
+    """More than 50 block accesses per allowed interval: refused without counting intervals
+    (a full-scale trace would take minutes and GBs to count), naming the limit and the
+    trace's size: 120 single-block requests against a limit of 2."""
+    from sim_core.oracles.ilp import check
 
-    proc = _run(["-m", "sweep", "trace=freeinference", "trace.scale=null", "trace.weeks=1", "policy=[lru,ilp]", "capacity=paper4"],
+    t = Trace.from_requests([[i % 7] for i in range(120)], name="big")
+    with pytest.raises(ValueError) as e:
+        check(t, [10], params={"max_intervals": 2})
+    msg = str(e.value)
+    assert "far too large" in msg and "limit of 2 reuse intervals" in msg
+    assert "120 requests, 120 block accesses" in msg and "trace.max_requests=N" in msg
+
+
+def test_ilp_above_the_limit_is_refused_before_any_work(tmp_path, compose):
+    """In the sweep: a trace over policy.ilp.params.max_intervals (the first 300 Mooncake
+    requests against 200 intervals; the message itself is test_ilp_limit_by_hand's) exits
+    2 with a message naming the limit and the trace's size, and nothing run or recorded."""
+    from sweep.traces import load
+
+    base = ["trace=mooncake_conversation", "trace.max_requests=300"]
+    proc = _run(["-m", "sweep", *base, "policy=[lru,ilp]", "capacity=paper4", "policy.ilp.params.max_intervals=200"],
                 tmp_path)
     assert proc.returncode == 2, proc.stderr[-3000:]
-    assert "limit of 1,000,000 intervals" in proc.stderr
-    t = synth.generate("freeinference", seed=0)  # what trace=freeinference trace.scale=null replays
+    assert "limit of 200 intervals" in proc.stderr
+    t = load(compose(*base).trace, "mooncake_conversation")
     assert f"{t.n_requests:,} requests" in proc.stderr and f"{t.n_accesses:,} block accesses" in proc.stderr
     assert "trace.max_requests=" in proc.stderr
     assert "starting a local Ray" not in proc.stderr

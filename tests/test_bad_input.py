@@ -164,7 +164,7 @@ SPEC_CASES = [
     ("sim.seed=1.5", "sim.seed must be an integer, got 1.5"),
     ("sim.seed=true", "sim.seed must be an integer, got True"),
     ("sweep.shards_per_worker=0", "sweep.shards_per_worker must be an integer >= 1, got 0"),
-    ("sim.mdoe=block", "unknown key sim.mdoe; valid: engine, mode, hits, order, seed"),
+    ("sim.mdoe=block", "unknown key sim.mdoe; valid: mode, hits, order, seed"),
     ("sim.partial_blocks=drop", "unknown sim.partial_blocks 'drop'; valid: cache, skip"),
     ("sweep.summary_points=many", "sweep.summary_points must be an integer, got 'many'"),
     ("sweep.max_capacities_per_job=-1", "sweep.max_capacities_per_job must be an integer >= 1 or null"),

@@ -1,5 +1,7 @@
 """What a newcomer sees, in a real browser: MLflow's UI and report.html after a small flat
-and a small tiered sweep (Debian's `chromium` driven by Playwright).
+and a small tiered sweep (Debian's `chromium` driven by Playwright). The flat sweep is
+tests/test_sweep.py's end-to-end one (tests/conftest.py e2e_sweep, run once for both),
+the tiered one (write modes as an axis) is this module's.
 
 - each view a sweep links (sweep.views) draws every curve of its cost model, visible, on
   a log capacity axis, with every run listed and the runs table showing the ranking column;
@@ -15,6 +17,7 @@ here and stopped by its own process id.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -27,11 +30,10 @@ import pytest
 
 from tests.helpers import require
 from tests.stack import free_port, wait_until
-from tests.test_sweep import _write_mooncake
+from tests.test_sweep import E2E_COSTS as COSTS, _write_mooncake
 
 REPO = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-COSTS = ["uniform", "linear"]
 #: The smallest tick label in the report's PNGs, in image pixels: 16 pt at 100 dpi
 #: (sweep.report.plots) and 15 pt at 110 dpi (sweep.report.tierplot) are both above 22 px.
 TICK_PX = 22.0
@@ -52,6 +54,7 @@ def _require_browser() -> None:
 
 
 def _sweep(d: Path, trace: Path, db: Path, *extra: str) -> subprocess.CompletedProcess:
+    """A sweep of the 4, 8 and 16-block capacities into the sqlite store `db`."""
     cmd = [sys.executable, "-m", "sweep", "trace=file", f"trace.path={trace}", "trace.format=mooncake",
            f"cost=[{','.join(COSTS)}]", "capacity=custom", "capacity.sizes=[4,8,16]", "cluster.num_cpus=2",
            f"tracking.uri=sqlite:///{db}", *extra]
@@ -68,14 +71,17 @@ def _views(stdout: str, base: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def ui(tmp_path_factory):
+def ui(tmp_path_factory, e2e_sweep):
     _require_browser()
     from mlflow.tracking import MlflowClient
 
     d = tmp_path_factory.mktemp("browser")
     trace, db = d / "tiny_mooncake.jsonl", d / "mlflow.db"
-    _write_mooncake(trace)
-    flat = _sweep(d, trace, db, "policy=[lru,fifo,belady]")
+    _write_mooncake(trace)  # the end-to-end sweep's trace (its experiment: tiny_mooncake)
+    flat = e2e_sweep["proc"]
+    assert flat.returncode == 0, flat.stderr[-3000:]
+    # a copy of its store (its runs' artifacts stay where they are), to add the tiered sweep to
+    shutil.copyfile(e2e_sweep["db"], db)
     tier = _sweep(d, trace, db, "policy=[lru,fifo]", "tier=hbm_dram", "tier.dram.capacities=[0,12]",
                   "tier.dram.write=[on_evict,on_compute]", "hardware=h100_sxm")
     port = free_port()
@@ -88,12 +94,17 @@ def ui(tmp_path_factory):
         import urllib.request
 
         def healthy() -> bool:
+            if server.poll() is not None:
+                raise RuntimeError(f"the MLflow server exited ({server.returncode}): "
+                                   f"{(d / 'mlflow.log').read_text()[-3000:]}")
             try:
                 return urllib.request.urlopen(base + "/health", timeout=2).read() == b"OK"
             except OSError:
                 return False
 
-        wait_until(healthy, 60, "the MLflow server")
+        # a bound for a server that never comes up: on a loaded machine (the other xdist
+        # worker compiling) it has taken over 60 s to import and start
+        wait_until(healthy, 240, "the MLflow server")
         client = MlflowClient(f"sqlite:///{db}")
         sweeps = {}
         for kind, proc in (("flat", flat), ("tiered", tier)):
@@ -102,7 +113,8 @@ def ui(tmp_path_factory):
                                       f"tags.`mlflow.parentRunId` = '{pid}'", max_results=1000)
             sweeps[kind] = {"run": client.get_run(pid), "views": _views(proc.stdout, base),
                             "curves": {m: sorted(k.info.run_name for k in kids if k.data.tags["cost_model"] == m)
-                                       for m in COSTS}}
+                                       for m in COSTS},
+                            "points": len(json.loads(client.get_run(pid).data.params["capacities_blocks"]))}
         from playwright.sync_api import sync_playwright
 
         with sync_playwright() as pw:
@@ -145,7 +157,8 @@ def test_every_curve_of_a_cost_model_is_drawn_on_a_log_capacity_axis(ui, kind):
                                "[t.name, t.visible === true && t.opacity > 0, (t.x || []).length, t.line.color])")
         assert sorted(n for n, *_ in drawn) == names, (m, drawn)
         for name, visible, points, colour in drawn:
-            assert visible and points == 3 and re.fullmatch(r"#[0-9a-f]{6}", colour), (name, visible, points, colour)
+            assert visible and points == sw["points"] and re.fullmatch(r"#[0-9a-f]{6}", colour), \
+                (name, visible, points, colour)
         lines = chart.locator("path.js-line").evaluate_all(
             "ps => ps.filter(p => (p.getAttribute('d') || '').length > 10 && p.getBoundingClientRect().width > 0)")
         assert len(lines) >= len(names)
@@ -157,7 +170,8 @@ def test_every_curve_of_a_cost_model_is_drawn_on_a_log_capacity_axis(ui, kind):
 @pytest.mark.parametrize("kind", ["flat", "tiered"])
 def test_the_runs_table_shows_the_ranking_column(ui, kind):
     page = _open(ui, ui["sweeps"][kind]["views"]["uniform"].replace("&compareRunsMode=CHART", ""))
-    # 4-16 blocks are in neither regime: the ranking is the mean over every capacity (sweep.views.rank_key)
+    # 4-16 and 20-400 blocks are in neither regime: the ranking is the mean over every capacity
+    # (sweep.views.rank_key)
     page.locator(".ag-header-cell").filter(has_text="compute_savings_mean").first.wait_for(timeout=60000)
     assert "compute_savings_vs_lru" not in page.locator(".ag-header-row").first.inner_text()  # no headline size
 

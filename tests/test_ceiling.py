@@ -118,8 +118,10 @@ def test_infinite_bounds_belady_which_grows_with_capacity(reqs):
             assert hits == inf
 
 
-def test_a_million_accesses_in_about_a_second():
-    import time
+def test_a_million_random_accesses_at_a_large_capacity():
+    """About a million accesses, capacity a third of the distinct blocks: some but not all
+    reuse is kept, and the infinite-cache count is accesses minus distinct blocks. (Its
+    speed, about a second, is a benchmark: python -m benchmarks.fleet --ceiling.)"""
     rng = np.random.default_rng(0)
     n = 50_000
     lens = rng.integers(1, 40, n)
@@ -127,11 +129,8 @@ def test_a_million_accesses_in_about_a_second():
     np.cumsum(lens, out=offs[1:])
     ext = SimpleNamespace(req_offsets=offs, blocks=rng.integers(0, 300_000, int(offs[-1])).astype(np.int32),
                           arrival_s=np.zeros(n))
-    fleet_ceiling(ext, lens, 10)  # compiled
-    t = time.perf_counter()
     hits, inf = fleet_ceiling(ext, lens, 100_000)
-    assert time.perf_counter() - t < 2.0
-    assert 0 < hits < inf
+    assert 0 < hits < inf == len(ext.blocks) - len(np.unique(ext.blocks))
 
 
 # ---------------------------------------------------------------- serve() against the ceiling

@@ -182,20 +182,11 @@ def test_two_ray_nodes_on_loopback(stack):
     assert sum(n["cpus"] for n in nodes) == 2
 
 
-def test_sweep_on_cluster_matches_local_replay(stack, expected):
-    sweep = Sweep(stack, "stack-plain")
-    code = sweep.wait()
-    assert code == 0, sweep.output()
-    check_experiment(stack, "stack-plain", expected)
-    again = Sweep(stack, "stack-plain")  # resume from the server's store: nothing to do
-    assert again.wait() == 0, again.output()
-    assert "nothing to simulate" in again.output() and "joining Ray cluster" not in again.output()
-    check_experiment(stack, "stack-plain", expected)  # still one run per curve
-
-
-def test_sweep_survives_mlflow_server_restart(stack, expected):
-    """The tracking server dies once the first curve is FINISHED and comes back a few
-    seconds later (same database, same artifact store): nothing is lost or duplicated."""
+@pytest.fixture(scope="module")
+def restarted(stack):
+    """A sweep on the cluster whose tracking server dies once the first curve is FINISHED
+    and comes back a few seconds later (same database, same artifact store): (exit
+    status, the end of its output)."""
     rest = st.MlflowRest(stack.tracking_uri)
     sweep = Sweep(stack, "stack-mlflow-restart")
     try:
@@ -208,10 +199,25 @@ def test_sweep_survives_mlflow_server_restart(stack, expected):
         code = sweep.wait()
     finally:
         sweep.kill()
-    assert code == 0, sweep.output()
-    out = sweep.output(400)
+    return code, sweep.output(400)
+
+
+def test_sweep_survives_mlflow_server_restart(stack, expected, restarted):
+    """Through the restart nothing is lost or duplicated: every curve read back from the
+    server equals sim_core.simulate's (the cluster's end-to-end check, with
+    tests/test_sweep.py's on a local Ray instance)."""
+    code, out = restarted
+    assert code == 0, out
     assert out.count("is not taking results") == 1 and "MLflow is back" in out, out
     check_experiment(stack, "stack-mlflow-restart", expected)
+
+
+def test_the_same_sweep_again_resumes_from_the_server(stack, expected, restarted):
+    assert restarted[0] == 0, restarted[1]
+    again = Sweep(stack, "stack-mlflow-restart")  # resume from the server's store: nothing to do
+    assert again.wait() == 0, again.output()
+    assert "nothing to simulate" in again.output() and "joining Ray cluster" not in again.output()
+    check_experiment(stack, "stack-mlflow-restart", expected)  # still one run per curve
 
 
 def _simulator_on(svc: st.Service) -> bool:

@@ -185,16 +185,13 @@ def test_bad_arguments_are_rejected():
 
 
 # ------------------------------------------------------------------ libCacheSim
-lcs = pytest.importorskip("libcachesim")
-
-
 @pytest.fixture(scope="module")
 def mooncake():
     return mooncake_trace()
 
 
 @pytest.mark.parametrize("policy", ["lru", "fifo", "lfu", "belady"])
-def test_block_mode_equals_libcachesim_on_mooncake(policy, mooncake, tmp_path):
+def test_block_mode_equals_libcachesim_on_mooncake(policy, mooncake, tmp_path, lcs):
     from sim_core.replay.reference import libcachesim_hit_ratio, write_oracle_general
 
     path = write_oracle_general(mooncake, tmp_path / "mc.oracleGeneral")
@@ -206,7 +203,7 @@ def test_block_mode_equals_libcachesim_on_mooncake(policy, mooncake, tmp_path):
 
 
 @pytest.mark.parametrize("policy", ["lru", "fifo", "lfu", "belady"])
-def test_block_mode_equals_libcachesim_on_sessions(policy, tmp_path):
+def test_block_mode_equals_libcachesim_on_sessions(policy, tmp_path, lcs):
     from sim_core.replay.reference import libcachesim_hit_ratio, write_oracle_general
 
     t = session_trace(n_sessions=400, seed=11)

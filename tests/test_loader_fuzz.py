@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sim_core.traces.loaders import REGISTRY, TraceFormatError, detect_format, load_trace
@@ -167,6 +167,7 @@ def test_gzip_and_detection_fuzz(tmp_path, content):
 @FUZZ
 @given(cut=st.integers(0, 4000), flips=st.lists(st.tuples(st.integers(0, 4000), st.integers(0, 255)), max_size=4),
        raw=st.binary(max_size=64))
+@example(cut=2606, flips=[(2118, 1)], raw=b"")  # a member's flag byte marks it encrypted
 def test_native_loader_fuzz(tmp_path, cut, flips, raw):
     buf = io.BytesIO()
     Trace.from_requests([[1, 2, 3], [1, 2], [4]], name="f", source="real").save(tmp_path / "ok.npz")

@@ -23,6 +23,7 @@ from tests.helpers import SHARED_MOONCAKE, child_runs, run_module
 CAP = 400  # blocks per replica: the largest of the 300 requests needs 239
 LOAD = 4.0
 PRICES = {"gpu": {"h100_sxm": 3.0, "h200": 4.0, "l40s": 1.86}}
+MEASURED = "Qwen/Qwen3-30B-A3B"  # bundled with aiconfigurator-core; its tables are built once and cached on disk
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +86,95 @@ def test_answer_equals_brute_force(trace, engine, space, slo):
         assert c["ttft_p99_s"] == x[1] and c["meets"] == x[3]
 
 
+DISAGG_CAP = 2000  # disaggregated replays at 400 or 800 blocks stall in sim_core (reported); 2000 do not here
+DISAGG = {"prefill_replicas": [0, 1, 2, 3], "replicas": [1, 2, 3, 4, 5, 6], "router": ["round_robin", "kv_router"]}
+
+
+@pytest.fixture(scope="module")
+def disagg_rows(trace):
+    """Every candidate of DISAGG served directly: {(P, D, router): ServeResult}."""
+    return {(pre, reps, router): serve(trace, "lru", DISAGG_CAP, prefill_replicas=pre, replicas=reps, router=router,
+                                       engine="dynamo", arrival_speedup=LOAD)
+            for pre in DISAGG["prefill_replicas"] for reps in DISAGG["replicas"] for router in DISAGG["router"]}
+
+
+@pytest.mark.parametrize("slo, shape", [
+    # TPOT wants more aggregated replicas than the space has (25 ms at 7), 2 prefill + 2 decode meet both
+    ({"ttft_p99": "30s", "tpot_mean": "30ms"}, "disaggregated"),
+    # TTFT alone: 4 aggregated replicas behind the KV router (3.24 s); 3 + 2 disaggregated cost more
+    ({"ttft_p99": "4s"}, "aggregated"),
+])
+def test_disaggregated_answer_equals_brute_force(trace, disagg_rows, slo, shape):
+    """Aggregated and disaggregated shapes in one space: the plan's answer is the brute
+    force's cheapest (same cost, same candidate), each group's runner-up its own cheapest,
+    a disaggregated candidate costs all its GPUs, and the lanes the prefill bound rules out
+    (too few prefill replicas) miss at every decode count."""
+    p = plan(trace, slo=slo, space=DISAGG, capacity_blocks=DISAGG_CAP, arrival_speedup=LOAD, prices=PRICES)
+    sl = as_slo(slo)
+    rows = [((pre + reps) * 3.0, r.ttft_p99_s, {"prefill_replicas": pre, "replicas": reps, "router": router},
+             sl.meets(r)) for (pre, reps, router), r in disagg_rows.items()]
+    best = min((x for x in rows if x[3]), key=lambda x: (x[0], x[1]))
+    assert p.best["cost_per_hour"] == pytest.approx(best[0])
+    assert {k: p.best[k] for k in best[2]} == best[2]
+    assert p.best["gpus"] == p.best["prefill_replicas"] + p.best["replicas"]
+    assert (p.best["prefill_replicas"] > 0) == (shape == "disaggregated")
+    assert p.evaluated < len(rows) == p.space_size
+    for group, agg in (("h100_sxm", True), ("h100_sxm disaggregated", False)):
+        costs = [x[0] for x in rows if x[3] and (x[2]["prefill_replicas"] == 0) == agg]
+        got = p.runners_up[group]
+        assert (got is None and not costs) or got["cost_per_hour"] == pytest.approx(min(costs))
+    for c in p.candidates:  # what the plan read is what serve says
+        r = disagg_rows[(c["prefill_replicas"], c["replicas"], c["router"])]
+        assert c["ttft_p99_s"] == r.ttft_p99_s and c["meets"] == sl.meets(r)
+    pruned = [ln for ln in p.lanes if ln.cands[0].prefill_replicas and ln.bound_start == len(ln.cands)]
+    assert pruned  # one prefill replica cannot compute the prompts in time
+    for ln in pruned:
+        assert not any(x[3] for x in rows if x[2]["prefill_replicas"] == ln.cands[0].prefill_replicas)
+    other = "runner-up on h100_sxm " + ("aggregated" if shape == "disaggregated" else "disaggregated")
+    assert other in text(p, trace.name)
+
+
+def test_heavier_load_over_disaggregated_shapes(trace, disagg_rows):
+    """check_load over aggregated and disaggregated shapes: the plan at 2x load, asked for 2x
+    that (LOAD, where disagg_rows were served), answers the brute force's cheapest there."""
+    slo = {"ttft_p99": "30s", "tpot_mean": "30ms"}
+    p = plan(trace, slo=slo, space=DISAGG, capacity_blocks=DISAGG_CAP, arrival_speedup=LOAD / 2, check_load=2,
+             prices=PRICES)
+    sl = as_slo(slo)
+    best = min(((pre + reps) * 3.0, r.ttft_p99_s) for (pre, reps, _), r in disagg_rows.items() if sl.meets(r))
+    h = p.heavier
+    assert h["load"] == LOAD and h["best"]["cost_per_hour"] == pytest.approx(best[0])
+    assert h["best"]["ttft_p99_s"] == best[1] and h["best"]["cost_per_hour"] >= p.best["cost_per_hour"]
+
+
+def test_gpu_types_that_replay_alike_share_replays(trace):
+    """Dynamo's polynomial does not read the GPU: two GPU types replay once per candidate."""
+    space = {"gpu": ["h100_sxm", "h200"], "replicas": [2, 4, 6], "router": ["kv_router"]}
+    p = plan(trace, slo={"ttft_p99": "50s"}, space=space, capacity_blocks=CAP, arrival_speedup=LOAD, prices=PRICES)
+    assert p.replays < p.evaluated and {c["gpu"] for c in p.candidates} == {"h100_sxm", "h200"}
+
+
+def test_measured_step_times_per_gpu(trace):
+    """step_model=measured: each GPU type replays on its own measured data (none shared),
+    the answer's replay names the data, and it equals a brute force of the space."""
+    # 30 s: 4 x h100_sxm (20.0 s) and 3 x h200 (26.5 s) cost the same 24 USD/h: the lower TTFT wins
+    space = {"gpu": ["h100_sxm", "h200"], "tp": [2], "replicas": [2, 3, 4, 5], "router": ["kv_router"]}
+    slo = {"ttft_p99": "30s"}
+    p = plan(trace, slo=slo, space=space, capacity_blocks=CAP, engine="vllm", step_model="measured",
+             model=MEASURED, arrival_speedup=LOAD, prices=PRICES)
+    assert p.replays == p.evaluated  # no replay shared between the two GPU types
+    assert "measured" in p.best["result"].step_model and "tp 2" in p.best["result"].step_model.lower()
+    rows = []
+    for gpu in space["gpu"]:
+        for reps in space["replicas"]:
+            r = serve(trace, "lru", CAP, replicas=reps, router="kv_router", hardware=gpu, model=MEASURED,
+                      engine={"preset": "vllm", "step_model": "measured", "tp": 2}, arrival_speedup=LOAD)
+            rows.append((reps * 2 * PRICES["gpu"][gpu], r.ttft_p99_s, gpu, reps))
+    best = min((x for x in rows if x[1] <= 30.0), key=lambda x: (x[0], x[1]))
+    assert (p.best["gpu"], p.best["replicas"], p.best["cost_per_hour"]) == (best[2], best[3], pytest.approx(best[0]))
+    assert p.best["ttft_p99_s"] == best[1]
+
+
 def test_the_answer_meets_the_slo_replayed_alone(trace):
     p = plan(trace, slo={"ttft_p99": "50s"}, space={"replicas": [1, 2, 3, 4, 5, 6], "router": ["kv_router"]},
              capacity_blocks=CAP, engine="dynamo", policy="lru", arrival_speedup=LOAD, prices=PRICES)
@@ -119,7 +209,17 @@ def test_an_infeasible_slo_names_the_closest_and_recommends_nothing(trace):
     ({"slo": {"ttft_p99": 2}}, "slo.ttft_p99"),
     ({"slo": {"tpot_mean": "50"}}, "slo.tpot_mean"),
     ({"slo": {"goodput": 0.99}}, "slo.goodput"),
-    ({"space": {"prefill_replicas": [1, 2]}}, "space.prefill_replicas"),
+    ({"space": {"host_pool": [1, 2]}}, "space.host_pool"),
+    ({"space": {"prefill_replicas": [-1, 2]}}, "space.prefill_replicas"),
+    ({"engine": "sglang", "space": {"prefill_replicas": [0, 1]}}, "space.prefill_replicas=1"),  # vLLM's handoff only
+    ({"step_model": "measured"}, "model: the measured step model times a named model"),
+    ({"step_model": "measured", "model": "no-such-org/no-such-model"}, "model: "),
+    ({"step_model": "measured", "model": MEASURED, "backend": "tensorrt"}, "backend: "),
+    ({"backend": "sglang"}, "backend=sglang: picks the measured data"),
+    ({"step_model": "measured", "model": MEASURED, "space": {"gpu": ["gh200"]}, "prices": {"gpu": {"gh200": 4.0}}},
+     "space.gpu=gh200"),
+    ({"step_model": "measured", "model": MEASURED, "space": {"tp": [3]}}, "space.tp=3"),
+    ({"step_model": "measured", "model": MEASURED, "space": {"tp": [1]}}, "capacity_blocks=400 on 1 x h100_sxm"),
     ({"space": {"replicas": [0, 1]}}, "space.replicas"),
     ({"prices": {"gpu": {"h100_sxm": -1}}}, "prices.gpu.h100_sxm"),
     ({"capacity_blocks": 100}, "capacity_blocks=100 cannot hold request"),
@@ -225,6 +325,9 @@ def test_cli_bad_input_exits_2_naming_the_field(tmp_path):
     r = run_module(tmp_path, "plan", "trace=mooncake_conversation", "trace.max_requests=50",
                    "plan.space.gpu=[h100_sxm,gh200]", "tracking.offline=true", module="analysis")
     assert r.returncode == 2 and "prices.gpu.gh200" in r.stderr
+    r = run_module(tmp_path, "plan", "trace=mooncake_conversation", "trace.max_requests=50", "plan.step_model=measured",
+                   f"plan.model={MEASURED}", "plan.backend=tensorrt", "tracking.offline=true", module="analysis")
+    assert r.returncode == 2 and "plan.backend: unknown engine.backend 'tensorrt'" in r.stderr
 
 
 def test_tpot_p99_is_the_99th_percentile_that_goodput_counts(trace):
@@ -240,3 +343,16 @@ def test_tpot_p99_is_the_99th_percentile_that_goodput_counts(trace):
     assert round(at.goodput_ratio * trace.n_requests) - single >= rank + 1
     assert round(below.goodput_ratio * trace.n_requests) - single <= rank
     assert r.tpot_mean_s < r.tpot_p99_s
+
+
+def test_aic_comparison_smoke(capsys):
+    """benchmarks/aic_plan.py: its Poisson trace by hand, and one row of the table (AIConfigurator's
+    sizing beside our plan on the same model, GPU, backend, TP and data)."""
+    from benchmarks.aic_plan import main, poisson_trace
+
+    t = poisson_trace(4.0, 10.0, 100, 20, prefix=32)
+    assert t.n_requests == 40 and set(t.request_lengths) == {7} and set(t.output_tokens) == {20}
+    assert len(set(t.blocks.tolist())) == 2 + 40 * 5  # two shared blocks, five of each request's own
+    assert main(["--rates", "4", "--seconds", "20", "--max-replicas", "2"]) == 0
+    row = capsys.readouterr().out.strip().splitlines()[-1].split(" | ")
+    assert row[:2] == ["| 4", "0"] and row[4] == "1" and row[5] in ("1", "2")

@@ -19,7 +19,7 @@ from sim_core import Trace, simulate
 from sim_core.catalog.cost import cost_per_depth
 from sim_core.policies import get_policy
 from sim_core.policies.partial_node import radix_nodes
-from tests.helpers import engine_kw, mooncake_trace, session_trace
+from tests.helpers import engine_kw, libcachesim, mooncake_trace, session_trace
 
 MINE = ["random_compute", "partial_node", "lru_session", "random_compute_session", "s3fifo_compute"]
 COSTS = ["uniform", "linear", "qwen3_coder_30b"]
@@ -180,7 +180,7 @@ def _lcs(trace, policy, caps):
 
 
 def _check_against_libcachesim(trace, caps, exact=True):
-    pytest.importorskip("libcachesim")
+    libcachesim()
     lru = _lcs(trace, "lru", caps)
     rnd = _lcs(trace, "Random", caps)
     n = trace.n_accesses
@@ -313,7 +313,7 @@ def test_s3fifo_compute_ghost_readmits_to_main():
 
 def test_s3fifo_compute_near_libcachesim_s3fifo_under_uniform(sessions):
     # not the same main cache (RandomCompute vs 2-bit CLOCK), same quick demotion
-    pytest.importorskip("libcachesim")
+    libcachesim()
     caps = [100, 400, 1600, 6400]
     for cap, ref in zip(caps, _lcs(sessions, "s3fifo", caps)):
         assert abs(one(sessions, "s3fifo_compute", cap, mode="block").hit_ratio - ref) < 0.02
@@ -380,7 +380,6 @@ def _tiny_traces(n, seed):
 
 
 def test_ilp_equals_brute_force_on_tiny_traces():
-    pytest.importorskip("highspy")
     from sim_core.oracles.ilp import solve
 
     for t, cap in _tiny_traces(40, seed=7):
@@ -417,7 +416,6 @@ POLICIES_VS_ILP = ["belady", "belady_compute", "lru"] + MINE
 
 
 def test_ilp_bounds_every_policy(small_sessions):
-    pytest.importorskip("highspy")
     cases = [("request", cap, cm) for cap in (30, 100, 300) for cm in COSTS]
     cases += [("block", 100, "uniform"), ("block", 100, "linear")]
     _check_ilp_bounds(small_sessions, cases, POLICIES_VS_ILP)
@@ -425,7 +423,6 @@ def test_ilp_bounds_every_policy(small_sessions):
 
 @pytest.mark.slow
 def test_ilp_bounds_every_policy_full(small_sessions):
-    pytest.importorskip("highspy")
     cases = [(mode, cap, cm) for mode in ("request", "block") for cap in (30, 100, 300) for cm in COSTS]
     _check_ilp_bounds(small_sessions, cases, POLICIES_VS_ILP)
     moon = mooncake_trace().subset(3000)
@@ -434,7 +431,6 @@ def test_ilp_bounds_every_policy_full(small_sessions):
 
 
 def test_ilp_refuses_large_traces_and_bad_input(small_sessions):
-    pytest.importorskip("highspy")
     from sim_core.oracles.ilp import solve
 
     with pytest.raises(ValueError, match="max_intervals"):
@@ -448,7 +444,6 @@ def test_ilp_refuses_large_traces_and_bad_input(small_sessions):
 def test_ilp_oversized_requests_and_repeats():
     # capacity 2: [A,B,C] does not fit -> recomputed and not a use; [A,A] repeats A (1 hit);
     # [A] after it hits (consecutive requests both pinning A). Uniform: 2 hits of 6.
-    pytest.importorskip("highspy")
     from sim_core.oracles.ilp import solve
 
     t = Trace.from_requests([[A, B, C], [A, A], [A]])

@@ -13,7 +13,7 @@ from sim_core import Trace, simulate
 from sim_core.replay.engine import FAILED, new_engine_state, replay_range
 from sim_core.policies import PolicyContext, get_policy
 from sim_core.policies import arc, lirs, s3fifo, s4fifo, sieve
-from tests.helpers import mooncake_trace, session_trace
+from tests.helpers import libcachesim, mooncake_trace, session_trace
 
 A, B, C, D, E, F, G = 1, 2, 3, 4, 5, 6, 7
 
@@ -42,7 +42,7 @@ def replay(trace, policy, cap, mode="block", **params):
 
 
 def lcs_hits(trace, policy, cap, tmp_path, **kwargs):
-    pytest.importorskip("libcachesim")
+    libcachesim()
     from sim_core.replay.reference import libcachesim_hit_ratio, write_oracle_general
 
     path = write_oracle_general(trace, tmp_path / f"{policy}-{cap}.oracleGeneral")
@@ -343,7 +343,7 @@ def _lcs_name(policy):
 
 
 def _check_equal(t, caps, policy, params, lcs_kwargs, tmp_path):
-    lcs = pytest.importorskip("libcachesim")
+    lcs = libcachesim()
     from sim_core.replay.reference import LCS_NAMES, write_oracle_general
 
     path = write_oracle_general(t, tmp_path / "t.oracleGeneral")

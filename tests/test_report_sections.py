@@ -144,18 +144,26 @@ def test_curves_csv_keeps_the_pool(tmp_path):
 
 @pytest.mark.parametrize("windows", [False, True])
 def test_the_logged_and_regenerated_reports_agree(tmp_path, windows):
-    """The sweep renders from rows in memory, `analysis report` from the CSVs: same page."""
-    from sweep.curves import csv_columns, write_csv
+    """The sweep renders from rows in memory, `analysis report` from the CSVs: same page.
+    The curves go through curves.csv as the sweep writes it (sweep.tracking) and come back
+    through read_curves_csv, the windows through windows.csv and window_ranking.csv."""
+    import dataclasses
+
+    from sweep.curves import LABEL_COLUMNS, csv_columns, write_csv
     from sweep.report.html import render_html
-    from sweep.report.sweeps import read_rows_csv
+    from sweep.report.sweeps import read_curves_csv, read_rows_csv
 
     t = table(windows=windows)
+    rows = [{"policy": p, "cost_model": m, **r} for m, per in t.curves.items() for p, rs in per.items() for r in rs]
+    write_csv(tmp_path / "curves.csv", rows, csv_columns(rows, ("policy", "cost_model") + LABEL_COLUMNS))
+    back = dataclasses.replace(t, curves=read_curves_csv(tmp_path / "curves.csv"), windows=[], window_ranking=[])
+    assert back.curves.keys() == t.curves.keys() and back.curves["uniform"].keys() == t.curves["uniform"].keys()
     if windows:
         write_csv(tmp_path / "w.csv", t.windows, csv_columns(t.windows, ()))
         write_csv(tmp_path / "r.csv", t.window_ranking, csv_columns(t.window_ranking, ()))
-        back = table()
         back.windows, back.window_ranking = read_rows_csv(tmp_path / "w.csv"), read_rows_csv(tmp_path / "r.csv")
-        assert render_html(back, {}) == render_html(t, {})
+        assert 'id="windows"' in render_html(back, {})
+    assert render_html(back, {}) == render_html(t, {})
 
 
 def test_a_tiered_sweep_takes_margins_against_lru_above_the_same_pool():

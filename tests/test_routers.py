@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import numba
 import pytest
 
 from sim_core import ROUTERS, Trace, serve
@@ -110,6 +111,38 @@ def test_session_router_keeps_a_session_on_one_replica_until_it_is_overloaded():
     res = serve(t, "lru", 100, replicas=3, router="session", router_params={"load_factor": 100})
     assert sorted(p["requests"] for p in res.per_replica) == [0, 0, 9]
 
+
+def test_every_replica_count_up_to_16_runs_one_compiled_loop():
+    """A replica count is not part of the compiled loop's type below 16 (replica_states pads
+    the states' tuple): fleets of 2, 3, 9 and 16 add no compiled version of the loop, and
+    each pads to the length its doubling names."""
+    from sim_core.serving.loop import replica_states, run_serve
+
+    serve(AFFINITY, "lru", 100, replicas=2, router="kv_router")
+    known = len(run_serve.signatures)
+    for n in (3, 9, 16):
+        res = serve(AFFINITY, "lru", 100, replicas=n, router="kv_router")
+        assert len(res.per_replica) == n
+    assert len(run_serve.signatures) == known
+    assert [len(replica_states((0,) * n)) for n in (1, 16, 17, 32, 33)] == [16, 16, 32, 32, 64]
+    assert replica_states((5, 6))[:2] == (5, 6)
+    # a vLLM engine's aggregated fleet passes no SGLang state (ss) and no handoff (ho): the
+    # loop compiles with both None, which type-checks only because numba prunes the code
+    # that would use them
+    none = [sig for sig in run_serve.signatures if sig[8] == numba.types.none and sig[-1] == numba.types.none]
+    assert none, run_serve.signatures
+
+@pytest.mark.parametrize("router", ["session", "prefix_hash"])
+def test_a_prompt_shorter_than_a_block_is_routed_by_itself(router):
+    """A request with no block (2 tokens of 512) is keyed by itself, not by whatever follows
+    it in the trace's block array (the next request's first block, or memory past the end):
+    whichever block the next request starts with, it goes to the same replica."""
+    where = set()
+    for b in [1, 2, 3, 4, 5, 6, 7, 8, 50]:
+        t = fleet_trace([[1, 2, 3, 4, 5, 6, 7, 8], [], [b, 99]], [0.0, 30.0, 60.0])
+        res = serve(t, "lru", 100, replicas=2, router=router)
+        where.add(next(q for q, s in enumerate(served(res)) if 1 in s))
+    assert len(where) == 1
 
 def test_one_replica_is_the_engine_alone_for_every_router():
     rows = [json.loads(x) for x in SHARED_MOONCAKE.open() if x.strip()][:300]

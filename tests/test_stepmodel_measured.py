@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from sim_core import Trace, serve
+from tests.helpers import aiconfigurator
 
-aicore = pytest.importorskip("aiconfigurator_core")
+aicore = aiconfigurator(module=True)
 
 from sim_core.serving.measured import aic, tables as measured  # noqa: E402  (after the skip: both need the package)
 from sim_core.serving.measured.step import OUT_PREFILL, OUT_TOKENS, measured_seconds, pack  # noqa: E402

@@ -1,8 +1,9 @@
 """The sweep front door: planning, configuration, MLflow records and one end-to-end run.
 
-The end-to-end test runs `python -m sweep` once (module-scoped: Ray start-up is slow) on a
-small Mooncake-format trace and checks every curve in MLflow against sim_core.simulate
-called directly on the same file.
+The end-to-end test runs `python -m sweep` once (session-scoped, tests/conftest.py
+e2e_sweep: Ray start-up is slow, and tests/test_browser.py opens the same sweep in
+MLflow's UI) on a small Mooncake-format trace and checks every curve in MLflow against
+sim_core.simulate called directly on the same file.
 """
 from __future__ import annotations
 
@@ -328,9 +329,8 @@ def _write_mooncake(path: Path, n_sessions=30, turns=6, seed=3) -> None:
                                 "output_length": 10, "hash_ids": h}) + "\n")
 
 
-@pytest.fixture(scope="module")
-def e2e(tmp_path_factory):
-    d = tmp_path_factory.mktemp("e2e")
+def run_e2e(d: Path) -> dict:
+    """The end-to-end sweep in directory d: its process, the trace file and the store."""
     trace_path = d / "tiny_mooncake.jsonl"
     _write_mooncake(trace_path)
     db = d / "mlflow.db"
@@ -339,7 +339,12 @@ def e2e(tmp_path_factory):
            f"capacity.sizes={E2E_SIZES}", "cluster.num_cpus=2", f"tracking.uri=sqlite:///{db}"]
     proc = subprocess.run(cmd, cwd=d, capture_output=True, text=True, timeout=600,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
-    return {"proc": proc, "dir": d, "trace": trace_path, "uri": f"sqlite:///{db}"}
+    return {"proc": proc, "dir": d, "trace": trace_path, "uri": f"sqlite:///{db}", "db": db}
+
+
+@pytest.fixture(scope="module")
+def e2e(e2e_sweep):
+    return e2e_sweep
 
 
 def test_e2e_exits_cleanly_and_prints_the_ui_command(e2e):
@@ -420,6 +425,26 @@ def test_trace_travels_to_workers_unchanged():
         assert np.array_equal(getattr(t, k), getattr(u, k))
     assert (u.name, u.source, u.block_tokens) == ("x", "real", 16)
 
+
+def test_a_worker_trace_has_the_drivers_array_types():
+    """ray.get hands a worker read-only arrays, which numba types apart from writable ones,
+    so each kernel would compile twice: the per-request arrays arrive writable, the blocks
+    stay shared (read-only, not copied)."""
+    import numba
+
+    from sweep.traces import from_payload, to_payload
+
+    t = Trace.from_requests([[1, 2, 3], [1, 2, 4, 5], [9]], block_tokens=16, name="x", source="real")
+    per_request = ("req_offsets", "arrival_s", "session", "input_tokens", "output_tokens")
+    driver = {k: numba.typeof(getattr(t, k)) for k in per_request}
+    d = {k: a.copy() if isinstance(a, np.ndarray) else a for k, a in to_payload(t).items()}
+    for a in d.values():
+        if isinstance(a, np.ndarray):
+            a.flags.writeable = False  # as ray.get gives them
+    u = from_payload(d)
+    for k in per_request:
+        assert numba.typeof(getattr(u, k)) == driver[k], k
+    assert np.shares_memory(u.blocks, d["blocks"])
 
 def test_a_failing_job_fails_only_its_curves(e2e, tmp_path):
     """belady with a negative horizon raises in the worker: its curve ends FAILED, the

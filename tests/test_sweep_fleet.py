@@ -10,7 +10,6 @@ directly, and the routing numbers are computed here by hand from those results.
 from __future__ import annotations
 
 import json
-import math
 import re
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from sim_core.serving import serve_metric_fields
 from sweep.config import ConfigError
 from sweep.fleet import Route, resolve as resolve_fleet
 from sweep.journal import Journal
+from sweep.report.slo import seconds
 from sweep.traces import load
 from tests.helpers import child_runs, run_module
 
@@ -59,16 +59,16 @@ def direct(trace):
             for r in ROUTERS for n in REPLICAS for x in LOADS for b in SIZES}
 
 
-def _geomean(xs) -> float:
-    return math.exp(sum(math.log(x) for x in xs) / len(xs))
-
-
-def _best(direct, n: int, x: int) -> tuple[str, dict]:
-    """By hand: the router with the lowest geometric mean of p99 TTFT over the capacities
-    (ties: the higher mean reuse, then round_robin), and every router's (TTFT, reuse) means."""
-    score = {r: (_geomean([direct[(r, n, x, b)].ttft_p99_s for b in SIZES]),
-                 sum(direct[(r, n, x, b)].reuse_ratio for b in SIZES) / len(SIZES)) for r in ROUTERS}
-    return min(ROUTERS, key=lambda r: (score[r][0], -score[r][1], r != "round_robin")), score
+def _met(direct, n: int, x: int) -> tuple[str | None, dict]:
+    """By hand, per router (lru): the smallest capacity from which every larger one meets the
+    SLO, and its p99 there; the best router meets it with the least capacity, then the lowest
+    p99 there, then in the sweep's order (None: no router meets it)."""
+    met = {}
+    for r in ROUTERS:
+        ok = [b for b in SIZES if all(direct[(r, n, x, y)].ttft_p99_s <= 75 for y in SIZES if y >= b)]
+        if ok:
+            met[r] = (min(ok), direct[(r, n, x, min(ok))].ttft_p99_s)
+    return min(met, key=lambda r: (*met[r], ROUTERS.index(r)), default=None), met
 
 
 def test_every_route_is_a_curve_whose_points_equal_serve(swept, direct):
@@ -108,31 +108,27 @@ def test_the_table_has_router_and_replicas_columns_and_the_best_router(swept, di
         for n in REPLICAS:
             row = next(line for line in part.splitlines() if re.match(rf"{r}\s+{n}\s+lru\s", line))
             assert row.split()[3:6] == [f"{direct[(r, n, 4, b)].ttft_p99_s:.4g}" for b in SIZES]
-    best, score = _best(direct, 2, 4)
-    line = next(s for s in out.splitlines() if s.strip().startswith("2 replicas at 4x load:"))
-    assert line.strip().startswith(f"2 replicas at 4x load: {best}, p99 TTFT")
-    if best != "round_robin":
-        pct = 100 * (score[best][0] / score["round_robin"][0] - 1)
-        pts = 100 * (score[best][1] - score["round_robin"][1])
-        assert f"against round_robin: p99 TTFT {pct:+.1f}%, reuse {pts:+.2f} points" in line
+    for x in LOADS:  # the verdict rests on the SLO: the router meeting it with the least cache, its p99 there
+        best, met = _met(direct, 2, x)
+        line = next(s for s in out.splitlines() if s.strip().startswith(f"2 replicas at {x}x load:")).strip()
+        if best is None:
+            assert line.startswith(f"2 replicas at {x}x load: no router meets the SLO"), line
+            continue
+        b, p99 = met[best]
+        assert line.startswith(f"2 replicas at {x}x load: {best} meets the SLO from "), line
+        assert f"({b:,} blocks) per replica, with lru, p99 TTFT {seconds(p99)} there" in line
 
 
-def test_resume_reuses_every_result_and_another_route_is_another_key(swept):
+def test_another_process_finds_every_result_by_its_key(swept):
+    """The same sweep again, as a dry run in a new process: every (route, load, capacity)
+    key the first one journaled is found, nothing is left to run. (That another route,
+    router or router parameter is another key, and the defaults given are the same key:
+    test_routes_and_their_keys; a full resume against the store: tests/test_resume.py.)"""
     assert swept["proc"].returncode == 0, swept["proc"].stderr[-4000:]
-    n = len(ROUTERS) * len(REPLICAS) * len(LOADS)
-    again = run_module(swept["dir"], *_sweep_args(swept["db"]))
+    again = run_module(swept["dir"], *_sweep_args(swept["db"], "sweep.dry_run=true"))
     assert again.returncode == 0, again.stderr[-3000:]
-    assert f"resume: all {n * len(SIZES)} results" in again.stderr and "job 1/" not in again.stderr
-    assert again.stdout.split("work:")[0].strip() == swept["proc"].stdout.split("work:")[0].strip()
-    assert len(child_runs(swept["db"])) == n  # no duplicate runs
-    for other in (["fleet.replicas=3"], ["fleet.router=random"],
-                  ["fleet.router_params={least_loaded:{waiting_weight:1}}"]):
-        dry = run_module(swept["dir"], *_sweep_args(swept["db"], *other, "sweep.dry_run=true"))
-        assert dry.returncode == 0 and "nothing to run" not in dry.stdout, (other, dry.stderr[-2000:])
-    same = run_module(swept["dir"], *_sweep_args(swept["db"], "fleet.router=[least_loaded,round_robin]",
-                                           "fleet.router_params={least_loaded:{waiting_weight:4.0}}",
-                                           "sweep.dry_run=true"))
-    assert same.returncode == 0 and "nothing to run" in same.stdout  # the defaults, given: the same keys
+    assert "nothing to run" in again.stdout, again.stdout[-3000:]
+    assert len(child_runs(swept["db"])) == len(ROUTERS) * len(REPLICAS) * len(LOADS)  # nothing recorded
 
 
 def test_the_report_has_a_routing_section_computed_as_by_hand(swept, direct, tmp_path):
@@ -148,20 +144,24 @@ def test_the_report_has_a_routing_section_computed_as_by_hand(swept, direct, tmp
     assert main(["report", parent, "--tracking-uri", f"sqlite:///{swept['db']}", "--out", str(tmp_path / "again")]) == 0
     strip = lambda s: re.sub(r"base64,[A-Za-z0-9+/=]+", "", s)  # noqa: E731
     assert strip(html) == strip((tmp_path / "again" / "report.html").read_text())  # read back: the same
-    assert '<section id="routing">' in html
+    assert '<section id="routing">' in html and '<section id="answer">' in html
     for x in LOADS:
-        best, score = _best(direct, 2, x)
-        assert f'data-replicas="2" data-load="{x}" data-best="{best}">' in html
-        for r in ROUTERS:
+        best, met = _met(direct, 2, x)
+        assert f'data-replicas="2" data-load="{x}" data-best="{best or ""}">' in html
+        for r in ROUTERS:  # every number is the one where the router first meets the SLO
             row = re.search(rf'<tr[^>]*data-router="{r}" data-replicas="2" data-load="{x}">(.*?)</tr>', html).group(1)
             cells = re.findall(r"<td>(.*?)</td>", row)
-            rows = [direct[(r, 2, x, b)] for b in SIZES]
-            assert cells[6] == f"{100 * (score[r][1] - score['round_robin'][1]):+.2f}"
-            assert cells[8] == f"{sum(q.busy_imbalance for q in rows) / len(rows):.3f}"
-            assert cells[9] == f"{sum(q.jain_busy for q in rows) / len(rows):.3f}"
-            gap = [q.ceiling_reuse_ratio - q.reuse_ratio for q in rows]
-            assert cells[7] == ("-" if any(g != g for g in gap) else f"{100 * sum(gap) / len(gap):.2f}")
-        assert f'data-replicas="1" data-load="{x}" data-best="round_robin">1 replica at {x}x load: every router' in html
+            if r not in met:
+                assert cells[3].startswith("never"), cells
+                continue
+            q = direct[(r, 2, x, met[r][0])]
+            assert cells[4] == "lru" and cells[5] == seconds(q.ttft_p99_s) and cells[7] == f"{q.reuse_ratio:.4f}"
+            assert cells[6] == f"{100 * (1 - q.ttft_p99_s / 75):.0f}%"
+            gap = q.ceiling_reuse_ratio - q.reuse_ratio
+            assert cells[8] == ("-" if gap != gap else f"{100 * gap:.2f}")
+            assert cells[9] == f"{q.busy_imbalance:.3f}" and cells[10] == f"{q.jain_busy:.3f}"
+        assert re.search(rf'data-replicas="1" data-load="{x}" data-best="[a-z_]*">1 replica at {x}x load: every router',
+                         html)
 
 
 @pytest.mark.parametrize("override, field", [
@@ -191,6 +191,13 @@ def test_routes_and_their_keys(compose):
     assert tuned.key(1, tuned.route("round_robin x2")) == fl.key(1, fl.route("round_robin x2"))
     assert tuned.deployment(tuned.route("least_loaded x2")).router_params == (("waiting_weight", 1.0),)
     assert tuned.deployment(tuned.route("round_robin x2")).router_params == ()
+    # another replica count or router is another key; least_loaded's defaults, given, are not
+    others = {resolve_fleet(compose(*BASE, *AXES, ov), None).key(1, r) for ov in ("fleet.replicas=3", "fleet.router=random")
+              for r in resolve_fleet(compose(*BASE, *AXES, ov), None).routes}
+    assert others.isdisjoint(fl.key(1, r) for r in fl.routes)
+    given = resolve_fleet(compose(*BASE, *AXES, "fleet.router=[least_loaded,round_robin]",
+                                  "fleet.router_params={least_loaded:{waiting_weight:4.0}}"), None)
+    assert {given.key(1, r) for r in given.routes} == {fl.key(1, r) for r in fl.routes}
     single = resolve_fleet(compose(*BASE), None)  # a parameterless router keeps the key it had
     assert dict(single.key(1)[0][1]).keys() == {"engine", "step_model", "arrival_speedup", "replicas", "router",
                                                 "slo_ttft_s", "slo_tpot_s"}
@@ -225,5 +232,101 @@ def test_advise_gives_the_fleet_meeting_the_slo_by_hand(tmp_path, trace):
     gap = res[(q, r, n, b)].ceiling_reuse_ratio - res[(q, r, n, b)].reuse_ratio
     assert got["ceiling_gap_points"] == (None if gap != gap else pytest.approx(100 * gap))
     rec = next(x for x in report["recommendations"] if x["topic"] == "fleet_under_load")
-    assert f"{n} replica{'s' if n > 1 else ''} of" in rec["verdict"] and f"({b:,} blocks) behind {r}" in rec["verdict"]
+    assert f"{n} replica{'s' if n > 1 else ''} behind {r} with" in rec["verdict"]
+    assert f"({b:,} blocks) of KV cache per replica, evicting with {q}" in rec["verdict"]
     assert "## KV cache under load" in (out / "report.md").read_text()
+
+
+def test_advise_reads_the_sweep_and_names_the_best_policy_where_it_sizes(swept, trace, compose):
+    """advise on the sweep's settings reads the sweep's results instead of replaying them; the
+    policy it names at the fleet and size it names is, of every policy stored there (the
+    sweep's and advise's own, in the journal) that meets the SLO from there up, the one with
+    the lowest p99 TTFT; and its quick-demotion step says the same, under load."""
+    from dataclasses import replace
+
+    from analysis.serving import POLICIES as SERVED
+    from sim_core import get_policy
+    from sim_core.digest import source_digest, trace_digest
+    from sweep.fleet import identity
+    from sweep.spec import choice
+
+    assert swept["proc"].returncode == 0, swept["proc"].stderr[-4000:]
+    out = swept["dir"] / "advice"
+    p = run_module(swept["dir"], "advise", *BASE[:2], *BASE[3:], *AXES, "fleet.arrival_speedup=4",
+                   f"fleet.slo_ttft={SLO}", f"tracking.uri=sqlite:///{swept['db']}", "analysis.figures=false",
+                   f"analysis.out={out}", module="analysis")
+    assert p.returncode == 0, p.stderr[-3000:]
+    stored = len(ROUTERS) * len(REPLICAS) * len(SIZES)  # the sweep's lru points at 4x
+    assert re.search(rf"serving results: {stored} read from earlier sweeps", p.stderr), p.stderr[-3000:]
+    report = json.loads((out / "report.json").read_text())
+    got = report["serving"]["routing"]["4"]["fleet"]
+    fl = resolve_fleet(compose(*BASE, *AXES, "fleet.arrival_speedup=4", f"fleet.slo_ttft={SLO}"), None)
+    known = Journal(swept["dir"] / "kvsweep-journal.jsonl").results()
+    route = f"{got['router']} x{got['replicas']}"
+
+    def at(q, b):
+        ident = identity(fl, replace(choice(get_policy(q)), load=4.0, route=route), trace=trace_digest(trace),
+                         simulator=source_digest(), seed=0, model=QWEN3_CODER_30B)
+        return known[ident.point_key(b)]
+
+    meeting = {q: at(q, got["blocks"]).ttft_p99_s for q in SERVED
+               if all(at(q, y).ttft_p99_s <= 75 for y in SIZES if y >= got["blocks"])}
+    assert got["policy"] == min(meeting, key=lambda q: (meeting[q], SERVED.index(q)))
+    quick = next(r for r in report["recommendations"] if r["topic"] == "quick_demotion")
+    assert quick["verdict"].endswith("(under load)") and f"evict with {got['policy']}" in quick["action"] or (
+        got["policy"] == "s3fifo" and "enable S3-FIFO" in quick["action"])
+
+
+def test_a_measured_fleet_names_its_model_gpu_and_parallelism(compose):
+    """fleet.step_model=measured: the deployment each job replays carries the model, the GPU
+    of the hardware group and fleet.tp; each is part of the results' key; what it lacks is
+    refused naming the key, before any job."""
+    from sweep.spec import resolve_counting
+
+    measured = [*BASE, "fleet=vllm", "fleet.step_model=measured"]
+
+    def fleet(*ov):
+        cfg = compose(*ov, *([] if any(o.startswith("hardware=") for o in ov) else ["hardware=h100_sxm"]))
+        return resolve_fleet(cfg, resolve_counting(cfg)[1])
+
+    fl = fleet(*measured, "fleet.model=Qwen/Qwen3-30B-A3B", "fleet.tp=2")
+    d = fl.deployment()
+    assert (d.gpu, d.model_ref.name, d.engine.tp, d.engine.step_model) == ("h100_sxm", "Qwen/Qwen3-30B-A3B", 2,
+                                                                          "measured")
+    assert "Qwen/Qwen3-30B-A3B" in fl.describe() and fl.params()["fleet.model"] == "Qwen/Qwen3-30B-A3B"
+    keys = {fl.key(1), fleet(*measured, "fleet.model=Qwen/Qwen3-30B-A3B").key(1),
+            fleet(*measured, "fleet.model=Qwen/Qwen3-32B", "fleet.tp=2").key(1),
+            fleet(*BASE, "fleet=vllm", "fleet.tp=2").key(1)}
+    assert len(keys) == 4  # tp, the model and the step model each make another result
+    for ov, field in ((["hardware=none", "fleet.model=Qwen/Qwen3-30B-A3B"], "hardware="),
+                      ([], "fleet.model"), (["fleet.model=nobody/nothing"], "nobody/nothing"),
+                      (["fleet.model=Qwen/Qwen3-30B-A3B", "fleet.backend=tgi"], "fleet.backend"),
+                      (["fleet.model=Qwen/Qwen3-30B-A3B", "fleet.tp=0"], "fleet.tp")):
+        with pytest.raises(ConfigError, match=re.escape(field)):
+            fleet(*measured, *ov)
+
+
+def test_a_measured_fleet_sweep_records_what_serve_gives(tmp_path, compose):
+    """One measured-step-time sweep (Qwen3-30B-A3B on two H100s per replica, vLLM's data):
+    its points in MLflow are sim_core.serve's with that deployment, step for step."""
+    from mlflow.tracking import MlflowClient
+
+    from sim_core.serving import deployment
+
+    db = tmp_path / "mlflow.db"
+    p = run_module(tmp_path, "trace=mooncake_conversation", "trace.max_requests=100", "policy=[lru]", "capacity=custom",
+                   "capacity.sizes=[300,1000]", "fleet=vllm", "fleet.step_model=measured", "hardware=h100_sxm",
+                   "fleet.model=Qwen/Qwen3-30B-A3B", "fleet.tp=2", "fleet.replicas=2", "cluster.num_cpus=1",
+                   f"tracking.uri=sqlite:///{db}")
+    assert p.returncode == 0, p.stderr[-4000:]
+    (run,) = child_runs(db)
+    assert run.data.params["fleet.model"] == "Qwen/Qwen3-30B-A3B" and run.data.params["fleet.tp"] == "2"
+    d = deployment(replicas=2, engine={"preset": "vllm", "step_model": "measured", "tp": 2}, hardware="h100_sxm",
+                   model="Qwen/Qwen3-30B-A3B")
+    first = load(compose("trace=mooncake_conversation", "trace.max_requests=100").trace, "mooncake_conversation")
+    want = [serve(first, "lru", b, deployment=d, seed=0) for b in (300, 1000)]
+    c = MlflowClient(f"sqlite:///{db}")
+    for key in ("ttft_p99_s", "tpot_mean_s", "reuse_ratio"):
+        got = sorted(c.get_metric_history(run.info.run_id, "curve/" + key), key=lambda m: m.step)
+        assert [m.value for m in got] == [float(getattr(w, key)) for w in want], key
+    assert want[0].step_model.startswith("measured: Qwen/Qwen3-30B-A3B on h100_sxm") and want[0].ttft_p99_s != want[1].ttft_p99_s

@@ -20,9 +20,13 @@ prompts by then: R replicas with W(all) - top_k > R x rate x (last arrival + S) 
 it. The same holds for any TTFT percentile, and for a goodput floor g with the loosest TTFT
 bound (k = n - ceil(g n)). Times are the serving replay's: arrivals from the first,
 divided by the load.
+
+A disaggregated fleet computes every prompt on its P prefill replicas: the same bound holds
+with P and the prefill replicas' rate, whatever its decode replicas (plan._lanes).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -59,13 +63,23 @@ def work(trace, engine, load: float) -> Work:
 
 
 def prefill_rate(dep, kv_tokens: int) -> float:
-    """The most prompt tokens per second one replica of deployment `dep` can compute."""
-    eng = dep.engine
+    """The most prompt tokens per second one replica of deployment `dep` that prefills can
+    compute: an aggregated replica, or a prefill replica of a disaggregated fleet (its decode
+    replicas compute no prompt: the KV comes by the handoff, docs/disagg.md).
+
+    A disaggregated fleet on Dynamo's polynomial times a step of t new tokens in b chunks at
+    its integer means (stepmodel.DYNAMO_OPTIONS round_means), at least t - (b - 1) tokens
+    with b <= max_num_seqs: the step is timed at that many, so the rate stays an upper bound."""
+    eng = dep.prefill if dep.disaggregated else dep.engine
+    if dep.disaggregated:
+        dep = dataclasses.replace(dep, engine=eng)
     sm = step_model_of(dep, int(kv_tokens))
+    slack = int(eng.max_num_seqs) - 1 if eng.step_model == "dynamo" and eng.step_params.get("round_means") else 0
     a = float(dep.model.flops_a)
     best = 0.0
     for t in range(1, int(eng.max_num_batched_tokens) + 1):
-        s = prefill_seconds(sm, t, a)
+        timed = max(t - slack, 0)
+        s = prefill_seconds(sm, timed, a)
         if s > 0:
             best = max(best, t / s)
     return best if best > 0 else math.inf

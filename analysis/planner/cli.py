@@ -1,12 +1,13 @@
 """`python -m analysis plan`: the cheapest deployment that meets an SLO on the trace at its load.
 
-Searches `plan.space` (GPU parts, tensor parallelism, replicas, routers, eviction
-policies) with analysis.planner, replaying candidates as jobs on the sweep's runner
-(plan.runner=ray: cluster=local starts Ray here, cluster=ray joins one) with the sweep's
-journal (tracking.journal): every result is journaled as it arrives, and a re-run of the
-same command replays nothing already journaled. Prints the answer, writes report.md,
-report.json and figures/front.png to analysis.out, and logs one MLflow run (tag
-kvsweep.kind=plan) with each replayed candidate as a child run.
+Searches `plan.space` (GPU parts, tensor parallelism, prefill and decode replicas,
+routers, eviction policies; measured step times with plan.step_model=measured) with
+analysis.planner, replaying candidates as jobs on the sweep's runner (plan.runner=ray:
+cluster=local starts Ray here, cluster=ray joins one) with the sweep's journal
+(tracking.journal): every result is journaled as it arrives, and a re-run of the same
+command replays nothing already journaled. Prints the answer, writes report.md, report.json
+and figures/front.png to analysis.out, and logs one MLflow run (tag kvsweep.kind=plan) with
+each replayed candidate as a child run.
 """
 from __future__ import annotations
 
@@ -29,21 +30,24 @@ log = logging.getLogger("analysis")
 
 SUMMARY = """\
 The cheapest deployment that meets your SLO on your trace at its load: searches the
-candidates of plan.space (GPU parts, tensor parallelism, replicas, routers, eviction
-policies) with sim_core.serve, replaying as few as it takes (a prefill bound, bisection
-over replicas, dominance by cheaper candidates), prices them with conf/prices/default.yaml
-(override: prices.gpu.<part>=...), and prints the deployment, its cost per hour, its SLO
-values and margin, its reuse and gap to the fleet ceiling, the runner-up on each other GPU,
-and what the SLO costs at plan.check_load x the load. Replays run on the sweep's runner and
+candidates of plan.space (GPU parts, tensor parallelism, aggregated or disaggregated
+shapes, replicas, routers, eviction policies) with sim_core.serve, replaying as few as it
+takes (a prefill bound, bisection over replicas, dominance by cheaper candidates), prices
+them with conf/prices/default.yaml (override: prices.gpu.<part>=...), and prints the
+deployment, its cost per hour, its SLO values and margin, its reuse and gap to the fleet
+ceiling, the runner-up of each other shape (each GPU, aggregated or disaggregated), and
+what the SLO costs at plan.check_load x the load. Replays run on the sweep's runner and
 journal: an interrupted plan resumes where it stopped. docs/planning.md explains the search."""
 
 EXAMPLES = ["trace=mooncake_conversation",
             "trace=mooncake_conversation plan.slo.ttft_p99=1500ms plan.slo.tpot_mean=20ms",
             "trace=mooncake_conversation plan.engine=vllm 'plan.space.gpu=[h100_sxm,h200]' 'plan.space.policy=[lru,s3fifo]'",
-            "trace=mooncake_conversation plan.arrival_speedup=2 prices.gpu.h100_sxm=2.1 plan.runner=local"]
+            "trace=mooncake_conversation plan.arrival_speedup=2 prices.gpu.h100_sxm=2.1 plan.runner=local",
+            "trace=mooncake_conversation 'plan.space.prefill_replicas=[0,1,2]' plan.space.replicas=1..8",
+            "trace=mooncake_conversation plan.engine=vllm plan.step_model=measured plan.model=Qwen/Qwen3-30B-A3B"]
 
-KEYS = ("slo", "arrival_speedup", "request_rate", "engine", "engine_overrides", "capacity_blocks", "space",
-        "check_load", "tolerance", "runner", "seed")
+KEYS = ("slo", "arrival_speedup", "request_rate", "engine", "engine_overrides", "step_model", "backend", "model",
+        "capacity_blocks", "space", "check_load", "tolerance", "runner", "seed")
 
 
 def _prepare(inv: config.Invocation):
@@ -64,8 +68,9 @@ def _prepare(inv: config.Invocation):
     try:
         pb = problem(trace, pc.get("slo") or {}, pc.get("space"), pc.get("capacity_blocks"),
                      {"preset": str(pc.get("engine") or "dynamo"), **over}, arrival_speedup=pc.get("arrival_speedup"),
-                     request_rate=pc.get("request_rate"), prices=prices, model=inv.cfg.model.get("name"),
-                     seed=int(pc.get("seed") or 0), check_load=pc.get("check_load"),
+                     request_rate=pc.get("request_rate"), prices=prices,
+                     model=pc.get("model") or inv.cfg.model.get("name"), step_model=pc.get("step_model"),
+                     backend=pc.get("backend"), seed=int(pc.get("seed") or 0), check_load=pc.get("check_load"),
                      tolerance=float(pc.get("tolerance") or 0.0))
     except ValueError as e:  # the planner names the field without its config prefix: add it
         raise ConfigError(_prefixed(str(e))) from None
@@ -73,7 +78,8 @@ def _prepare(inv: config.Invocation):
 
 
 def _prefixed(msg: str) -> str:
-    for k in ("slo", "space", "capacity_blocks", "check_load", "tolerance", "arrival_speedup", "request_rate"):
+    for k in ("slo", "space", "capacity_blocks", "check_load", "tolerance", "arrival_speedup", "request_rate",
+              "engine", "step_model", "backend", "model"):
         if msg.startswith(k):
             return "plan." + msg
     return msg

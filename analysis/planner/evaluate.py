@@ -28,14 +28,16 @@ class Setting:
     def deployment(self, c) -> Deployment:
         """The deployment a candidate is (space.Candidate)."""
         return deployment(replicas=c.replicas, engine={**self.engine, "tp": c.tp}, router=c.router,
-                          hardware=c.gpu, model=self.model)
+                          hardware=c.gpu, model=self.model, prefill_replicas=c.prefill_replicas)
 
     def replayed(self, c) -> Deployment:
         """The deployment as the replay reads it: without the GPU part when nothing reads it
-        (no roofline step times, no tiers), so GPU types that replay alike share a replay."""
+        (neither roofline nor measured step times, no tiers; its system name is read only to
+        check a Hugging Face model's KV cache against memory), so GPU types that replay alike
+        share a replay."""
         d = self.deployment(c)
-        if d.engine.step_model != "roofline" and not d.tiers:
-            d = dataclasses.replace(d, hardware=None)
+        if d.engine.step_model not in ("roofline", "measured") and not d.tiers:
+            d = dataclasses.replace(d, hardware=None, gpu=d.gpu if d.model_ref is not None else None)
         return d
 
     def key(self, c, load: float) -> tuple:
@@ -44,8 +46,11 @@ class Setting:
                 tuple(sorted((self.per_request or {}).items())))
 
     def serve(self, trace, c, load: float):
-        return serve(trace, c.policy, self.capacity_blocks, deployment=self.deployment(c), arrival_speedup=load,
-                     seed=self.seed, slo=dict(self.per_request) if self.per_request else None)
+        try:
+            return serve(trace, c.policy, self.capacity_blocks, deployment=self.deployment(c), arrival_speedup=load,
+                         seed=self.seed, slo=dict(self.per_request) if self.per_request else None)
+        except RuntimeError as e:  # name the candidate: the plan stops at the first replay that fails
+            raise RuntimeError(f"the replay of {c.label()} at {load:g}x load failed: {e}") from e
 
 
 class InProcess:

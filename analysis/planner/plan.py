@@ -14,11 +14,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sim_core.catalog.capacity import to_blocks
-from sim_core.catalog.models import QWEN3_CODER_30B, get_model
 from sim_core.serving import served_lengths
 from sim_core.serving.engines import as_engine
 
-from . import bound
+from . import bound, checks
 from .evaluate import InProcess, Setting, drive
 from .search import Lane, front, search
 from .slo import as_slo
@@ -38,7 +37,7 @@ class Plan:
     slo: object  # slo.Slo
     prices: object  # space.Prices
     space: object  # space.Space
-    runners_up: dict = field(default_factory=dict)  # GPU part -> its cheapest meeting candidate (or None)
+    runners_up: dict = field(default_factory=dict)  # group (space.Candidate.group) -> its cheapest meeting one, or None
     closest: dict | None = None  # nothing meets: the candidate missing it by the least, with its misses
     front: list = field(default_factory=list)  # candidates on the cost / primary-latency front
     heavier: dict | None = None  # {"load", "best", "evaluated", "notes"} at check_load x the load
@@ -88,20 +87,21 @@ class Problem:
 
 def problem(trace, slo, space=None, capacity_blocks=None, engine="dynamo", policy: str = "lru", *,
             arrival_speedup: float | None = None, request_rate: float | None = None, prices=None, model=None,
-            seed: int = 0, check_load: float | None = None, tolerance: float = 0.0) -> Problem:
+            step_model: str | None = None, backend: str | None = None, seed: int = 0,
+            check_load: float | None = None, tolerance: float = 0.0) -> Problem:
     """plan()'s arguments checked (ValueError naming the field)."""
     slo = as_slo(slo)
     sp = as_space(space, policy=policy)
     pr = as_prices(prices, sp.gpu)
     load = load_of(trace, arrival_speedup, request_rate)
-    mdl = get_model(model) if model is not None else QWEN3_CODER_30B
+    eng = checks.engine_of(engine, step_model, backend)
+    mdl = checks.model_of(model, eng)
     if capacity_blocks is None:
         raise ValueError("capacity_blocks is required: each replica's KV cache, in blocks or with a unit ('24GiB')")
     try:
         cap = to_blocks(capacity_blocks, mdl, int(trace.block_tokens))
     except ValueError as e:
         raise ValueError(f"capacity_blocks: {e}") from None
-    eng = {"preset": engine} if isinstance(engine, str) else dict(engine)
     prompt, out, _ = served_lengths(trace, as_engine(eng))
     need = -(-(prompt + out - 1) // int(trace.block_tokens))
     if int(need.max()) > cap:
@@ -109,8 +109,8 @@ def problem(trace, slo, space=None, capacity_blocks=None, engine="dynamo", polic
         raise ValueError(f"capacity_blocks={cap} cannot hold request {r} ({int(need[r])} blocks of "
                          f"{trace.block_tokens} tokens with its output) in one replica: give at least {int(need[r])}")
     setting = Setting(engine=eng, capacity_blocks=cap, model=model, seed=int(seed), per_request=slo.per_request())
-    for s in sp.shapes():
-        setting.deployment(sp.lane(s)[0])  # a bad engine, or a GPU the step model cannot use, fails here
+    for s in sp.shapes():  # a bad shape fails here, naming its field, not halfway through a search
+        checks.shape(setting, sp.lane(s)[0], int(trace.block_tokens))
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 <= tolerance < 1:
         raise ValueError(f"tolerance must be in [0, 1), got {tolerance!r}")
     if check_load is not None and (isinstance(check_load, bool) or not isinstance(check_load, (int, float))
@@ -124,11 +124,14 @@ def plan(trace, slo, space=None, capacity_blocks=None, engine="dynamo", policy: 
     """The cheapest deployment of `space` that meets `slo` on `trace` at its load.
 
     `slo`: {"ttft_p99": "2s", "tpot_mean": "50ms", "goodput": 0.99, ...} (slo.py). `space`:
-    {axis: list} over gpu, tp, replicas, router, policy (space.py; an axis left out is
-    one value: h100_sxm, 1, 1, round_robin, `policy`). `capacity_blocks`: each replica's
-    KV cache, in blocks or with a unit ("24GiB"). `engine`: a serving engine preset or
-    {"preset": ..., overrides}. Keywords: the load, `arrival_speedup` (default 1) or a
-    `request_rate` in requests per second; `prices` over conf/prices/default.yaml; `model`;
+    {axis: list} over gpu, tp, prefill_replicas, replicas, router, policy (space.py; an
+    axis left out is one value: h100_sxm, 1, 0 (aggregated), 1, round_robin, `policy`;
+    with prefill_replicas P > 0, `replicas` counts the decode replicas). `capacity_blocks`:
+    each replica's KV cache, in blocks or with a unit ("24GiB"). `engine`: a serving engine
+    preset or {"preset": ..., overrides}. Keywords: the load, `arrival_speedup` (default 1)
+    or a `request_rate` in requests per second; `prices` over conf/prices/default.yaml;
+    `model` (a catalog name, or a Hugging Face id for measured steps); `step_model`
+    ("measured": aiconfigurator-core's data for the model, each GPU, `backend` and TP);
     `seed`; `check_load`, also what the SLO costs at that multiple of the load;
     `tolerance`, the relative rise of an SLO value with more replicas still counted as
     monotone. Replays run in this process (the CLI runs them on the sweep's runner)."""
@@ -169,18 +172,22 @@ def solve(trace, pb: Problem, evaluator=None, known: dict | None = None) -> Plan
 
 
 def _lanes(trace, sp, pr, setting: Setting, slo, load: float) -> list:
-    """One lane per shape, starting at the prefill bound's fewest replicas."""
+    """One lane per shape, starting at the prefill bound's fewest replicas. A disaggregated
+    shape's prefill replicas are fixed: fewer than the bound's leave no candidate in its lane."""
     w = bound.work(trace, as_engine(setting.engine), load)
     rates: dict = {}
     lanes = []
     for s in sp.shapes():
         cands = sp.lane(s)
         d = setting.deployment(cands[0])
-        key = repr((d.engine, d.hardware, d.model))  # what the prefill rate depends on
+        key = repr((d.prefill, d.hardware, d.gpu, d.model, d.disaggregated))  # what the prefill rate depends on
         if key not in rates:
             rates[key] = bound.prefill_rate(d, setting.capacity_blocks * int(trace.block_tokens))
         need = bound.min_replicas(w, slo, rates[key])
-        start = int(np.searchsorted([c.replicas for c in cands], need))
+        if d.disaggregated:
+            start = 0 if d.prefill_replicas >= need else len(cands)
+        else:
+            start = int(np.searchsorted([c.replicas for c in cands], need))
         lanes.append(Lane(shape=s, cands=cands, costs=[pr.per_hour(c) for c in cands], start=start, bound_start=start))
     return lanes
 
@@ -212,7 +219,7 @@ def _heavier(trace, pb: Problem, lanes: list, order, ev, known: dict) -> dict:
 def row(c, r, slo, pr) -> dict:
     """A candidate as the answer names it: its axes, GPUs, cost, SLO values, margin, reuse
     and gap to the fleet ceiling, and its ServeResult."""
-    return {**c.axes(), "gpus": c.gpus, "cost_per_hour": pr.per_hour(c), "label": c.label(),
+    return {**c.axes(), "group": c.group, "gpus": c.gpus, "cost_per_hour": pr.per_hour(c), "label": c.label(),
             "meets": slo.meets(r), "margin": slo.margin(r), **slo.values(r),
             "ttft_p99_s": r.ttft_p99_s, "tpot_mean_s": r.tpot_mean_s, "reuse_ratio": r.reuse_ratio,
             "ceiling_reuse_ratio": r.ceiling_reuse_ratio,

@@ -9,6 +9,7 @@ from pathlib import Path
 from sweep.serving import serve_row
 
 from ..record import plain
+from .space import AXES
 
 
 def _secs(x: float) -> str:
@@ -54,10 +55,11 @@ def text(p, trace_name: str = "") -> str:
         if c is not None:
             miss = "; ".join(f"{k.replace('_', ' ')} {_value(k, c[k])} misses by {m:.1%}" for k, m in c["misses"].items())
             lines.append(f"closest: {c['label']} ({_money(c['cost_per_hour'], cur)}): {miss}")
-    for g, d in p.runners_up.items():
-        if p.best is not None and g == p.best["gpu"]:
+    for g, d in p.runners_up.items():  # each other group: a GPU type, aggregated or disaggregated
+        if p.best is not None and g == p.best["group"]:
             continue
-        lines += deployment_lines(p, d, f"runner-up on {g}: ") if d else [f"runner-up on {g}: none meets the SLO"]
+        name = g if p.space.prefill_replicas == (0,) or g.endswith(" disaggregated") else f"{g} aggregated"
+        lines += deployment_lines(p, d, f"runner-up on {name}: ") if d else [f"runner-up on {name}: none meets the SLO"]
     if p.heavier is not None:
         h = p.heavier
         lines.append(f"at {h['load']:g}x load" + (f" ({h['factor']:g} x the plan's)" if p.load != 1 else "") + ": " + (
@@ -90,7 +92,7 @@ def to_dict(p, trace_name: str = "") -> dict:
 
     return plain({
         "trace": trace_name, "load": p.load, "slo": p.slo.to_dict(), "prices": p.prices.to_dict(),
-        "space": {a: list(getattr(p.space, a)) for a in ("gpu", "tp", "replicas", "router", "policy")},
+        "space": {a: list(getattr(p.space, a)) for a in AXES},
         "space_size": p.space_size, "evaluated": p.evaluated, "replays": p.replays, "pruned_by_bound": p.pruned_by_bound,
         "best": lean(p.best), "closest": lean(p.closest), "runners_up": {g: lean(d) for g, d in p.runners_up.items()},
         "front": [lean(d) for d in p.front], "notes": p.notes,
@@ -127,9 +129,9 @@ def draw_front(p, out: Path) -> dict:
     fig = Figure(figsize=(7, 4.5), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.subplots()
-    for gpu in p.space.gpu:
-        mine = [d for d in p.candidates if d["gpu"] == gpu]
-        ax.scatter([d["cost_per_hour"] for d in mine], [d[k] for d in mine], s=22, alpha=0.7, label=gpu)
+    for group in dict.fromkeys(d["group"] for d in p.candidates):
+        mine = [d for d in p.candidates if d["group"] == group]
+        ax.scatter([d["cost_per_hour"] for d in mine], [d[k] for d in mine], s=22, alpha=0.7, label=group)
     ax.plot([d["cost_per_hour"] for d in p.front], [d[k] for d in p.front], "k-", lw=1, drawstyle="steps-post",
             label="front")
     ax.axhline(p.slo.primary.seconds, color="red", ls="--", lw=1, label=f"SLO {k} {p.slo.primary.text}")
@@ -185,7 +187,7 @@ def log_candidates(uri: str, parent: str, p) -> None:
             "meets_slo": str(d["meets"]).lower(), "router": d["router"], "gpu": d["gpu"]})
         rid = run.info.run_id
         now = int(time.time() * 1000)
-        params = {**{a: d[a] for a in ("gpu", "tp", "replicas", "router", "policy")}, "load": load,
+        params = {**{a: d[a] for a in AXES}, "load": load,
                   "capacity_blocks": p.setting.capacity_blocks}
         nums = {"cost_per_hour": d["cost_per_hour"], "gpus": d["gpus"], "margin": d["margin"],
                 **{k: v for k, v in serve_row(d["result"]).items()

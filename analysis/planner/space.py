@@ -1,10 +1,11 @@
 """The space a plan searches: its axes, the candidate deployments, and what each costs.
 
-A candidate is one value per axis: the GPU part, tensor parallelism, replicas, the router
-and the eviction policy. Its *shape* is every axis but the replicas: the planner bisects
-over the replicas of one shape (docs/planning.md). Its *group* is what the answer names a
-runner-up for: today the GPU part; a disaggregated shape (prefill_replicas, being built
-elsewhere) will add "aggregated or disaggregated" to it.
+A candidate is one value per axis: the GPU part, tensor parallelism, prefill replicas (0:
+an aggregated fleet; P > 0: P prefill replicas beside `replicas` decode replicas,
+docs/disagg.md), replicas, the router and the eviction policy. Its *shape* is every axis
+but the replicas: the planner bisects over the (decode) replicas of one shape, P fixed
+(docs/planning.md). Its *group* is what the answer names a runner-up for: the GPU part,
+aggregated or disaggregated.
 
 Prices are per GPU-hour by part (and per GB-hour of host memory, for the host tiers to
 come), read from conf/prices/default.yaml unless given; the answer names the prices it used.
@@ -28,8 +29,7 @@ from sim_core.serving import cannot_serve
 from sweep.config import find_conf_dir
 
 #: axes that belong to shapes still being built: named, so that giving one says why it is refused
-LATER = {"prefill_replicas": "disaggregated prefill/decode shapes are being built (issue 47, part 2)",
-         "host_pool": "host tiers and shared pools under a fleet are not modelled yet"}
+LATER = {"host_pool": "host tiers and shared pools under a fleet are not modelled yet"}
 
 
 @dataclass(frozen=True, order=True)
@@ -41,6 +41,7 @@ class Candidate:
     replicas: int
     router: str
     policy: str
+    prefill_replicas: int = 0  # 0: aggregated; else the prefill role's replicas (`replicas` decode)
 
     @property
     def shape(self) -> tuple:
@@ -49,20 +50,23 @@ class Candidate:
 
     @property
     def group(self) -> str:
-        """What the answer names a runner-up for: the GPU part."""
-        return self.gpu
+        """What the answer names a runner-up for: the GPU part, and 'disaggregated' after it
+        for a prefill/decode fleet (an aggregated group is the part's name alone)."""
+        return self.gpu + (" disaggregated" if self.prefill_replicas else "")
 
     @property
     def gpus(self) -> int:
-        return self.replicas * self.tp
+        """Every GPU paid for: both roles' replicas, each of tp GPUs."""
+        return (self.prefill_replicas + self.replicas) * self.tp
 
     def axes(self) -> dict:
         return {a: getattr(self, a) for a in AXES}
 
     def label(self) -> str:
-        """'4 x h100_sxm (tp 2) behind kv_router, lru'."""
+        """'4 x h100_sxm (tp 2) behind kv_router, lru'; '2 prefill + 3 decode x h100_sxm ...'."""
         tp = f" (tp {self.tp})" if self.tp > 1 else ""
-        return f"{self.replicas} x {self.gpu}{tp} behind {self.router}, {self.policy}"
+        n = f"{self.prefill_replicas} prefill + {self.replicas} decode" if self.prefill_replicas else str(self.replicas)
+        return f"{n} x {self.gpu}{tp} behind {self.router}, {self.policy}"
 
 
 AXES = tuple(f.name for f in fields(Candidate))
@@ -77,6 +81,7 @@ class Space:
     replicas: tuple
     router: tuple
     policy: tuple
+    prefill_replicas: tuple = (0,)
 
     @property
     def size(self) -> int:
@@ -95,13 +100,15 @@ class Space:
         reps = self.replicas
         span = f"{reps[0]}..{reps[-1]}" if list(reps) == list(range(reps[0], reps[-1] + 1)) and len(reps) > 2 \
             else ",".join(map(str, reps))
-        return (f"{' | '.join(self.gpu)} x tp {'/'.join(map(str, self.tp))} x replicas {span} x "
+        pre = "" if self.prefill_replicas == (0,) else f" x prefill {'/'.join(map(str, self.prefill_replicas))}"
+        return (f"{' | '.join(self.gpu)} x tp {'/'.join(map(str, self.tp))}{pre} x replicas {span} x "
                 f"{' | '.join(self.router)} x {' | '.join(self.policy)}: {self.size} candidates")
 
 
 def as_space(space: Mapping | None, *, gpu=None, policy: str = "lru") -> Space:
     """A checked Space from {axis: value or list}. An axis left out takes `gpu` (the GPU
-    part; default h100_sxm), tp 1, round_robin, or `policy`. Errors name the field."""
+    part; default h100_sxm), tp 1, prefill_replicas 0 (aggregated), round_robin, or
+    `policy`. Errors name the field."""
     if space is None:
         space = {}
     if not isinstance(space, Mapping):
@@ -112,17 +119,19 @@ def as_space(space: Mapping | None, *, gpu=None, policy: str = "lru") -> Space:
     unknown = sorted(set(space) - set(AXES))
     if unknown:
         raise ValueError(f"space has no axis {unknown[0]!r}; valid: {', '.join(AXES)}")
-    given = {"gpu": gpu or "h100_sxm", "tp": 1, "replicas": 1, "router": "round_robin", "policy": policy,
+    given = {"gpu": gpu or "h100_sxm", "tp": 1, "prefill_replicas": 0, "replicas": 1, "router": "round_robin",
+             "policy": policy,
              **{k: v for k, v in space.items() if v is not None}}
     vals = {a: _values(given[a], f"space.{a}") for a in AXES}
     gpus = [str(g).lower() for g in vals["gpu"]]
     for g in gpus:
         if g not in PARTS:
             raise ValueError(f"space.gpu: unknown part {g!r}; valid: {', '.join(PARTS)}")
-    for a in ("tp", "replicas"):
+    for a, least in (("tp", 1), ("prefill_replicas", 0), ("replicas", 1)):
         for v in vals[a]:
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
-                raise ValueError(f"space.{a} must hold positive integers, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < least:
+                raise ValueError(f"space.{a} must hold {'positive' if least else 'non-negative'} integers"
+                                 f"{' (0: aggregated)' if not least else ''}, got {v!r}")
     routers = [str(r).lower() for r in vals["router"]]
     for r in routers:
         if r not in ROUTERS:
@@ -133,6 +142,7 @@ def as_space(space: Mapping | None, *, gpu=None, policy: str = "lru") -> Space:
         if why:
             raise ValueError(f"space.policy: {p} cannot run in the serving replay: {why}")
     return Space(gpu=_unique(gpus), tp=_unique(int(v) for v in vals["tp"]),
+                 prefill_replicas=tuple(sorted({int(v) for v in vals["prefill_replicas"]})),
                  replicas=tuple(sorted({int(v) for v in vals["replicas"]})), router=_unique(routers),
                  policy=_unique(policies))
 

@@ -25,13 +25,14 @@ from ..tiers.spec import build_tier
 from ..policies import PolicyContext, get_policy, resolve_params
 from .ceiling import fleet_ceiling
 from .deployment import FIELDS, Deployment, deployment, kv_capacity, measured_config
+from .disagg import check_fits, decode_side, idle, role_fields
 from .engines import ENGINES, ServeEngine
-from .loop import run_serve
+from .loop import replica_states, run_serve
 from .result import ServeResult, goodput_fields, imbalance_fields, latency_fields, serve_metric_fields
 from .routers import ROUTERS, get_router, lag, router_view
 from .routers.view import RS_REGRET
-from .schedulers import SCHEDULERS, new_sched_state
-from .state import (C_BADV, C_DEC_TOKENS, C_ERR, C_EVICT, C_EXTRAP, C_PEAK_PINNED, C_PF_TOKENS, C_PREEMPT, C_QPEAK,
+from .schedulers import engine_cfg, new_sched_state
+from .state import (C_BADV, C_CAP, C_DEC_TOKENS, C_ERR, C_EVICT, C_EXTRAP, C_PEAK_PINNED, C_PF_TOKENS, C_PREEMPT, C_QPEAK,
                     C_COMPUTED, C_LOADED, C_STEPS, ERR_POLICY, ERR_STALL, ERR_STATE, F_BUSY, F_QAREA, Below, new_state)
 from .sessions import turns
 from .stepmodel import dynamo_model, measured_model, profile_model, roofline_model
@@ -64,7 +65,10 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
     simulate takes them, one engine only) hold blocks below HBM: a block found there is
     loaded at the tier's bandwidth (the hardware's link, or the tier's bandwidth_bps), and
     the step that needs it waits for the load, overlapped with its compute when
-    `overlap`."""
+    `overlap`. `prefill_replicas=P` > 0 disaggregates the fleet: P prefill replicas
+    behind `router` hand each prompt's KV to the `replicas` decode replicas
+    (sim_core.serving.handoff; `kv_transfer`, `decode_router`, `prefill_engine`,
+    `prefill_capacity_blocks`: docs/disagg.md)."""
     spec = get_policy(policy)
     why = cannot_serve(spec)
     if why:
@@ -72,9 +76,11 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
     params = resolve_params(spec, params)
     dep = _deployment(deployment, fields)
     n_rep = dep.replicas
+    P = dep.prefill_replicas
     rspec = get_router(dep.router)
     rgot = dict(dep.router_params)
     eng = dep.engine
+    pre = dep.prefill  # the engine that prefills (the fleet's own when aggregated)
     speedup = _positive_real(arrival_speedup, "arrival_speedup")
     specs = list(dep.tiers)
     if specs and n_rep > 1:
@@ -91,12 +97,15 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
     mdl, hw = dep.model, dep.hardware
     bt = int(trace.block_tokens)
     cap, budget = kv_capacity(dep, capacity_blocks, bt)
-    mcfg = measured_config(dep) if eng.step_model == "measured" else None
+    cap_p = dep.prefill_capacity_blocks or cap if P else cap  # each prefilling replica's
+    mcfg = measured_config(dep) if "measured" in (eng.step_model, pre.step_model) else None
 
     prompt, out, assumed = served_lengths(trace, eng)
     need = -(-(prompt + out - 1) // bt)
     big = np.flatnonzero(need > cap)
-    if len(big):
+    if P:
+        check_fits(prompt, out, cap_p, cap, bt)
+    elif len(big):
         r = int(big[0])
         raise ValueError(f"capacity_blocks={cap} is smaller than request {r}'s {int(need[r])} blocks "
                          f"({int(prompt[r])} prompt + {int(out[r])} output tokens of {bt}-token blocks): "
@@ -117,25 +126,32 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
                          f"(trace.sessions=auto infers them: sim_core/traces/sessions.py)")
     arrive = (trace.arrival_s - trace.arrival_s.min()) / speedup
     tu, order = turns(trace.session, arrive, bool(sessions))
-    sm = _step_model(eng, cap * bt, hw, mdl, mcfg)
+    sm = _step_model(pre, cap_p * bt, hw, mdl, mcfg)  # the prefilling replicas' (all, when aggregated)
 
     ext = engine_blocks(trace, prompt, out)
     cost = cost_per_depth(cost_model or mdl.name, max(ext.max_request_blocks, 1), bt, mdl)
     ctx = PolicyContext(trace=ext, capacity=cap, mode="request", cost_per_depth=cost, params=params, seed=seed)
-    sts = tuple(spec.make_state(ctx) for _ in range(n_rep))
-    cache, reqs, queues = new_state(ext, n_rep, cap, eng.max_num_seqs, ext.request_lengths, prompt, out, arrive,
+    ctx_p = dataclasses.replace(ctx, capacity=cap_p)
+    Q = P + n_rep  # prefill replicas first
+    sts = replica_states(tuple(spec.make_state(ctx_p if q < P else ctx) for q in range(Q)))
+    cache, reqs, queues = new_state(ext, Q, max(cap, cap_p), max(eng.max_num_seqs, pre.max_num_seqs),
+                                    ext.request_lengths, prompt, np.ones_like(out) if P else out, arrive,
                                     trace.session, track_times=lag(rgot) > 0)
-    rcode, view = router_view(rspec, rgot, seed, n_rep, ext.n_unique, trace.n_requests)
+    cache.c[:P, C_CAP] = cap_p
+    cache.c[P:, C_CAP] = cap  # new_state gave every replica the larger of the two
+    rcode, view = router_view(rspec, rgot, seed, P or n_rep, ext.n_unique, trace.n_requests)
     lo = _below(specs, ext, cost, seed, hw, mdl, bt, dep.overlap)
-    cfg = np.array([eng.max_num_batched_tokens, eng.max_num_seqs, int(eng.chunked_prefill),
-                    eng.long_prefill_token_threshold, int(eng.watermark * cap), bt, int(eng.admit_whole),
-                    int(_checking()), SCHEDULERS.index(eng.scheduler), eng.chunked_prefill_size,
-                    eng.max_prefill_tokens, eng.clip_max_new_tokens, int(eng.lpm),
-                    int(eng.dynamo_compat)], np.int64)
-    ss = new_sched_state(n_rep, ext.n_unique, trace.n_requests, eng.schedule_conservativeness,
-                         eng.scheduler == "sglang" and eng.lpm, eng.dynamo_compat)
+    cfg = engine_cfg(pre, cap_p, bt, _checking())
+    ss = new_sched_state(Q, ext.n_unique, trace.n_requests, eng.schedule_conservativeness, eng.lpm,
+                         eng.dynamo_compat) if eng.scheduler == "sglang" else None  # None: vLLM's
+    if P:  # the decode pool: its engine, step model and router; the handoff between the two
+        dsm = _step_model(eng, cap * bt, hw, mdl, mcfg)
+        dreqs, vd, ho = decode_side(dep, ext, prompt, out, reqs, seed, engine_cfg(eng, cap, bt, _checking(), True),
+                                   dsm)
+    else:
+        dreqs, vd, ho = reqs, view, idle(n_rep)
     makespan = run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, ss, np.int64(rcode), view,
-                         *sm.arrays())
+                         *sm.arrays(), dreqs, vd, ho if P else None)
     err = int(cache.c[0, C_ERR])
     if err == ERR_POLICY:
         q = int(np.flatnonzero(cache.c[:, C_BADV] != 0)[0]) if np.any(cache.c[:, C_BADV] != 0) else 0
@@ -143,15 +159,19 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
                            f"(not resident, or pinned by a running request) at capacity {cap}")
     if err == ERR_STATE:
         raise RuntimeError("the serving replay's block pool lost count of its blocks (a bug; SERVE_CHECK found it)")
-    if err == ERR_STALL or np.any(np.isnan(reqs.t_last)):
-        raise RuntimeError(f"the serving replay stalled with {int(np.isnan(reqs.t_last).sum())} requests "
+    # unfinished where requests finish: a disaggregated fleet's decode side (dreqs; its prefill
+    # side, reqs, ends at the hidden token, so counting it reported a decode stall as 0)
+    left = int(np.count_nonzero(dreqs.gen < dreqs.out))
+    if err == ERR_STALL or left or np.any(np.isnan(reqs.t_last)):
+        raise RuntimeError(f"the serving replay stalled with {left} requests "
                            f"unfinished (capacity {cap}, engine {eng.name})")
     for s, tier in zip(specs, (lo.t1, lo.t2, lo.t3)):
         if tier.c[T_FAILED]:
             raise RuntimeError(f"tier {s.name!r}: policy {s.policy} returned an invalid victim "
                                f"{tier.c[T_BAD_VICTIM]} at capacity {s.capacity}")
     res = _result(trace, cap, n_rep, speedup, cache, reqs, prompt, out, assumed, float(makespan),
-                  slo_ttft, slo_tpot)
+                  slo_ttft, slo_tpot, dreqs, P, ho.held * bt)
+    res = dataclasses.replace(res, **role_fields(dep, cache, reqs, dreqs, ho, prompt, float(makespan), bt))
     out_steps = int(cache.c[:, C_EXTRAP].sum())
     if out_steps:
         why = cache.c[:, C_EXTRAP + 1:C_EXTRAP + 4].sum(axis=0)
@@ -162,7 +182,8 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
                               kv_budget=budget.as_dict() if budget else {})
     # the fleet ceiling over the order requests reached the engines (arrival order, or with
     # sessions=True the order turns were released): docs/fleet.md
-    best, inf = fleet_ceiling(ext, np.minimum(trace.request_lengths, prompt // bt), n_rep * cap, order=view.ro)
+    best, inf = fleet_ceiling(ext, np.minimum(trace.request_lengths, prompt // bt), (P or n_rep) * cap_p,
+                              order=view.ro)  # over the replicas that prefill
     P = float(prompt.sum())
     res = dataclasses.replace(res, router=rspec.name, regret_tokens=int(view.rs[RS_REGRET]),
                               ceiling_reuse_ratio=best * bt / P, infinite_reuse_ratio=inf * bt / P)
@@ -289,28 +310,36 @@ def _step_model(eng: ServeEngine, kv_tokens: int, hw, mdl, mcfg=None):
     return profile_model(eng.profile)
 
 
-def _result(trace, cap, n_rep, speedup, cache, reqs, prompt, out, assumed, makespan, slo_ttft, slo_tpot):
+def _result(trace, cap, n_rep, speedup, cache, reqs, prompt, out, assumed, makespan, slo_ttft, slo_tpot, dreqs,
+            n_pre, held):
+    """The ServeResult of a replay. A disaggregated fleet (n_pre prefill replicas first) times
+    tokens from its decode side (`dreqs`); a decode replica's reuse is the prompt it held."""
     arrive = reqs.arrive
-    lat = latency_fields(arrive, reqs.t_first, reqs.t_last, out)
+    lat = latency_fields(arrive, dreqs.t_first, dreqs.t_last, out)
     P = int(prompt.sum())
     computed = int(cache.c[:, C_COMPUTED].sum())
     span = makespan if makespan > 0 else float("nan")
     per = []
-    for q in range(n_rep):
-        k = reqs.rep == q
-        lq = latency_fields(arrive[k], reqs.t_first[k], reqs.t_last[k], out[k])
+    for q in range(n_pre + n_rep):
+        dec = n_pre and q >= n_pre
+        k = (dreqs if dec else reqs).rep == q
+        lq = latency_fields(arrive[k], dreqs.t_first[k], dreqs.t_last[k], out[k])
         pq = int(prompt[k].sum())
+        first, best = (held[k], held[k]) if dec else (reqs.hit_first[k], reqs.hit_max[k])
         per.append({"requests": int(k.sum()), "prompt_tokens": pq,
-                    "first_reuse_ratio": float(reqs.hit_first[k].sum()) / pq if pq else float("nan"),
-                    "reuse_ratio": float(reqs.hit_max[k].sum()) / pq if pq else float("nan"),
+                    "first_reuse_ratio": float(first.sum()) / pq if pq else float("nan"),
+                    "reuse_ratio": float(best.sum()) / pq if pq else float("nan"),
                     "ttft_mean_s": lq["ttft_mean_s"], "ttft_p50_s": lq["ttft_p50_s"], "ttft_p99_s": lq["ttft_p99_s"],
                     "busy_s": float(cache.f[q, F_BUSY]), "prefilled_tokens": int(cache.c[q, C_PF_TOKENS]),
                     "decode_tokens": int(cache.c[q, C_DEC_TOKENS]), "preemptions": int(cache.c[q, C_PREEMPT]),
                     "evictions": int(cache.c[q, C_EVICT]), "queue_peak": int(cache.c[q, C_QPEAK]),
                     "steps": int(cache.c[q, C_STEPS])})
-    good = goodput_fields(arrive, reqs.t_first, reqs.t_last, out, makespan, slo_ttft, slo_tpot)
+    good = goodput_fields(arrive, dreqs.t_first, dreqs.t_last, out, makespan, slo_ttft, slo_tpot)
     lost = int(reqs.lost.sum())
     hits_again = int(reqs.hit_sum.sum() - reqs.hit_first.sum())
+    if n_pre:  # a decode replica's admissions after a preemption all come again
+        lost += int(dreqs.lost.sum())
+        hits_again += int(dreqs.hit_sum.sum())
     return ServeResult(
         capacity_blocks=cap, replicas=n_rep, arrival_speedup=speedup, requests=trace.n_requests,
         prompt_tokens=P, output_tokens=int(out.sum()),
@@ -321,7 +350,8 @@ def _result(trace, cap, n_rep, speedup, cache, reqs, prompt, out, assumed, makes
         computed_tokens=computed, evictions=int(cache.c[:, C_EVICT].sum()), steps=int(cache.c[:, C_STEPS].sum()),
         queue_peak=int(cache.c[:, C_QPEAK].max()), queue_mean=float(cache.f[:, F_QAREA].sum()) / span,
         pinned_peak=int(cache.c[:, C_PEAK_PINNED].max()),
-        **imbalance_fields(cache.f[:, F_BUSY], cache.c[:, C_PF_TOKENS]), **good, slo_ttft_s=slo_ttft,
+        **imbalance_fields(cache.f[:n_pre or n_rep, F_BUSY], cache.c[:n_pre or n_rep, C_PF_TOKENS]), **good,
+        slo_ttft_s=slo_ttft,
         slo_tpot_s=slo_tpot, output_tokens_assumed=assumed, per_replica=per)
 
 

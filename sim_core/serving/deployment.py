@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import numbers
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Mapping
 
 from ..catalog.gpus import GPUS, resolve_hardware
@@ -28,10 +28,13 @@ from ..catalog.hardware import Hardware
 from ..catalog.kvmemory import KVBudget, check_capacity, derived_capacity, fits, kv_budget
 from ..catalog.models import MODELS, QWEN3_CODER_30B, ModelConfig, get_model
 from ..tiers.spec import as_tier_specs
+from .decode_routers import dynamo_decode_router, get_decode_router
 from .engines import ServeEngine, as_engine
 from .measured import aic
 from .measured.tables import configure
 from .routers import get_router
+from .transfer import KVTransfer
+from .transfer import kv_transfer as as_kv_transfer
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +53,14 @@ class Deployment:
     overlap: bool = True  # tier loads overlap the step's compute (layer by layer) or add to it
     gpu: str | None = None  # aiconfigurator-core's system name of the GPU (measured steps, KV from memory)
     model_ref: object = None  # measured.aic.ModelRef: the Hugging Face model, when one was named
+    # a disaggregated fleet (sim_core.serving.handoff, docs/disagg.md): prefill_replicas > 0
+    # prefill engines before the `replicas` decode engines; 0 is the aggregated fleet
+    prefill_replicas: int = 0
+    prefill_engine: ServeEngine | None = None  # the prefill role's engine (None: `engine`)
+    prefill_capacity_blocks: int | None = None  # each prefill replica's KV blocks (None: serve's capacity_blocks)
+    decode_router: str = ""  # a name of decode_routers.DECODE_ROUTERS ("" when aggregated)
+    decode_router_params: tuple = ()  # its parameters, as sorted (name, value) pairs
+    kv_transfer: KVTransfer | None = None  # the handoff's KV transfer (None: free, as Dynamo's default)
 
     @property
     def tp(self) -> int:
@@ -57,8 +68,17 @@ class Deployment:
         return self.engine.tp
 
     @property
+    def disaggregated(self) -> bool:
+        return self.prefill_replicas > 0
+
+    @property
+    def prefill(self) -> ServeEngine:
+        """The prefill role's engine."""
+        return self.prefill_engine or self.engine
+
+    @property
     def gpus(self) -> int:
-        return self.replicas * self.tp
+        return self.replicas * self.tp + self.prefill_replicas * self.prefill.tp
 
     def describe(self) -> str:
         """'4 x dynamo (max_num_seqs=64) behind kv_router, on h100_sxm, tiers dram': one line."""
@@ -67,8 +87,16 @@ class Deployment:
                 if f.name != "name" and getattr(self.engine, f.name) != getattr(base, f.name)]
         eng = self.engine.name + (f" ({', '.join(over)})" if over else "")
         rp = ", ".join(f"{k}={v}" for k, v in self.router_params)
-        parts = [f"{self.replicas} x {eng}" + (f" behind {self.router}" + (f" ({rp})" if rp else "")
-                                               if self.replicas > 1 else "")]
+        if self.disaggregated:
+            pre = self.prefill.name if self.prefill_engine is not None else eng
+            dp = ", ".join(f"{k}={v}" for k, v in self.decode_router_params)
+            parts = [f"{self.prefill_replicas} prefill x {pre} behind {self.router}" + (f" ({rp})" if rp else ""),
+                     f"{self.replicas} decode x {eng} behind {self.decode_router}" + (f" ({dp})" if dp else "")]
+            if self.kv_transfer is not None:
+                parts.append(self.kv_transfer.describe())
+        else:
+            parts = [f"{self.replicas} x {eng}" + (f" behind {self.router}" + (f" ({rp})" if rp else "")
+                                                   if self.replicas > 1 else "")]
         if self.gpu is not None or self.hardware is not None:
             parts.append(f"on {self.gpu or self.hardware.name}")
         if self.tiers:
@@ -81,25 +109,84 @@ FIELDS = tuple(f.name for f in fields(Deployment))
 
 
 def deployment(*, replicas: int = 1, engine="dynamo", router: str = "round_robin", router_params: Mapping | None = None,
-               tiers=None, hardware=None, model=None, overlap: bool = True) -> Deployment:
+               tiers=None, hardware=None, model=None, overlap: bool = True, prefill_replicas: int = 0,
+               prefill_engine=None, prefill_capacity_blocks: int | None = None, decode_router: str | None = None,
+               decode_router_params: Mapping | None = None, kv_transfer=None) -> Deployment:
     """A checked Deployment. `engine` is a preset name of sim_core.serving.ENGINES, a mapping
     {"preset": name, key: override} or a ServeEngine; `tiers` a list of tier mappings as
     `simulate` takes them (the serving replay's rules: sim_core.serving.serving_tiers);
     `hardware` a part name or a mapping with overrides; `model` a name of
-    sim_core.catalog.models.MODELS or a ModelConfig."""
+    sim_core.catalog.models.MODELS or a ModelConfig.
+
+    prefill_replicas > 0 disaggregates the fleet: that many prefill replicas (engine
+    `prefill_engine`, default `engine`; KV `prefill_capacity_blocks`, default serve's
+    capacity_blocks) behind `router`, and `replicas` decode replicas behind
+    `decode_router` (sim_core.serving.decode_routers; default: the one Dynamo pairs with
+    `router`), the KV moving as `kv_transfer` says (sim_core.serving.transfer; default:
+    free)."""
     if isinstance(replicas, bool) or not isinstance(replicas, numbers.Integral) or replicas < 1:
         raise ValueError(f"replicas must be a positive integer, got {replicas!r}")
     if not isinstance(router, str):
         raise ValueError(f"router must be a router's name, got {router!r}")
     spec = get_router(router)
-    got = spec.resolve(router_params)
     if not isinstance(overlap, bool):
         raise ValueError(f"overlap must be true or false, got {overlap!r}")
     mdl, ref = served_model(model)
     hw, gpu = resolve_hardware(hardware)
-    return Deployment(replicas=int(replicas), engine=as_engine(engine), router=spec.name,
-                      router_params=tuple(sorted(got.items())), tiers=tuple(serving_tiers(tiers)),
-                      hardware=hw, model=mdl, overlap=overlap, gpu=gpu, model_ref=ref)
+    eng = as_engine(engine)
+    roles = disaggregation(prefill_replicas, prefill_engine, prefill_capacity_blocks, decode_router,
+                           decode_router_params, kv_transfer, spec.name, eng, mdl)
+    if roles:
+        eng = dynamo_rounding(eng)
+    if roles.get("prefill_replicas") and spec.name == "kv_router":  # Dynamo's prefill pool tracks no active blocks
+        router_params = {"active_blocks": 0.0, **dict(router_params or {})}
+    got = spec.resolve(router_params)
+    specs = tuple(serving_tiers(tiers))
+    if specs and roles.get("prefill_replicas"):
+        raise ValueError("tiers with prefill_replicas > 0 are not modelled: give no tiers, or an aggregated fleet")
+    return Deployment(replicas=int(replicas), engine=eng, router=spec.name,
+                      router_params=tuple(sorted(got.items())), tiers=specs,
+                      hardware=hw, model=mdl, overlap=overlap, gpu=gpu, model_ref=ref, **roles)
+
+
+def disaggregation(prefill_replicas, prefill_engine, prefill_capacity_blocks, decode_router, decode_router_params,
+                   kv_transfer, router: str, engine: ServeEngine, model: ModelConfig) -> dict:
+    """The Deployment fields of the roles, checked (ValueError naming the field); {} when
+    prefill_replicas is 0 (the aggregated fleet)."""
+    if isinstance(prefill_replicas, bool) or not isinstance(prefill_replicas, numbers.Integral) or prefill_replicas < 0:
+        raise ValueError(f"prefill_replicas must be an integer >= 0 (0: an aggregated fleet), got {prefill_replicas!r}")
+    given = {k: v for k, v in (("prefill_engine", prefill_engine), ("prefill_capacity_blocks", prefill_capacity_blocks),
+                               ("decode_router", decode_router), ("decode_router_params", decode_router_params),
+                               ("kv_transfer", kv_transfer)) if v is not None}
+    if prefill_replicas == 0:
+        if given:
+            raise ValueError(f"{sorted(given)[0]} applies to a disaggregated fleet: give prefill_replicas >= 1 "
+                             f"(prefill replicas beside the `replicas` decode replicas)")
+        return {}
+    pre = as_engine(prefill_engine) if prefill_engine is not None else None
+    for role, e in (("engine", engine), ("prefill_engine", pre or engine)):
+        if e.scheduler != "vllm":
+            raise ValueError(f"{role}: a disaggregated fleet is modelled with vLLM's scheduler (Dynamo's source-first "
+                             f"handoff), not engine {e.name!r}'s {e.scheduler} scheduler (SGLang's destination-first "
+                             f"handoff is not modelled yet)")
+    cap = prefill_capacity_blocks
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, numbers.Integral) or cap < 1):
+        raise ValueError(f"prefill_capacity_blocks must be a positive integer (None: capacity_blocks), got {cap!r}")
+    dspec = get_decode_router(decode_router if decode_router is not None else dynamo_decode_router(router))
+    dgot = dspec.resolve(decode_router_params)
+    return {"prefill_replicas": int(prefill_replicas), "prefill_engine": pre and dynamo_rounding(pre),
+            "prefill_capacity_blocks": None if cap is None else int(cap), "decode_router": dspec.name,
+            "decode_router_params": tuple(sorted(dgot.items())),
+            "kv_transfer": as_kv_transfer(kv_transfer, model.kv_bytes_per_token)}
+
+
+def dynamo_rounding(eng: ServeEngine) -> ServeEngine:
+    """A disaggregated fleet's engine with Dynamo's step model times prefills at Dynamo's
+    integer means (stepmodel.DYNAMO_OPTIONS round_means) unless told otherwise: which prefill
+    completes first decides the decode round robin, and a token's difference reorders it."""
+    if eng.step_model != "dynamo" or "round_means" in eng.step_params:
+        return eng
+    return replace(eng, step_params={**eng.step_params, "round_means": 1})
 
 
 def served_model(model) -> tuple[ModelConfig, object]:

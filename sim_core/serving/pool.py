@@ -22,7 +22,7 @@ from ..tiers.hierarchy import (WRITE_ON_COMPUTE, WRITE_ON_EVICT, last_depth, las
 from ..jit import hook_njit
 from ..policies.api import p_evict, p_evict_more, p_on_hit, p_on_insert
 from ..structures.pins import SHARED_PIN
-from .state import C_BAD, C_BADV, C_CAP, C_EVICT, C_LOADED, C_PINNED, C_RES, C_USED, F_NOW
+from .state import C_BAD, C_BADV, C_CAP, C_EVICT, C_LOADED, C_PINNED, C_PREEMPT, C_RES, C_USED, F_NOW
 
 
 @hook_njit
@@ -159,6 +159,17 @@ def release(st, cache, reqs, q, r):
     reqs.priv[r] = 0
     reqs.nalloc[r] = 0
 
+
+
+@hook_njit
+def preempt(st, cache, reqs, q, r):
+    """r loses its blocks and every token computed so far (vLLM's preemption, SGLang's
+    retraction): it is counted once more as preempted and will recompute from its start."""
+    release(st, cache, reqs, q, r)
+    reqs.lost[r] += reqs.comp[r]
+    reqs.comp[r] = 0
+    reqs.npre[r] += 1
+    cache.c[q, C_PREEMPT] += 1
 
 @hook_njit
 def reserve(st, cache, lo, reqs, q, r, tokens, bt):

@@ -74,7 +74,36 @@ class ServeResult:
     extrapolated_steps: int = _m("steps step_model=measured timed outside aiconfigurator-core's measured data (tokens "
                                  "per pass, prefill or decode attention beyond its grid): their times are the "
                                  "package's extrapolation", default=0)
+    # the roles (docs/disagg.md): a disaggregated fleet has prefill_replicas prefill replicas
+    # (the first in per_replica) and `replicas` decode replicas; an aggregated one counts as
+    # all decode, as Dynamo's replay reports it. TTFT = its five parts, each a mean.
+    prefill_replicas: int = field(default=0, metadata={"doc": "prefill replicas before the `replicas` decode "
+                                                              "replicas (0: an aggregated fleet)"})
+    handoff_mean_s: float = _m("prefill completion (source held) to decode activation, mean (0: aggregated)",
+                               default=0.0)
+    handoff_p99_s: float = _m("prefill completion to decode activation, 99th percentile", default=0.0)
+    ttft_prefill_queue_s: float = _m("TTFT's part: arrival to the first (prefill) admission, mean", default=NAN)
+    ttft_prefill_s: float = _m("TTFT's part: first admission to the end of the prompt's pass (aggregated: the "
+                               "first token), mean", default=NAN)
+    ttft_handoff_wait_s: float = _m("TTFT's part: prefill completion to the decode replica's reservation, mean",
+                                    default=0.0)
+    ttft_transfer_s: float = _m("TTFT's part: reservation to activation on the decode replica (the transfer and "
+                                "the wait for its pass boundary), mean", default=0.0)
+    ttft_first_decode_s: float = _m("TTFT's part: activation to the first visible token (the wait for admission "
+                                    "and one decode step), mean", default=0.0)
+    transfer_bytes: int = _m("KV bytes moved from prefill to decode replicas (0: transfers free or aggregated)",
+                             default=0)
+    decode_resident_ratio: float = _m("prompt tokens the decode replica already held at reservation (not moved) / "
+                                      "prompt tokens", default=0.0)
+    gpu_seconds_prefill: float = _m("prefill replicas x GPUs each x makespan (provisioned, as Dynamo's "
+                                    "prefill_worker_seconds x GPUs)", default=0.0)
+    gpu_seconds_decode: float = _m("decode (aggregated: all) replicas x GPUs each x makespan", default=NAN)
+    busy_gpu_seconds_prefill: float = _m("GPU-seconds the prefill replicas spent in steps", default=0.0)
+    busy_gpu_seconds_decode: float = _m("GPU-seconds the decode (aggregated: all) replicas spent in steps",
+                                        default=NAN)
+    preemptions_prefill: int = _m("preemptions on prefill replicas", default=0)
     router: str = field(default="round_robin", metadata={"doc": "the router in front of the replicas"})
+    decode_router: str = field(default="", metadata={"doc": "the decode pool's router ('' aggregated)"})
     # the setup, not the outcome: left out of equality (a point read back from MLflow has no text or mapping)
     step_model: str = field(default="", metadata={
         "setup": True,
@@ -90,8 +119,9 @@ class ServeResult:
     tier_loaded_bytes: dict = field(default_factory=dict, metadata={
         "metric": True, "per_tier": True, "doc": "bytes loaded from each lower tier"})
     per_replica: list = field(default_factory=list, metadata={
-        "doc": "one record per engine: requests, prompt_tokens, first_reuse_ratio, reuse_ratio, ttft_mean_s, "
-               "ttft_p50_s, ttft_p99_s, busy_s, prefilled_tokens, preemptions, evictions, queue_peak"})
+        "doc": "one record per engine (prefill replicas first): requests, prompt_tokens, first_reuse_ratio, "
+               "reuse_ratio (a decode replica: the prompt it already held), ttft_mean_s, ttft_p50_s, ttft_p99_s, "
+               "busy_s, prefilled_tokens, preemptions, evictions, queue_peak"})
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from ..tiers.hierarchy import pack_last, tier_on
 from ..jit import hook_njit
-from .pool import allocate, available, grow, level, load, pin, register, release
-from .state import C_PREEMPT
+from .handoff import admit_prebuilt
+from .pool import allocate, available, grow, level, load, pin, preempt, register
 from .measured.step import measured_seconds
-from .stepmodel import K_MEASURED, step_seconds
+from .stepmodel import K_DYNAMO, K_MEASURED, step_seconds
 
 ADMIT_NO = -1  # the head of the queue does not fit: stop admitting
 ADMIT_BUG = -2  # the policy returned an invalid victim
@@ -28,11 +28,8 @@ ADMIT_BUG = -2  # the policy returned an invalid victim
 
 @hook_njit
 def _preempt(st, cache, reqs, queues, q, r):
-    release(st, cache, reqs, q, r)
-    reqs.lost[r] += reqs.comp[r]
-    reqs.comp[r] = 0
-    reqs.npre[r] += 1
-    cache.c[q, C_PREEMPT] += 1
+    """vLLM's preemption: r starts over, first in the waiting queue."""
+    preempt(st, cache, reqs, q, r)
     M = queues.wq.shape[1]
     h = (queues.wh[q] - 1 + M) % M
     queues.wq[q, h] = r
@@ -46,7 +43,10 @@ def _admit(st, cache, lo, reqs, q, r, budget, chunked, whole, bt, reserve, now):
     ADMIT_NO / ADMIT_BUG. `whole`: admit only if the blocks of all its known tokens fit
     (Dynamo's mocker), not only its first chunk's (vLLM). Its prefix found in HBM is
     reused, the blocks after it that a lower tier holds are loaded (vLLM's connector
-    extends the GPU hit), the rest computed."""
+    extends the GPU hit), the rest computed. A request that already holds blocks came
+    with its prompt's KV (a disaggregated decode replica: handoff.admit_prebuilt)."""
+    if reqs.nalloc[r] > 0:
+        return admit_prebuilt(st, cache, lo, reqs, q, r, budget, bt, reserve, now)
     s = reqs.offs[r]
     F = reqs.full[r]
     h = 0
@@ -104,7 +104,22 @@ def _admit(st, cache, lo, reqs, q, r, budget, chunked, whole, bt, reserve, now):
 
 
 @hook_njit
-def schedule(st, cache, lo, reqs, queues, q, now, max_tokens, max_seqs, chunked, whole, threshold, watermark, bt):
+def _prebuilt_behind(st, cache, lo, reqs, queues, q, budget, bt, reserve, now):
+    """The first waiting request after the head whose prompt's KV came by transfer, admitted:
+    (its place in the queue, its tokens), or (0, ADMIT_NO) when there is none or it does not
+    fit (those after it wait: activated requests keep their order), (0, ADMIT_BUG)."""
+    M = queues.wq.shape[1]
+    for i in range(1, queues.wn[q]):
+        r = queues.wq[q, (queues.wh[q] + i) % M]
+        if reqs.nalloc[r] > 0:
+            n = admit_prebuilt(st, cache, lo, reqs, q, r, budget, bt, reserve, now)
+            return (i, n) if n >= 0 else (0, n)
+    return 0, ADMIT_NO
+
+
+@hook_njit
+def schedule(st, cache, lo, reqs, queues, q, now, max_tokens, max_seqs, chunked, whole, threshold, watermark, bt,
+             decode):
     """Fill replica q's next step (queues.sr/sn/ns); -1 on a policy bug."""
     budget = max_tokens
     ns = 0
@@ -145,10 +160,21 @@ def schedule(st, cache, lo, reqs, queues, q, now, max_tokens, max_seqs, chunked,
             # the watermark holds back admissions only beside other work (vLLM)
             reserve = watermark if (ns > 0 or queues.nrun[q] > 0) else 0
             n = _admit(st, cache, lo, reqs, q, r, budget, chunked, whole, bt, reserve, now)
+            i = 0
+            if decode and n == ADMIT_NO and reqs.nalloc[r] == 0:
+                # A disaggregated decode replica: a head that does not fit (preempted there, to be
+                # recomputed) lets the activated requests behind it in, in order. They hold their
+                # prompt's KV (pinned) and need at most their first decode's block, and they may
+                # hold what the head waits for: with nothing running nothing else would free it
+                # (a stall). Dynamo's newer mocker admits them first too (docs/disagg.md).
+                i, n = _prebuilt_behind(st, cache, lo, reqs, queues, q, budget, bt, reserve, now)
             if n == ADMIT_BUG:
                 return -1
             if n == ADMIT_NO:
                 break
+            r = queues.wq[q, (queues.wh[q] + i) % M]
+            for j in range(i, 0, -1):  # take the i-th out, keeping the others' order
+                queues.wq[q, (queues.wh[q] + j) % M] = queues.wq[q, (queues.wh[q] + j - 1) % M]
             queues.wh[q] = (queues.wh[q] + 1) % M
             queues.wn[q] -= 1
             queues.run[q, queues.nrun[q]] = r
@@ -162,7 +188,7 @@ def schedule(st, cache, lo, reqs, queues, q, now, max_tokens, max_seqs, chunked,
 
 
 @hook_njit
-def step_time(reqs, queues, lo, q, sm_kind, sm_p, px, py, db, dc, dm):
+def step_time(reqs, queues, overlap, q, sm_kind, sm_p, px, py, db, dc, dm):
     """Seconds of replica q's step, its new prompt tokens, its decodes, and the flags of the
     measured data it left (measured.step): Dynamo's vLLM decode batch is the requests that
     have generated and end the step caught up."""
@@ -173,6 +199,9 @@ def step_time(reqs, queues, lo, q, sm_kind, sm_p, px, py, db, dc, dm):
     n_dec = 0
     dec_ctx = 0.0
     wait = 0.0
+    n_chunk = 0  # prefill chunks, the tokens through them and before them (Dynamo's integer means)
+    through = 0
+    before = 0
     a = sm_p[0] if sm_kind == 1 else 0.0
     b = sm_p[1] if sm_kind == 1 else 0.0
     for i in range(queues.ns[q]):
@@ -184,9 +213,13 @@ def step_time(reqs, queues, lo, q, sm_kind, sm_p, px, py, db, dc, dm):
         reqs.load_s[r] = 0.0
         if c0 < P:  # prompt tokens (recomputed generated tokens are not)
             pf_tokens += min(c0 + n, P) - c0
+            n_chunk += 1
+            through += min(c0 + n, P)
+            before += c0
         if reqs.gen[r] > 0 and c0 + n == reqs.ntok[r]:
             # Dynamo's decode batch: requests that have generated and end the step caught up
-            # (a request whose prompt completes here is not in it); their length so far
+            # (a request whose prompt completes here is not in it; one whose prompt's KV came
+            # by transfer is, with no token to compute: n = 0); their length so far
             n_dec += 1
             dec_ctx += c0 + n
         if reqs.gen[r] == 0 or n > 1:
@@ -197,7 +230,10 @@ def step_time(reqs, queues, lo, q, sm_kind, sm_p, px, py, db, dc, dm):
     if sm_kind == K_MEASURED:  # times each prefill chunk at its own (new, cached) tokens: reads the step itself
         dt, out = measured_seconds(sm_p, reqs, queues, q)
     else:
-        dt = step_seconds(sm_kind, sm_p, px, py, db, dc, dm, n_pf, pf_tokens, pf_flops, pf_ctx, n_dec, dec_ctx)
+        T = pf_tokens
+        if sm_kind == K_DYNAMO and sm_p[8] != 0.0 and n_chunk > 0:  # stepmodel.DYNAMO_OPTIONS round_means
+            T = n_chunk * (through // n_chunk - before // n_chunk)
+        dt = step_seconds(sm_kind, sm_p, px, py, db, dc, dm, n_pf, T, pf_flops, pf_ctx, n_dec, dec_ctx)
     if wait > 0.0:  # the step waits for its loads: overlapped with its compute (layer by layer) or after it
-        dt = max(dt, wait) if lo.overlap else dt + wait
+        dt = max(dt, wait) if overlap else dt + wait
     return dt, pf_tokens, n_dec, out

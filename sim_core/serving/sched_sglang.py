@@ -51,8 +51,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import hook_njit
-from .pool import allocate, available, pin, prefix, register, release, reserve
-from .state import C_PREEMPT, F_NOW
+from .pool import allocate, available, pin, preempt, prefix, register, reserve
+from .state import F_NOW
 from .measured.step import measured_seconds
 from .stepmodel import K_MEASURED, step_seconds
 
@@ -306,11 +306,7 @@ def _retract(st, cache, reqs, queues, q, i):
     for k in range(i, queues.nrun[q] - 1):
         queues.run[q, k] = queues.run[q, k + 1]
     queues.nrun[q] -= 1
-    release(st, cache, reqs, q, r)
-    reqs.lost[r] += reqs.comp[r]
-    reqs.comp[r] = 0
-    reqs.npre[r] += 1
-    cache.c[q, C_PREEMPT] += 1
+    preempt(st, cache, reqs, q, r)
     M = queues.wq.shape[1]
     queues.wq[q, (queues.wh[q] + queues.wn[q]) % M] = r
     queues.wn[q] += 1

@@ -90,23 +90,30 @@ class Queues(NamedTuple):
 
 def new_state(trace, n_rep: int, capacity: int, max_seqs: int, full, prompt, out, arrive, session,
               track_times: bool = False):
-    R, U, A = trace.n_requests, trace.n_unique, trace.n_accesses
+    R, U = trace.n_requests, trace.n_unique
     cache = Cache(np.zeros((n_rep, U), np.bool_), np.zeros((n_rep, U), np.int32),
                   np.full((n_rep, U), -1, np.int32), np.zeros((n_rep, U), np.bool_),
                   np.zeros((n_rep, N_C), np.int64), np.zeros((n_rep, N_F), np.float64),
                   np.zeros(max(int(capacity), 1), np.int32), np.full((n_rep, U if track_times else 1), np.nan),
                   np.full((n_rep, U if track_times else 1), np.nan))
     cache.c[:, C_CAP] = capacity
-    nan = np.full(R, np.nan)
-    reqs = Reqs(trace.req_offsets, trace.blocks, full, prompt, out, arrive,
-                np.zeros(R, np.int64), prompt.copy(), np.zeros(R, np.int64), np.zeros(R, np.int64),
-                np.zeros(R, np.int64), np.zeros(max(A, 1), np.int8), np.full(R, -1, np.int64),
-                np.zeros(R, np.int64), np.zeros(R, np.int64), nan.copy(), nan.copy(), nan.copy(),
-                np.zeros(R, np.int32), np.zeros(R, np.int64), np.zeros(R), np.full(R, -1, np.int32),
-                np.asarray(session, np.int64))
+    reqs = new_reqs(trace, full, prompt, out, arrive, session)
     S = int(max_seqs)
     queues = Queues(np.zeros((n_rep, R + 1), np.int32), np.zeros(n_rep, np.int64), np.zeros(n_rep, np.int64),
                     np.zeros((n_rep, S), np.int32), np.zeros(n_rep, np.int64),
                     np.zeros((n_rep, S), np.int32), np.zeros((n_rep, S), np.int64), np.zeros(n_rep, np.int64),
                     np.zeros(n_rep, np.bool_), np.zeros(n_rep, np.float64))
     return cache, reqs, queues
+
+
+def new_reqs(trace, full, prompt, out, arrive, session) -> Reqs:
+    """Every request's state before its arrival. A disaggregated fleet keeps two, one per
+    role, sharing the trace's arrays and `arrive` (sim_core.serving.handoff)."""
+    R, A = trace.n_requests, trace.n_accesses
+    nan = np.full(R, np.nan)
+    return Reqs(trace.req_offsets, trace.blocks, full, prompt, out, arrive,
+                np.zeros(R, np.int64), prompt.copy(), np.zeros(R, np.int64), np.zeros(R, np.int64),
+                np.zeros(R, np.int64), np.zeros(max(A, 1), np.int8), np.full(R, -1, np.int64),
+                np.zeros(R, np.int64), np.zeros(R, np.int64), nan.copy(), nan.copy(), nan.copy(),
+                np.zeros(R, np.int32), np.zeros(R, np.int64), np.zeros(R), np.full(R, -1, np.int32),
+                np.asarray(session, np.int64))

@@ -38,6 +38,11 @@ K_DYNAMO, K_ROOFLINE, K_PROFILE, K_MEASURED = range(4)
 # Dynamo's default (uncalibrated) polynomial, lib/mocker/src/common/perf_model.rs: prefill
 # 4.209989e-7 T^2 + 1.518344e-2 T + 16.50142 ms; decode max(1, -25.74 u^2 + 54.01 u + 5.74) ms
 DYNAMO_POLY = dict(p2=4.209989e-7, p1=1.518344e-2, p0=16.50142, d2=-25.74, d1=54.01, d0=5.74, dmin=1.0)
+# round_means=1: T is Dynamo's b x (floor(sum of tokens through the chunk / b) - floor(sum of
+# tokens before it / b)) over the b prefill chunks of the step (its integer means), not the
+# exact sum; up to b - 1 tokens fewer. Off by default: the aggregated replay's figures are
+# pinned without it; a disaggregated fleet turns it on (docs/disagg.md).
+DYNAMO_OPTIONS = dict(round_means=0.0)
 
 # roofline parameter slots
 (R_A, R_B, R_PEAK_P, R_PEAK_D, R_BW, R_W_DENSE, R_W_EXPERT, R_EXPERTS, R_ACTIVE, R_KVB, R_T0, R_TREQ) = range(12)
@@ -73,11 +78,15 @@ _EMPTY2 = np.zeros((1, 1), np.float64)
 def dynamo_model(kv_tokens: int, **over) -> StepModel:
     """Dynamo's polynomial; `kv_tokens` is the engine's KV cache in tokens (its decode term's
     denominator). `over` replaces coefficients (p2, p1, p0, d2, d1, d0, dmin)."""
-    unknown = set(over) - set(DYNAMO_POLY)
+    valid = {**DYNAMO_POLY, **DYNAMO_OPTIONS}
+    unknown = set(over) - set(valid)
     if unknown:
-        raise ValueError(f"step_model dynamo has no coefficient(s) {sorted(unknown)}; valid: {', '.join(DYNAMO_POLY)}")
-    c = {**DYNAMO_POLY, **{k: _real(v, f"step_model.{k}") for k, v in over.items()}}
-    p = np.array([c["p2"], c["p1"], c["p0"], c["d2"], c["d1"], c["d0"], c["dmin"], float(max(kv_tokens, 1))])
+        raise ValueError(f"step_model dynamo has no coefficient(s) {sorted(unknown)}; valid: {', '.join(valid)}")
+    c = {**valid, **{k: _real(v, f"step_model.{k}") for k, v in over.items()}}
+    if c["round_means"] not in (0.0, 1.0):
+        raise ValueError(f"step_model.round_means must be 0 or 1, got {over['round_means']!r}")
+    p = np.array([c["p2"], c["p1"], c["p0"], c["d2"], c["d1"], c["d0"], c["dmin"], float(max(kv_tokens, 1)),
+                  c["round_means"]])
     return StepModel("dynamo", p, _EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY2,
                      "Dynamo mocker polynomial (lib/mocker/src/common/perf_model.rs)")
 

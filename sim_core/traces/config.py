@@ -322,6 +322,10 @@ def from_payload(d: dict):
     for k, a in arrays.items():
         if not isinstance(a, np.ndarray):
             raise TypeError(f"trace payload field {k} is {type(a)}")
+    # ray.get gives read-only arrays, which numba types apart from the driver's writable ones:
+    # every kernel taking one would compile twice. Per-request arrays are copied (cheap); the
+    # blocks stay shared.
+    arrays = {k: a if k == "blocks" else a.copy() for k, a in arrays.items()}
     return Trace(**arrays, block_tokens=d["block_tokens"], name=d["name"], source=d["source"],
                  dropped_requests=d["dropped_requests"], meta=d["meta"], depth=d.get("depth"),
                  source_ids=d.get("source_ids"), full_blocks=d.get("full_blocks"), tool_wait_s=d.get("tool_wait_s"))

@@ -307,7 +307,8 @@ class Trace:
                 arrays = {k: _member(z, k, path) for k in NATIVE_ARRAYS}
                 source_ids = _member(z, "source_ids", path) if "source_ids" in z.files else None
                 tool_wait = _member(z, "tool_wait_s", path) if "tool_wait_s" in z.files else None
-        except (zipfile.BadZipFile, EOFError, zlib.error) as e:
+        # a damaged header can mark a member encrypted (RuntimeError) or oddly compressed (NotImplementedError)
+        except (zipfile.BadZipFile, EOFError, zlib.error, RuntimeError, NotImplementedError) as e:
             raise ValueError(f"{path} is a damaged native trace ({type(e).__name__}: {e})") from e
         if source_ids is not None and (source_ids.ndim != 1 or source_ids.dtype.kind not in "iu"):
             raise ValueError(f"{path}: source_ids must be a 1-D integer array, got "

@@ -272,7 +272,8 @@ def render_html(table: SweepTable, pngs: dict[str, Path], tiers_png: Path | None
     policies = sorted({p for per in table.curves.values() for p in per})
     partial = sorted({f"{p} | {m}" for m, per in table.curves.items() for p, rs in per.items()
                       if len(rs) < table.n_capacities})
-    meta = ([f"Setup: {e(table.setup)}."] if table.setup else []) + \
+    meta = ([f'<strong class="partial">{e(table.banner())}</strong>'] if table.partial else []) + \
+        ([f"Setup: {e(table.setup)}."] if table.setup else []) + \
         [f"<strong>Warning:</strong> {e(w)}" for w in table.warnings] + [f"Sweep run <code>{e(table.run_name)}</code> (<code>{e(table.run_id)}</code>), trace source "
             f"{e(table.trace_source)}; {_n(len(policies), 'curve')}, {_n(table.n_capacities, 'capacity', 'capacities')} "
             f"from {e(span)}, cost models {e(', '.join(table.cost_models))}.",

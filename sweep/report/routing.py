@@ -1,21 +1,28 @@
 """Routing: a serving sweep over several routers or replica counts (fleet.router=[...],
 fleet.replicas=[...]) read off its rows, for the console table, the report and `advise`.
 
-A regime is one (replicas, load). In a regime every router is scored over the (policy,
-capacity) points all of them have: the geometric mean of their p99 TTFT (TTFT spans orders
-of magnitude over the capacities, so an arithmetic mean would be the smallest capacity's)
-and the mean reuse ratio. The best router has the lowest TTFT score (ties: the higher
-reuse, then round_robin, then the sweep's order); its margin over round_robin is the ratio
-of the TTFT scores (in per cent) and the difference of the reuse means (in points). Per
-router, the load balance over replicas is the mean busy_imbalance (busiest replica's busy
-time over the mean: 1 is balanced), jain_busy (Jain's index of busy time: 1 balanced, 1/R
-all on one) and prefill_imbalance, and the gap to the fleet ceiling the mean of
+A regime is one (replicas, load). With an SLO the verdict per regime rests only on
+configurations that meet it (sweep.report.answer.router_verdicts): the router that meets
+it with the least KV cache per replica, with the policy that gets there, its p99 TTFT and
+margin, its reuse and its gap to the fleet ceiling at that point. Without an SLO there is
+nothing to meet, and routers are scored over the (policy, capacity) points all of them
+have: the geometric mean of their p99 TTFT (TTFT spans orders of magnitude over the
+capacities, so an arithmetic mean would be the smallest capacity's) and the mean reuse
+ratio; the best router has the lowest TTFT score (ties: the higher reuse, then
+round_robin, then the sweep's order); its margin over round_robin is the ratio of the
+TTFT scores (in per cent) and the difference of the reuse means (in points). Per router,
+the load balance over replicas is the mean busy_imbalance (busiest replica's busy time
+over the mean: 1 is balanced), jain_busy (Jain's index of busy time: 1 balanced, 1/R all
+on one) and prefill_imbalance, and the gap to the fleet ceiling the mean of
 ceiling_reuse_ratio - reuse_ratio (Belady over one pooled cache of replicas x capacity
 blocks), in points.
+
+The figure (plot_routing) draws every configuration in its colour of the report
+(sweep.report.lines), each point labelled with its capacity, the SLO and each point's
+fleet ceiling.
 """
 from __future__ import annotations
 
-import base64
 import html
 import math
 from dataclasses import dataclass
@@ -23,8 +30,9 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..serving import BASELINE
-from .families import PALETTE
-from .slo import Row, _num, route_of, routes, seconds
+from .answer import margin, router_sentence, router_verdicts
+from .lines import CEILING_COLOUR, SLO_COLOUR, img_html, line_styles, plain_log_axis, save
+from .slo import Row, Slo, _num, by_load, cap_text, route_of, routes, seconds
 
 
 @dataclass(frozen=True)
@@ -171,81 +179,138 @@ def sentence(g: Regime) -> str:
 
 
 def console_lines(curves: Mapping[str, Sequence[Row]]) -> list[str]:
-    """The console's routing summary: the best router per regime, and the balance."""
-    gs = regimes(curves)
-    lines = ["", f"best router per replicas and load (lowest geometric-mean p99 TTFT over the policies and capacities; "
-                 f"margins against {BASELINE})"] + ["  " + sentence(g) for g in gs]
-    many = [g for g in gs if g.replicas > 1]
+    """The console's routing summary: per replica count and load, the router meeting the
+    SLO with the least KV cache (without an SLO, the geometric-mean score), and the balance."""
+    slo = Slo.of([r for rs in curves.values() for r in rs])
+    if slo.given:
+        order = list(dict.fromkeys(r for r, _ in routes(curves)))
+        vs = router_verdicts(points(curves), slo, order)
+        lines = ["", f"router per replicas and load: the one meeting the SLO ({slo.text()}) with the least KV cache "
+                     f"per replica (then the lowest p99 TTFT there); its numbers are those at that point"]
+        lines += ["  " + router_sentence(n, x, ats, slo) for (n, x), ats in vs.items()]
+    else:
+        lines = ["", f"best router per replicas and load (no SLO: the lowest geometric-mean p99 TTFT over the policies "
+                     f"and capacities; margins against {BASELINE})"] + ["  " + sentence(g) for g in regimes(curves)]
+    many = [g for g in regimes(curves) if g.replicas > 1]
     if many:
         lines += ["", "balance over replicas (means over policies and capacities): router, replicas, load: busy "
-                      "max/mean, Jain's index of busy time, gap to the fleet ceiling in points"]
+                      "max/mean, Jain's index of busy time"]
         lines += [f"  {r} x{g.replicas} at {g.load:g}x: {_num_text(s.busy_imbalance, '.3f')}, "
-                  f"{_num_text(s.jain_busy, '.3f')}, {_num_text(s.ceiling_gap, '.2f')}"
-                  for g in many for r, s in g.scores.items()]
+                  f"{_num_text(s.jain_busy, '.3f')}" for g in many for r, s in g.scores.items()]
     return lines
 
 
-def plot_routing(curves: Mapping[str, Sequence[Row]], path: str | Path, title: str) -> Path:
-    """Reuse (x) against p99 TTFT (y, log) per router: one panel per load, a colour per
-    router, a marker per replica count, a line per (router, replicas, policy) through its
-    capacities."""
+def _short(gib: float) -> str:
+    """'47G', '188G', '1.5T': a point's capacity in the routing figure."""
+    return f"{gib / 1024:.2g}T" if gib >= 1024 else f"{gib:.3g}G"
+
+
+def plot_routing(series: Mapping[float, Mapping[str, Sequence[Row]]], slo: Slo, path: str | Path, title: str,
+                 style: Mapping | None = None) -> Path:
+    """Reuse (x) against p99 TTFT (y, log, plain ticks) per configuration: one panel per
+    load, one line per (policy, router, replicas) through its capacities, each point
+    labelled with its KV cache per replica; the SLO's bound dashed; the fleet ceiling of
+    each point as a bar in its colour at its height (the gap between them is the reuse left)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
-    pts = points(curves)
-    loads = sorted({x for _, x in pts})
-    order = routes(curves)
-    routers = list(dict.fromkeys(r for r, _ in order))
-    reps = sorted({n for _, n in order})
-    policies = list(dict.fromkeys(label.split(" @ ", 1)[0] for label in curves))
-    colour = {r: PALETTE[i % len(PALETTE)] for i, r in enumerate(routers)}
-    marker = {n: "osD^vPX*"[i % 8] for i, n in enumerate(reps)}
-    dash = {p: ("-", "--", ":", "-.")[i % 4] for i, p in enumerate(policies)}
-    fig = Figure(figsize=(4.6 * len(loads) + 2.6, 4.6), layout="constrained")
+    names = list(dict.fromkeys(n for per in series.values() for n in per))
+    st = style or line_styles(names)
+    fig = Figure(figsize=(5.2 * len(series) + 3.6, 5.2), layout="constrained")
     FigureCanvasAgg(fig)
-    axes = fig.subplots(1, len(loads), squeeze=False)[0]
-    for ax, load in zip(axes, loads):
-        for (n, x), per in pts.items():
-            if x != load:
-                continue
-            for r, d in per.items():
-                for p in policies:
-                    rows = [d[k] for k in sorted(d) if k[0] == p]
-                    ax.plot([_num(q, "reuse_ratio") for q in rows], [_num(q, "ttft_p99_s") for q in rows],
-                            color=colour[r], marker=marker[n], linestyle=dash[p], linewidth=1.4, markersize=5)
+    axes = fig.subplots(1, len(series), squeeze=False)[0]
+    for ax, (load, per) in zip(axes, series.items()):
+        for n, rows in per.items():
+            c = st[n].colour
+            xs, ys = [_num(q, "reuse_ratio") for q in rows], [_num(q, "ttft_p99_s") for q in rows]
+            ax.plot(xs, ys, color=c, marker=st[n].marker, linewidth=1.5, markersize=6)
+            for q, x, y in zip(rows, xs, ys):
+                cx = _num(q, "ceiling_reuse_ratio")
+                if cx == cx and y == y:  # the ceiling at this point, at its height: the gap is the reuse left
+                    ax.plot([cx], [y], color=c, marker="|", markersize=12, markeredgewidth=1.8)
+                if x == x and y == y:
+                    ax.annotate(_short(_num(q, "capacity_gib")), (x, y), textcoords="offset points", xytext=(4, 4),
+                                fontsize=8, color=c)
+        if slo.ttft_s == slo.ttft_s:
+            ax.axhline(slo.ttft_s, color=SLO_COLOUR, linewidth=1.4, linestyle="--")
         ax.set_yscale("log")
+        plain_log_axis(ax.yaxis)
         ax.grid(alpha=0.3, which="both")
         ax.set_title(f"{load:g}x load", loc="left")
         ax.set_xlabel("reuse ratio (prompt tokens found in the cache)")
     axes[0].set_ylabel("p99 TTFT (s)")
-    handles = ([Line2D([], [], color=colour[r], linewidth=2) for r in routers]
-               + [Line2D([], [], color="#444444", marker=marker[n], linestyle="none") for n in reps]
-               + [Line2D([], [], color="#444444", linestyle=dash[p]) for p in policies])
-    labels = routers + [f"{n} replica{'s' if n > 1 else ''}" for n in reps] + policies
-    fig.legend(handles, labels, loc="outside right upper", frameon=False)
-    fig.suptitle(title)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    return path
+    handles = [Line2D([], [], color=st[n].colour, marker=st[n].marker, linewidth=1.5) for n in names]
+    labels = list(names)
+    handles.append(Line2D([], [], color=CEILING_COLOUR, marker="|", markersize=12, linestyle="none",
+                          markeredgewidth=1.8))
+    labels.append("fleet ceiling of that point\n(same colour, same height)")
+    handles.append(Line2D([], [], linestyle="none"))
+    labels.append("labels: KV cache per replica")
+    return save(fig, handles, labels, slo.ttft_s, title, path)
 
 
-def routing_html(curves: Mapping[str, Sequence[Row]], png: Path | None) -> str:
+def routing_html(curves: Mapping[str, Sequence[Row]], png: Path | None, slo: Slo | None = None) -> str:
     """The report's routing section (report.html, after the serving section)."""
     e = html.escape
-    gs = regimes(curves)
-    parts = ['<section id="routing"><h2>Routing</h2>',
-             f"<p>Each regime is a replica count at a load. Routers are scored over the policies and capacities "
-             f"they all have: p99 TTFT as a geometric mean (lower is better, and decides the best router), reuse as "
-             f"a mean; margins are against {BASELINE} (TTFT in per cent, reuse in points). The fleet ceiling is "
-             f"Belady over one pooled cache of replicas x capacity blocks.</p>"]
+    slo = slo or Slo.of([r for rs in curves.values() for r in rs])
+    parts = ['<section id="routing"><h2>Routing</h2>']
+    if slo.given:
+        parts.append(f"<p>Per replica count and load, the router that meets the SLO ({e(slo.text())}) with the least "
+                     "KV cache per replica (ties: the lower p99 TTFT there), with the policy that gets there; every "
+                     "number is the one at that point. The fleet ceiling is Belady over one pooled cache of replicas "
+                     "x capacity blocks: the gap to it is the reuse the router, the policy and the engine leave.</p>")
+    else:
+        parts.append(f"<p>No SLO was set, so routers are scored over the policies and capacities they all have: p99 "
+                     f"TTFT as a geometric mean (lower is better), reuse as a mean; margins are against {BASELINE}. "
+                     "<code>fleet.slo_ttft=2s</code> makes the verdict the router meeting it with the least "
+                     "cache.</p>")
     if png is not None:
-        parts.append(f'<img alt="reuse against p99 TTFT per router" '
-                     f'src="data:image/png;base64,{base64.b64encode(Path(png).read_bytes()).decode("ascii")}">')
-    parts.append("<h3>Best router per regime</h3><ul>" + "".join(
+        parts.append(img_html(png, "reuse against p99 TTFT per configuration",
+                              (n for per in by_load(curves).values() for n in per)))
+    parts.append(_verdicts_html(curves, slo) if slo.given else _scores_html(curves))
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _verdicts_html(curves: Mapping[str, Sequence[Row]], slo: Slo) -> str:
+    e = html.escape
+    order = list(dict.fromkeys(r for r, _ in routes(curves)))
+    vs = router_verdicts(points(curves), slo, order)
+    out = ["<h3>The router per regime</h3><ul>" + "".join(
+        f'<li class="route" data-replicas="{n}" data-load="{x:g}" data-best="{e(ats[0].router) if ats[0].pick else ""}">'
+        f"{e(router_sentence(n, x, ats, slo))}</li>" for (n, x), ats in vs.items()) + "</ul>"]
+    head = ("<tr><th>replicas</th><th>load</th><th>router</th><th>meets the SLO from</th><th>with</th>"
+            "<th>p99 TTFT there</th><th>under the bound</th><th>reuse there</th><th>gap to ceiling there (points)</th>"
+            "<th>busy max/mean there</th><th>Jain (busy) there</th></tr>")
+    body = []
+    for (n, x), ats in vs.items():
+        for i, a in enumerate(ats):
+            p = a.pick
+            cls = ' class="best"' if i == 0 and p else ""
+            if p is None:
+                low = a.lowest
+                cells = (f"<td>never (lowest p99 {e(seconds(_num(low, 'ttft_p99_s')))})</td>" if low is not None
+                         else "<td>never</td>") + "<td>-</td>" * 7
+            else:
+                b = balance(p.row)
+                cells = (f"<td>{e(cap_text(p.row))}</td><td>{e(p.policy)}</td><td>{e(seconds(p.p99))}</td>"
+                         f"<td>{_num_text(margin(p.row, slo), '.0f')}%</td><td>{_num_text(_num(p.row, 'reuse_ratio'))}</td>"
+                         f"<td>{_num_text(p.ceiling_gap, '.2f')}</td><td>{_num_text(b[0], '.3f')}</td>"
+                         f"<td>{_num_text(b[1], '.3f')}</td>")
+            body.append(f'<tr{cls} data-router="{e(a.router)}" data-replicas="{n}" data-load="{x:g}"><td>{n}</td>'
+                        f"<td>{x:g}x</td><td>{e(a.router)}{' (best)' if cls else ''}</td>{cells}</tr>")
+    out.append("<h3>Every router at the point it first meets the SLO</h3>" + f"<table>{head}{''.join(body)}</table>")
+    return "".join(out)
+
+
+def _scores_html(curves: Mapping[str, Sequence[Row]]) -> str:
+    """Without an SLO: the geometric-mean scores per regime (Regime, Score)."""
+    e = html.escape
+    gs = regimes(curves)
+    parts = ["<h3>Best router per regime</h3><ul>" + "".join(
         f'<li class="route" data-replicas="{g.replicas}" data-load="{g.load:g}" data-best="{e(g.best)}">'
-        f"{e(sentence(g))}</li>" for g in gs) + "</ul>")
+        f"{e(sentence(g))}</li>" for g in gs) + "</ul>"]
     head = ("<tr><th>replicas</th><th>load</th><th>router</th><th>p99 TTFT (geo. mean)</th><th>vs "
             f"{BASELINE}</th><th>reuse</th><th>vs {BASELINE} (points)</th><th>gap to ceiling (points)</th>"
             "<th>busy max/mean</th><th>Jain (busy)</th><th>prefill max/mean</th></tr>")
@@ -264,5 +329,4 @@ def routing_html(curves: Mapping[str, Sequence[Row]], png: Path | None) -> str:
                         f"<td>{_num_text(s.prefill_imbalance, '.3f')}</td></tr>")
     parts.append("<h3>Every router: TTFT, reuse, balance over replicas, gap to the ceiling</h3>"
                  f"<table>{head}{''.join(body)}</table>")
-    parts.append("</section>")
-    return "\n".join(parts)
+    return "".join(parts)

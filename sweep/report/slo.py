@@ -92,8 +92,11 @@ def capacity_sentence(policy: str, rows: Sequence[Row], slo: Slo, said: bool = F
     what = "it" if said else f"the SLO ({slo.text()})"
     r = met_from(rows, slo)
     if r is not None:
+        p99 = _num(r, "ttft_p99_s")
+        under = f", {100.0 * (1.0 - p99 / slo.ttft_s):.0f}% under the bound" if slo.ttft_s == slo.ttft_s else ""
         return f"{policy}: meets {what} from {cap_text(r)} up" + (
-            " (the smallest capacity swept)" if r is min(rows, key=lambda x: _num(x, "capacity_blocks")) else "")
+            " (the smallest capacity swept)" if r is min(rows, key=lambda x: _num(x, "capacity_blocks")) else "") + \
+            f"; p99 TTFT {seconds(p99)} there{under}"
     some = [x for x in rows if slo.meets(x)]
     if some:
         return (f"{policy}: meets {what} only at {', '.join(cap_text(x) for x in some)}, not at the larger "
@@ -159,8 +162,14 @@ def serve_summary(rows: Sequence[Row]) -> dict[str, float]:
 
 
 def route_of(row: Row) -> tuple[str, int]:
-    """(router, replicas) of a serving row (router "" in a file from before it was a field)."""
-    return str(row.get("router") or ""), int(_num(row, "replicas"))
+    """(router, replicas) of a serving row (router "" in a file from before it was a field).
+    A disaggregated row's router names its shape ("kv_router 2:6") and its replicas count
+    both roles, so it stands beside the aggregated fleet of as many engines (docs/disagg.md)."""
+    router, reps = str(row.get("router") or ""), int(_num(row, "replicas"))
+    pre = _num(row, "prefill_replicas")
+    if pre > 0:  # NaN (a row from before roles existed) is aggregated
+        return f"{router} {int(pre)}:{reps}", int(pre) + reps
+    return router, reps
 
 
 def routes(curves: Mapping[str, Sequence[Row]]) -> list[tuple[str, int]]:

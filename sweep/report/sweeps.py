@@ -45,6 +45,12 @@ class SweepTable:
     tier_rules: str = ""  # a tiered sweep: its tier config and whose rules it ran (kvsweep.tier_rules tag)
     setup: str = ""  # engine preset, hierarchy, hardware (kvsweep.setup tag)
     warnings: list = field(default_factory=list)  # what the sweep warned of (kvsweep.warnings tag)
+    partial: str = ""  # a sweep cut short: "6 of 48 results (12%), stopped by SIGINT" (kvsweep.partial tag)
+
+    def banner(self) -> str:
+        """The report's first line for a sweep cut short ('' for a whole one)."""
+        return (f"Partial: {self.partial}. Every table, figure and verdict in this report reads only these results; "
+                f"re-run the sweep's command to complete it (what ran is reused)." if self.partial else "")
 
     def complete(self, cost_model: str) -> dict[str, list[dict]]:
         """The curves of a cost model that have every capacity (partial ones are left
@@ -158,7 +164,8 @@ def load_sweep(client, run_id: str) -> SweepTable:
                       sample_rate=rate, windows=optional["windows.csv"],
                       window_ranking=optional["window_ranking.csv"], fleet=tags.get("kvsweep.fleet", ""),
                       tier_rules=tags.get("kvsweep.tier_rules", ""), setup=tags.get("kvsweep.setup", ""),
-                      warnings=[w for w in tags.get("kvsweep.warnings", "").split("\n") if w])
+                      warnings=[w for w in tags.get("kvsweep.warnings", "").split("\n") if w],
+                      partial="" if tags.get("kvsweep.partial", "false") == "false" else tags["kvsweep.partial"])
 
 
 def _json_list(value: str | None) -> list[str]:

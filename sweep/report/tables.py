@@ -11,6 +11,7 @@ from sim_core.policies import REGISTRY, get_policy
 from ..plan import Capacity
 from .families import POOL_SEP, pool_key, reference_of
 from .regimes import IDENTICAL_TOL as SAME, REGIMES, Regime, identical_groups
+from .answer import cheapest, sentence as answer_sentence
 from .routing import console_lines
 from .slo import Slo, by_load, capacity_sentence, limit_text, load_limit, route_of, routes
 
@@ -153,14 +154,16 @@ def _cell(row, key: str, spec: str, width: int) -> str:
 
 
 def serving_table(curves: Mapping[str, Sequence[dict]], capacities: Sequence[Capacity], points: int = 4,
-                  policy_order: Sequence[str] = (), title: str = "") -> str:
+                  policy_order: Sequence[str] = (), title: str = "", partial: str = "") -> str:
     """A serving sweep (fleet=...): per load, one row per policy with its p99 TTFT, reuse
     ratio and preemptions at a few capacities (the KV cache of each replica); under each,
     where each policy meets the SLO; with several loads, up to which load each policy
     meets it at each capacity shown. With several routes (fleet.router=[...],
     fleet.replicas=[...]) a row is a (router, replicas, policy), in columns of their own,
     and the best router per replicas and load follows (sweep.report.routing). `curves`:
-    curve label ("lru @ 2x load, kv_router x8") -> rows."""
+    curve label ("lru @ 2x load, kv_router x8") -> rows. Last, the answer: per load, the
+    cheapest configuration meeting the SLO (sweep.report.answer). `partial`: the share of
+    results a sweep cut short has ("6 of 48 results (12%)"), which its verdicts say."""
     series = by_load(curves)
     if not series:
         return "no results"
@@ -212,7 +215,10 @@ def serving_table(curves: Mapping[str, Sequence[dict]], capacities: Sequence[Cap
             lines += [f"SLO {slo.text()}:"] + ["  " + capacity_sentence(p, per[p], slo, said=True)
                                                for p in names if p in per]
     met = any(slo.meets(r) for rs in curves.values() for r in rs)
-    if slo.given and not met:
+    if slo.given and not met and partial:
+        lines += ["", f"No policy meets the SLO at any capacity and load that ran (partial: {partial}); the rest "
+                      "of the sweep may."]
+    elif slo.given and not met:
         lines += ["", "No policy meets the SLO at any capacity and load swept: the engine's queue, not the cache, "
                       "may be the limit (see the TTFT at the largest capacity); fleet.replicas=N adds engines, "
                       "fleet.arrival_speedup below 1 lowers the load."]
@@ -229,4 +235,9 @@ def serving_table(curves: Mapping[str, Sequence[dict]], capacities: Sequence[Cap
             lines.append(lead(p) + "".join(cells))
     if routed:
         lines += console_lines(curves)
+    if slo.given:
+        lines += ["", f"the answer: the cheapest {'fleet' if routed else 'configuration'} meeting the SLO ({slo.text()})"
+                      f" per load: fewest replicas, then least KV cache per replica"
+                      + (f" (partial: {partial}, of what ran)" if partial else "")]
+        lines += ["  " + answer_sentence(load, cheapest(per, slo), slo, routed) for load, per in series.items()]
     return "\n".join(lines)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...jit import inline_njit
+from ...jit import hook_njit, inline_njit
 
 (H_MODE, H_NS, H_S, H_NSX, H_SX, H_SY, H_NK, H_NN, H_NC, H_K, H_N, H_C, H_CA, H_NB, H_NL, H_B, H_L, H_DA, H_NDN,
  H_DNX, H_DNY, H_TOK, H_NCB, H_CB, H_CL, H_NGB, H_GB, H_GL, H_FLOOR) = range(29)
@@ -164,10 +164,13 @@ def prefill_ms(p, n):
     return _shared(p, float(n)) + _ctx_attn(p, 1.0, float(n), 0.0)
 
 
-@inline_njit
+# compiled once as its own function: inlined into each scheduler's step_time, its nested
+# table look-ups made that function's compile take a minute
+@hook_njit
 def measured_seconds(p, reqs, queues, q):
     """(seconds, flags) of replica q's scheduled step. A request is a decode when it has
-    generated, is given one token and ends the step caught up; anything else is a prefill
+    generated, is given one token (none: its prompt's KV came by transfer) and ends the
+    step caught up; anything else is a prefill
     chunk (new tokens after its computed ones, recomputation after preemption included)."""
     ns = queues.ns[q]
     k = 0
@@ -181,9 +184,9 @@ def measured_seconds(p, reqs, queues, q):
         n = queues.sn[q, i]
         c0 = reqs.comp[r]
         T += n
-        if reqs.gen[r] > 0 and n == 1 and c0 + 1 == reqs.ntok[r]:
+        if reqs.gen[r] > 0 and n <= 1 and c0 + n == reqs.ntok[r]:
             nd += 1
-            dctx += c0 + 1
+            dctx += c0 + n
         else:
             k += 1
             pn += n
@@ -218,7 +221,7 @@ def measured_seconds(p, reqs, queues, q):
                 r = queues.sr[q, i]
                 n = queues.sn[q, i]
                 c0 = reqs.comp[r]
-                if reqs.gen[r] > 0 and n == 1 and c0 + 1 == reqs.ntok[r]:
+                if reqs.gen[r] > 0 and n <= 1 and c0 + n == reqs.ntok[r]:
                     continue
                 ms += _ctx_attn(p, float(k), float(n), float(c0)) / k
                 if _beyond(float(k), float(n + c0), p, ocb, ocl, ncb):

@@ -9,7 +9,9 @@ not produced their first token; the overlap comes from its KV events (the exact 
 Lowest cost wins, ties broken at random; temperature > 0 samples instead, with
 probability proportional to exp(-(cost - min) / ((max - min) x temperature)).
 Defaults are Dynamo's (1, 1, 0, 0): lib/kv-router/src/scheduling/{selector/default.rs,
-config.rs}."""
+config.rs}. active_blocks weighs the active-blocks term (1); a disaggregated fleet's prefill
+pool sets it to 0, as Dynamo turns router_track_active_blocks off there
+(lib/mocker/src/replay/offline/extensions/kv_router/composition_disagg.rs)."""
 import math
 
 from ...jit import hook_njit
@@ -23,7 +25,9 @@ SPEC = RouterSpec(
      "prefill_load_scale": Param(1.0, 0.0, 1e6, "weight of the prefill term"),
      "active_request_weight": Param(0.0, 0.0, 1e6, "blocks charged per active request"),
      "temperature": Param(0.0, 0.0, 1e6, "0: lowest cost; > 0: softmax sampling over normalised costs"),
-     "event_lag": Param(0.0, 0.0, 1e6, "seconds a KV event takes to reach the router")},
+     "event_lag": Param(0.0, 0.0, 1e6, "seconds a KV event takes to reach the router"),
+     "active_blocks": Param(1.0, 0.0, 1e6, "weight of the active-blocks term (0: router_track_active_blocks off, "
+                                           "as Dynamo's prefill-pool router of a disaggregated fleet)")},
     tracks_blocks=True)
 
 
@@ -35,7 +39,7 @@ def _cost(v, reqs, r, q, bt):
         if v.bref[q, reqs.blocks[s + k]] == 0:
             new += 1
     prefill = max(0.0, (v.pf[q] + reqs.prompt[r]) / bt - v.p[0] * v.ov[q])
-    return v.p[1] * prefill + (v.blk[q] + new) + v.p[2] * v.infl[q]
+    return v.p[1] * prefill + v.p[5] * (v.blk[q] + new) + v.p[2] * v.infl[q]
 
 
 @hook_njit
