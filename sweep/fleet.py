@@ -27,8 +27,8 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from sim_core.catalog.capacity import human_gib
-from sim_core.serving import (ROUTERS, Deployment, cannot_serve, deployment, measured_config, served_lengths,
-                              slo_seconds)
+from sim_core.serving import (ROUTERS, Deployment, cannot_serve, deployment, kv_capacity, measured_config,
+                              served_lengths, slo_seconds)
 from sim_core.serving.engines import as_engine
 from sim_core.serving.routers import get_router
 
@@ -36,7 +36,8 @@ from .config import ConfigError, check_int
 from .curves import Curve
 from .keys import CurveIdentity
 from .serving import BASELINE, SERVE
-from .spec import COUNTING_DEFAULTS
+from .plan import resolve_capacities
+from .spec import AUTO, COUNTING_DEFAULTS
 
 log = logging.getLogger("sweep")
 
@@ -346,6 +347,30 @@ def request_blocks(trace, fl: Fleet) -> np.ndarray:
     output tokens), as serve() counts them: a capacity below the largest can never run it."""
     prompt, out, _ = served_lengths(trace, as_engine(fl.engine))
     return -(-(prompt + out - 1) // int(trace.block_tokens))
+
+
+def capacities(fl: Fleet, sizes, model, block_tokens: int) -> tuple[list, list[str]]:
+    """A fleet sweep's capacity axis (sweep.plan.Capacity, notes): sizes in bytes convert at
+    the KV bytes of the fleet's model (fleet.model, else the model group's); `auto` is what
+    each replica's GPU memory leaves for KV cache (serve's capacity_blocks=None), labelled auto."""
+    dep = fl.deployment(model=model)
+    given, notes = [s for s in sizes if s != AUTO], []
+    derived = None
+    if len(given) < len(sizes):
+        try:
+            derived, budget = kv_capacity(dep, None, block_tokens)
+        except ValueError as e:
+            raise ConfigError(f"capacity.sizes=[auto]: {e}") from None
+        notes.append(f"auto: {derived:,} blocks per replica ({budget.explain()})")
+        given.append(derived)
+    caps, more = resolve_capacities(given, dep.model, block_tokens)
+    for c in caps:  # where the GPU and model are known, a cache its memory cannot hold: before any job
+        try:
+            kv_capacity(dep, c.blocks, block_tokens)
+        except ValueError as e:
+            raise ConfigError(f"capacity.sizes: {c.label}: {e}") from None
+    caps = [replace(c, label=AUTO) if c.blocks == derived else c for c in caps]
+    return caps, notes + more
 
 
 def check_capacities(trace, caps, fl: Fleet) -> None:

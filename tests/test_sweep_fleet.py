@@ -277,6 +277,52 @@ def test_advise_reads_the_sweep_and_names_the_best_policy_where_it_sizes(swept, 
         got["policy"] == "s3fifo" and "enable S3-FIFO" in quick["action"])
 
 
+def test_the_sglang_preset_file_replays_sglangs_scheduler(compose):
+    """fleet=sglang (conf/fleet/sglang.yaml) is the engine preset "sglang": SGLang's scheduler
+    with its own limits, a result of its own beside the same fleet under vLLM's."""
+    from sweep.spec import resolve_counting
+
+    def fleet(*ov):
+        cfg = compose(*ov)
+        return resolve_fleet(cfg, resolve_counting(cfg)[1])
+
+    fl = fleet(*BASE, "fleet=sglang")
+    eng = fl.deployment().engine
+    assert (eng.name, eng.scheduler, eng.max_num_seqs, eng.step_model) == ("sglang", "sglang", 256, "dynamo")
+    assert fl.params()["fleet.engine"] == "sglang"
+    assert fl.key(1) != fleet(*BASE, "fleet=vllm", "fleet.step_model=dynamo").key(1)
+
+
+def test_capacity_auto_is_what_the_gpu_memory_leaves_and_bytes_count_the_fleets_model(compose):
+    """capacity.sizes=[auto] in a fleet sweep is each replica's KV cache from its GPU's memory:
+    Qwen3-30B-A3B on one H100 at vLLM's 0.9 leaves 232 blocks of 512 tokens, within 1% of
+    aiconfigurator-core's own estimate (118,341 tokens); sizes in bytes convert at the KV
+    bytes of fleet.model (Qwen3-32B: 256 KiB per token, so 4 GiB is 32 blocks), not the
+    model group's; auto without a fleet, or without a GPU and model, is refused."""
+    from sweep.fleet import capacities
+    from sweep.plan import resolve_capacities
+    from sweep.spec import capacity_sizes, resolve_counting
+
+    def caps(*ov):
+        cfg = compose(*BASE[:3], "capacity=custom", *ov)
+        fl = resolve_fleet(cfg, resolve_counting(cfg)[1])
+        return capacities(fl, capacity_sizes(cfg), QWEN3_CODER_30B, 512)[0]
+
+    got = caps("capacity.sizes=[auto,200]", "fleet=vllm", "hardware=h100_sxm", "fleet.model=Qwen/Qwen3-30B-A3B",
+               "fleet.step_model=measured")
+    assert [(c.label, c.blocks) for c in got] == [("200", 200), ("auto", 232)]
+    assert abs(232 * 512 - 118_341) / 118_341 < 0.01
+    assert [c.blocks for c in caps("capacity.sizes=[4GiB]", "fleet=vllm", "hardware=h100_sxm",
+                                   "fleet.model=Qwen/Qwen3-32B")] == [32]
+    assert [c.blocks for c in caps("capacity.sizes=[16GiB]", "fleet=dynamo")] == [16 * 2**30 // (48 * 4 * 128 * 2 * 2 * 512)]
+    with pytest.raises(ConfigError, match="hardware="):
+        caps("capacity.sizes=[auto]", "fleet=dynamo")
+    with pytest.raises(ConfigError, match=r"capacity.sizes: 300: .* holds at most 232 blocks"):
+        caps("capacity.sizes=[auto,300]", "fleet=vllm", "hardware=h100_sxm", "fleet.model=Qwen/Qwen3-30B-A3B")
+    with pytest.raises(ConfigError, match=re.escape("fleet=vllm, dynamo or sglang")):
+        resolve_capacities(["auto"], QWEN3_CODER_30B, 512)
+
+
 def test_a_measured_fleet_names_its_model_gpu_and_parallelism(compose):
     """fleet.step_model=measured: the deployment each job replays carries the model, the GPU
     of the hardware group and fleet.tp; each is part of the results' key; what it lacks is
