@@ -1,6 +1,6 @@
 """Replicas of Qwen3-30B-A3B on H100s under vLLM timing: the polynomial against the measured data.
 
-    python -m benchmarks.replicas                         # the tables below, the bundled Mooncake trace
+    python -m benchmarks.replicas                         # the tables of docs/serving.md, the bundled Mooncake trace
     python -m benchmarks.replicas --out bench_results/replicas
 
 The bundled Mooncake trace through 1, 4 and 8 replicas (round robin) of vLLM's scheduler and
