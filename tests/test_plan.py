@@ -201,6 +201,13 @@ def test_capacity_from_memory_per_gpu(trace):
     best = min((x for x in rows if x[1] <= 30.0), key=lambda x: (x[0], x[1]))
     assert (p.best["gpu"], p.best["replicas"], p.best["ttft_p99_s"]) == (best[2], best[3], best[1])
     assert f"KV cache from GPU memory: {caps[best[2]]:,} blocks per replica" in text(p)
+    # the fleet ceiling bounds the reuse found at first admissions; with preemptions (3 x H100
+    # here) reuse_ratio also counts re-admissions and exceeds it: the gap is taken from the former
+    pre = [d for d in p.candidates if d["result"].preemptions > 0]
+    assert pre and any(d["reuse_ratio"] > d["ceiling_reuse_ratio"] for d in pre)
+    assert all(d["ceiling_gap_points"] >= 0 for d in p.candidates)
+    r = p.runners_up["h100_sxm"]["result"]
+    assert f"reuse {r.reuse_ratio:.4f} ({r.first_reuse_ratio:.4f} at first admission)" in text(p)
     with pytest.raises(ValueError, match=r"capacity_blocks=auto gives 232 blocks per replica on 1 x h100_sxm"
                                          r".*cannot hold request 97 \(237 blocks"):
         plan(trace, slo=slo, space={**space, "tp": [1], "gpu": ["h100_sxm"]}, capacity_blocks="auto", engine="vllm",

@@ -6,6 +6,7 @@ import math
 import time
 from pathlib import Path
 
+from sweep.report.slo import reuse_text
 from sweep.serving import serve_row
 
 from ..record import plain
@@ -37,7 +38,7 @@ def deployment_lines(p, d: dict, lead: str) -> list[str]:
     return [f"{lead}{d['label']}: {_money(d['cost_per_hour'], cur)} ({d['gpus']} GPU{'s' * (d['gpus'] > 1)} at "
             f"{price:.2f})",
             f"    {vals}{tpot}; margin {d['margin']:.1%} to the SLO",
-            f"    reuse {d['reuse_ratio']:.4f}" + (f", {gap:.2f} points below the fleet ceiling "
+            f"    {reuse_text(d)}" + (f", {gap:.2f} points below the fleet ceiling "
                                                  f"{d['ceiling_reuse_ratio']:.4f}" if gap == gap else "")] + (
         [f"    KV cache from GPU memory: {d['capacity_blocks']:,} blocks per replica"]
         if p.setting.capacity_blocks is None else [])
