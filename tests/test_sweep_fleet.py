@@ -157,7 +157,7 @@ def test_the_report_has_a_routing_section_computed_as_by_hand(swept, direct, tmp
             q = direct[(r, 2, x, met[r][0])]
             assert cells[4] == "lru" and cells[5] == seconds(q.ttft_p99_s) and cells[7] == f"{q.reuse_ratio:.4f}"
             assert cells[6] == f"{100 * (1 - q.ttft_p99_s / 75):.0f}%"
-            gap = q.ceiling_reuse_ratio - q.reuse_ratio
+            gap = q.ceiling_reuse_ratio - q.first_reuse_ratio  # the ceiling bounds first-admission reuse
             assert cells[8] == ("-" if gap != gap else f"{100 * gap:.2f}")
             assert cells[9] == f"{q.busy_imbalance:.3f}" and cells[10] == f"{q.jain_busy:.3f}"
         assert re.search(rf'data-replicas="1" data-load="{x}" data-best="[a-z_]*">1 replica at {x}x load: every router',
@@ -229,7 +229,7 @@ def test_advise_gives_the_fleet_meeting_the_slo_by_hand(tmp_path, trace):
     assert base["met_from_blocks"] == first[(q, "round_robin", n)]
     assert base["reuse_margin_points"] == pytest.approx(
         100 * (res[(q, r, n, b)].reuse_ratio - res[(q, "round_robin", n, b)].reuse_ratio))
-    gap = res[(q, r, n, b)].ceiling_reuse_ratio - res[(q, r, n, b)].reuse_ratio
+    gap = res[(q, r, n, b)].ceiling_reuse_ratio - res[(q, r, n, b)].first_reuse_ratio
     assert got["ceiling_gap_points"] == (None if gap != gap else pytest.approx(100 * gap))
     rec = next(x for x in report["recommendations"] if x["topic"] == "fleet_under_load")
     assert f"{n} replica{'s' if n > 1 else ''} behind {r} with" in rec["verdict"]
