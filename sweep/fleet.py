@@ -167,7 +167,15 @@ class Fleet:
             if self.roles:
                 fleet += " (" + ", ".join(f"{k}=" + (", ".join(f"{a}={b}" for a, b in v) if isinstance(v, tuple)
                                                      else str(v)) for k, v in self.roles) + ")"
-        return f"engine {self.name}{f' ({over})' if over else ''}, {self.step_model} step times{hw}, {fleet}"
+        data = f" ({self.step_data()})" if self.step_model == "measured" else ""
+        return f"engine {self.name}{f' ({over})' if over else ''}, {self.step_model} step times{data}{hw}, {fleet}"
+
+    def step_data(self) -> str:
+        """'vllm 0.24.0 data (aiconfigurator-core 0.12.0)': whose measured step times, which version."""
+        from sim_core.serving.measured import aic
+
+        c = measured_config(self.deployment())
+        return f"{c.backend} {aic.data_version(c.gpu, c.backend)} data (aiconfigurator-core {aic.version()})"
 
     def params(self, route: str = "") -> dict:
         """MLflow params of a serving curve on a route (its label; the load is the curve's own)."""
@@ -179,7 +187,8 @@ class Fleet:
                 **{f"fleet.{k}": v for k, v in self.engine.items() if k != "preset"},
                 "fleet.slo_ttft": self.slo.get("ttft"), "fleet.slo_tpot": self.slo.get("tpot"),
                 **({"hardware": self.hardware.get("part")} if self.hardware else {}),
-                **({"fleet.model": self.model} if self.model else {})}
+                **({"fleet.model": self.model} if self.model else {}),
+                **({"fleet.step_data": self.step_data()} if self.step_model == "measured" else {})}
 
     def tags(self, route: str) -> dict:
         """A serving curve's tags beyond its load: its router and replicas."""

@@ -17,12 +17,13 @@ import pytest
 
 from sim_core import QWEN3_CODER_30B, serve
 from sim_core.serving import serve_metric_fields
+from sim_core.traces.loaders import load_trace
 from sweep.config import ConfigError
 from sweep.fleet import Route, resolve as resolve_fleet
 from sweep.journal import Journal
 from sweep.report.slo import seconds
 from sweep.traces import load
-from tests.helpers import child_runs, run_module
+from tests.helpers import SHARED_MOONCAKE, child_runs, run_module
 
 SIZES = [300, 1000, 4000]  # blocks of 512 tokens: the largest of the 300 requests needs 236
 LOADS = [1, 4]
@@ -340,6 +341,12 @@ def test_a_measured_fleet_names_its_model_gpu_and_parallelism(compose):
     assert (d.gpu, d.model_ref.name, d.engine.tp, d.engine.step_model) == ("h100_sxm", "Qwen/Qwen3-30B-A3B", 2,
                                                                           "measured")
     assert "Qwen/Qwen3-30B-A3B" in fl.describe() and fl.params()["fleet.model"] == "Qwen/Qwen3-30B-A3B"
+    # the data's version, as the replay names it (ServeResult.step_model), in the title and the params
+    from sim_core.serving.measured import aic
+
+    data = f"vllm {aic.data_version('h100_sxm', 'vllm')} data (aiconfigurator-core {aic.version()})"
+    assert data in fl.describe() and fl.params()["fleet.step_data"] == data
+    assert data in serve(load_trace(SHARED_MOONCAKE).subset(20), "lru", 400, deployment=d).step_model
     keys = {fl.key(1), fleet(*measured, "fleet.model=Qwen/Qwen3-30B-A3B").key(1),
             fleet(*measured, "fleet.model=Qwen/Qwen3-32B", "fleet.tp=2").key(1),
             fleet(*BASE, "fleet=vllm", "fleet.tp=2").key(1)}
