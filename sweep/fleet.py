@@ -31,6 +31,7 @@ from sim_core.catalog.capacity import human_gib
 from sim_core.serving import (ROUTERS, Deployment, cannot_serve, deployment, kv_capacity, measured_config,
                               served_lengths, slo_seconds)
 from sim_core.serving.engines import as_engine
+from sim_core.serving.measured import aic
 from sim_core.serving.routers import get_router
 
 from .config import ConfigError, check_int
@@ -172,8 +173,6 @@ class Fleet:
 
     def step_data(self) -> str:
         """'vllm 0.24.0 data (aiconfigurator-core 0.12.0)': whose measured step times, which version."""
-        from sim_core.serving.measured import aic
-
         c = measured_config(self.deployment())
         return f"{c.backend} {aic.data_version(c.gpu, c.backend)} data (aiconfigurator-core {aic.version()})"
 
