@@ -29,7 +29,7 @@ from omegaconf import OmegaConf
 
 from sim_core.catalog.capacity import human_gib
 from sim_core.serving import (ROUTERS, Deployment, cannot_serve, deployment, kv_capacity, measured_config,
-                              served_lengths, slo_seconds)
+                              prefill_pool_params, served_lengths, slo_seconds)
 from sim_core.serving.engines import as_engine
 from sim_core.serving.measured import aic
 from sim_core.serving.routers import get_router
@@ -132,10 +132,14 @@ class Fleet:
         """The deployment serve() replays on one route (default: the first): its replicas and
         router, the engine with its overrides, the hardware, the model."""
         r = route or self.routes[0]
-        roles = {k: dict(v) if isinstance(v, tuple) else v for k, v in self.roles} if r.prefill else {}
+        roles = self.role_kwargs() if r.prefill else {}
         return deployment(replicas=r.replicas, engine=dict(self.engine), router=r.router,
                           router_params=dict(r.params) or None, hardware=self.hardware,
                           model=self.model if self.model is not None else model, prefill_replicas=r.prefill, **roles)
+
+    def role_kwargs(self) -> dict:
+        """The disaggregated routes' settings as serve() takes them (mappings as dicts)."""
+        return {k: dict(v) if isinstance(v, tuple) else v for k, v in self.roles}
 
     def serve_kwargs(self, route: Route | None = None, model=None) -> dict:
         """serve()'s keywords but the policy, capacity, load and seed, for one route: the
@@ -166,8 +170,8 @@ class Fleet:
         if pre != [0]:  # disaggregated shapes swept: the replicas above are the decode ones
             fleet += f", {'/'.join(map(str, pre))} prefill replicas"
             if self.roles:
-                fleet += " (" + ", ".join(f"{k}=" + (", ".join(f"{a}={b}" for a, b in v) if isinstance(v, tuple)
-                                                     else str(v)) for k, v in self.roles) + ")"
+                fleet += " (" + ", ".join(f"{k}=" + (", ".join(f"{a}={b}" for a, b in v.items()) if isinstance(v, dict)
+                                                     else str(v)) for k, v in self.role_kwargs().items()) + ")"
         data = f" ({self.step_data()})" if self.step_model == "measured" else ""
         return f"engine {self.name}{f' ({over})' if over else ''}, {self.step_model} step times{data}{hw}, {fleet}"
 
@@ -182,7 +186,7 @@ class Fleet:
         return {"fleet.engine": self.name, "fleet.step_model": self.step_model, "fleet.replicas": r.replicas,
                 "fleet.router": r.router, **{f"fleet.router_params.{k}": v for k, v in r.params},
                 **({"fleet.prefill_replicas": r.prefill} if r.prefill else {}),
-                **({f"fleet.{k}": dict(v) if isinstance(v, tuple) else v for k, v in self.roles} if r.prefill else {}),
+                **({f"fleet.{k}": v for k, v in self.role_kwargs().items()} if r.prefill else {}),
                 **{f"fleet.{k}": v for k, v in self.engine.items() if k != "preset"},
                 "fleet.slo_ttft": self.slo.get("ttft"), "fleet.slo_tpot": self.slo.get("tpot"),
                 **({"hardware": self.hardware.get("part")} if self.hardware else {}),
@@ -251,9 +255,7 @@ def routes(f: dict) -> tuple:
     for name in names:
         spec = get_router(name)
         for disagg in {p > 0 for p in pre}:
-            ps = given.get(name)
-            if disagg and name == "kv_router":  # serve's default for a prefill pool (Dynamo tracks no active blocks)
-                ps = {"active_blocks": 0.0, **(ps or {})}
+            ps = prefill_pool_params(name, given.get(name)) if disagg else given.get(name)  # as serve fills it
             try:
                 got = spec.resolve(ps)
             except ValueError as e:
