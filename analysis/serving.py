@@ -23,8 +23,7 @@ import time
 from sim_core import serve
 from sweep.config import ConfigError
 from sim_core.serving import cannot_serve
-from sweep.fleet import request_blocks, resolve
-from sweep.plan import resolve_capacities
+from sweep.fleet import capacities, request_blocks, resolve
 from sweep.report.answer import cheapest, margin, router_sentence, router_verdicts, there
 from sweep.report.routing import points
 from sweep.report.slo import Slo, cap_text, met_from, seconds
@@ -46,7 +45,7 @@ def axis(cfg, model, trace) -> tuple | None:
     if not fl.slo:
         raise ConfigError(f"advise with fleet={fl.name} sizes the KV cache for an SLO: give fleet.slo_ttft (e.g. "
                           f"fleet.slo_ttft=2s) and, if you have one, fleet.slo_tpot (e.g. 100ms)")
-    caps, _ = resolve_capacities(capacity_sizes(cfg), model, trace.block_tokens)
+    caps, _ = capacities(fl, capacity_sizes(cfg), model, trace.block_tokens)
     need = int(request_blocks(trace, fl).max())
     fit = [c for c in caps if c.blocks >= need]
     notes = []

@@ -20,6 +20,7 @@ import dataclasses
 import logging
 import math
 import numbers
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -27,23 +28,28 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from sim_core.catalog.capacity import human_gib
-from sim_core.serving import (ROUTERS, Deployment, cannot_serve, deployment, measured_config, served_lengths,
-                              slo_seconds)
+from sim_core.serving import (ROUTERS, Deployment, cannot_serve, deployment, kv_capacity, measured_config,
+                              prefill_pool_params, served_lengths, slo_seconds)
 from sim_core.serving.engines import as_engine
 from sim_core.policies import get_policy
+from sim_core.serving.measured import aic
 from sim_core.serving.routers import get_router
 
 from .config import ConfigError, check_int
 from .curves import Curve
 from .keys import CurveIdentity
 from .serving import BASELINE, SERVE
-from .spec import COUNTING_DEFAULTS
+from .plan import resolve_capacities
+from .spec import AUTO, COUNTING_DEFAULTS
 
 log = logging.getLogger("sweep")
 
 #: the keys of conf/fleet/*.yaml
 KEYS = ("engine", "arrival_speedup", "max_num_seqs", "max_num_batched_tokens", "step_model", "slo_ttft",
-        "slo_tpot", "replicas", "router", "router_params", "prefill_replicas", "model", "tp", "backend")
+        "slo_tpot", "replicas", "router", "router_params", "prefill_replicas", "model", "tp", "backend",
+        "prefill_capacity_blocks", "decode_router", "decode_router_params", "kv_transfer")
+#: the disaggregated routes' settings (serve()'s keywords of the same names; docs/disagg.md)
+ROLE_KEYS = ("prefill_capacity_blocks", "decode_router", "decode_router_params", "kv_transfer")
 #: the step models that time steps on a GPU (the hardware group names it)
 ON_A_GPU = ("roofline", "measured")
 
@@ -87,6 +93,7 @@ class Fleet:
     slo_tpot_s: float = math.nan
     hardware: dict | None = None  # the hardware mapping when steps are timed on a GPU (ON_A_GPU; else unused)
     model: str | None = None  # fleet.model: the Hugging Face model served (else the sweep's model group)
+    roles: tuple = ()  # disaggregated routes' ROLE_KEYS given, as sorted (key, value) pairs (a mapping: sorted pairs)
 
     @property
     def name(self) -> str:
@@ -114,6 +121,8 @@ class Fleet:
             d["router_params"] = r.params
         if r.prefill:  # only then: an aggregated route keeps the key it had before roles existed
             d["prefill_replicas"] = r.prefill
+            if self.roles:  # and the handoff's settings only when given: a route without them keeps its key
+                d["roles"] = self.roles
         if self.hardware is not None:
             d["hardware"] = tuple(sorted(self.hardware.items()))
         if self.model is not None:
@@ -124,9 +133,14 @@ class Fleet:
         """The deployment serve() replays on one route (default: the first): its replicas and
         router, the engine with its overrides, the hardware, the model."""
         r = route or self.routes[0]
+        roles = self.role_kwargs() if r.prefill else {}
         return deployment(replicas=r.replicas, engine=dict(self.engine), router=r.router,
                           router_params=dict(r.params) or None, hardware=self.hardware,
-                          model=self.model if self.model is not None else model, prefill_replicas=r.prefill)
+                          model=self.model if self.model is not None else model, prefill_replicas=r.prefill, **roles)
+
+    def role_kwargs(self) -> dict:
+        """The disaggregated routes' settings as serve() takes them (mappings as dicts)."""
+        return {k: dict(v) if isinstance(v, tuple) else v for k, v in self.roles}
 
     def serve_kwargs(self, route: Route | None = None, model=None) -> dict:
         """serve()'s keywords but the policy, capacity, load and seed, for one route: the
@@ -156,7 +170,16 @@ class Fleet:
         pre = sorted({r.prefill for r in self.routes})
         if pre != [0]:  # disaggregated shapes swept: the replicas above are the decode ones
             fleet += f", {'/'.join(map(str, pre))} prefill replicas"
-        return f"engine {self.name}{f' ({over})' if over else ''}, {self.step_model} step times{hw}, {fleet}"
+            if self.roles:
+                fleet += " (" + ", ".join(f"{k}=" + (", ".join(f"{a}={b}" for a, b in v.items()) if isinstance(v, dict)
+                                                     else str(v)) for k, v in self.role_kwargs().items()) + ")"
+        data = f" ({self.step_data()})" if self.step_model == "measured" else ""
+        return f"engine {self.name}{f' ({over})' if over else ''}, {self.step_model} step times{data}{hw}, {fleet}"
+
+    def step_data(self) -> str:
+        """'vllm 0.24.0 data (aiconfigurator-core 0.12.0)': whose measured step times, which version."""
+        c = measured_config(self.deployment())
+        return f"{c.backend} {aic.data_version(c.gpu, c.backend)} data (aiconfigurator-core {aic.version()})"
 
     def params(self, route: str = "") -> dict:
         """MLflow params of a serving curve on a route (its label; the load is the curve's own)."""
@@ -164,10 +187,12 @@ class Fleet:
         return {"fleet.engine": self.name, "fleet.step_model": self.step_model, "fleet.replicas": r.replicas,
                 "fleet.router": r.router, **{f"fleet.router_params.{k}": v for k, v in r.params},
                 **({"fleet.prefill_replicas": r.prefill} if r.prefill else {}),
+                **({f"fleet.{k}": v for k, v in self.role_kwargs().items()} if r.prefill else {}),
                 **{f"fleet.{k}": v for k, v in self.engine.items() if k != "preset"},
                 "fleet.slo_ttft": self.slo.get("ttft"), "fleet.slo_tpot": self.slo.get("tpot"),
                 **({"hardware": self.hardware.get("part")} if self.hardware else {}),
-                **({"fleet.model": self.model} if self.model else {})}
+                **({"fleet.model": self.model} if self.model else {}),
+                **({"fleet.step_data": self.step_data()} if self.step_model == "measured" else {})}
 
     def tags(self, route: str) -> dict:
         """A serving curve's tags beyond its load: its router and replicas."""
@@ -225,19 +250,21 @@ def routes(f: dict) -> tuple:
                               f"{','.join(names)}): add it to fleet.router or drop its parameters")
         if ps is not None and not isinstance(ps, dict):
             raise ConfigError(f"fleet.router_params.{name} must map parameter names to values, got {ps!r}")
+    pre = sorted({check_int(v, "fleet.prefill_replicas", 0) for v in _axis(f.get("prefill_replicas") or 0,
+                                                                            "fleet.prefill_replicas")})
     resolved = {}
     for name in names:
         spec = get_router(name)
-        try:
-            got = spec.resolve(given.get(name))
-        except ValueError as e:
-            raise ConfigError(f"fleet.router_params.{name}: {e}") from None
-        # 2 and 2.0 are one setting (one key): numbers as their declared type
-        resolved[name] = tuple(sorted((k, v if spec.params[k].choices else int(v) if spec.params[k].integer
-                                       else float(v)) for k, v in got.items()))
-    pre = sorted({check_int(v, "fleet.prefill_replicas", 0) for v in _axis(f.get("prefill_replicas") or 0,
-                                                                            "fleet.prefill_replicas")})
-    return tuple(Route(r, name, resolved[name], p) for name in names for p in pre for r in reps)
+        for disagg in {p > 0 for p in pre}:
+            ps = prefill_pool_params(name, given.get(name)) if disagg else given.get(name)  # as serve fills it
+            try:
+                got = spec.resolve(ps)
+            except ValueError as e:
+                raise ConfigError(f"fleet.router_params.{name}: {e}") from None
+            # 2 and 2.0 are one setting (one key): numbers as their declared type
+            resolved[name, disagg] = tuple(sorted((k, v if spec.params[k].choices else int(v) if spec.params[k].integer
+                                                   else float(v)) for k, v in got.items()))
+    return tuple(Route(r, name, resolved[name, p > 0], p) for name in names for p in pre for r in reps)
 
 
 def resolve(cfg, hardware: dict | None) -> Fleet | None:
@@ -286,16 +313,45 @@ def resolve(cfg, hardware: dict | None) -> Fleet | None:
     if eng.step_model == "measured" and model is None:
         raise ConfigError(f"fleet={eng.name}: the measured step model times a named model: set fleet.model to a "
                           f"Hugging Face id (e.g. fleet.model=Qwen/Qwen3-30B-A3B)")
+    roles = _roles(f, rts)
     fl = Fleet(engine=engine, step_model=eng.step_model, loads=_loads(f.get("arrival_speedup")),
                routes=rts, slo=slo, slo_ttft_s=secs.get("ttft", math.nan), slo_tpot_s=secs.get("tpot", math.nan),
-               hardware=hardware if eng.step_model in ON_A_GPU else None, model=model)
+               hardware=hardware if eng.step_model in ON_A_GPU else None, model=model, roles=roles)
     try:  # the model, the GPU and the data exist (aiconfigurator-core), before any job starts
         dep = fl.deployment()
         if eng.step_model == "measured":
             measured_config(dep)
+        if roles:  # the handoff's settings as a disaggregated route takes them
+            fl.deployment(next(r for r in rts if r.prefill))
     except (ValueError, ImportError) as e:
-        raise ConfigError(f"fleet: {str(e).replace('engine.', 'fleet.').replace('model=', 'fleet.model=')}") from None
+        msg = str(e).replace('engine.', 'fleet.').replace('model=', 'fleet.model=')
+        for k in ROLE_KEYS:  # serve's keyword -> the sweep's key
+            msg = re.sub(rf"(?<![.\w]){k}\b", f"fleet.{k}", msg)
+        raise ConfigError(f"fleet: {msg}") from None
     return fl
+
+
+def _roles(f: dict, rts) -> tuple:
+    """fleet.prefill_capacity_blocks, decode_router, decode_router_params and kv_transfer as
+    sorted pairs (a mapping as sorted pairs); refused where no route is disaggregated."""
+    given = {k: f[k] for k in ROLE_KEYS if f.get(k) is not None}
+    if given and not any(r.prefill for r in rts):
+        raise ConfigError(f"fleet.{sorted(given)[0]} sets the handoff of a disaggregated fleet: give "
+                          f"fleet.prefill_replicas >= 1 (or a list with such a value: '[0,2]')")
+    out = []
+    for k, v in sorted(given.items()):
+        if k in ("decode_router_params", "kv_transfer"):
+            if not isinstance(v, dict):
+                raise ConfigError(f"fleet.{k} must be a mapping, e.g. " + (
+                    "'fleet.kv_transfer={bandwidth_bps:5e9,latency_s:0.001}'" if k == "kv_transfer"
+                    else "'fleet.decode_router_params={overlap_weight:2}'") + f", got {v!r}")
+            v = tuple(sorted(v.items()))
+        elif k == "prefill_capacity_blocks":
+            v = check_int(v, "fleet.prefill_capacity_blocks", 1)
+        else:
+            v = str(v)
+        out.append((k, v))
+    return tuple(out)
 
 
 def setup(cfg, sp, overrides: list[str]):
@@ -375,6 +431,30 @@ def request_blocks(trace, fl: Fleet) -> np.ndarray:
     output tokens), as serve() counts them: a capacity below the largest can never run it."""
     prompt, out, _ = served_lengths(trace, as_engine(fl.engine))
     return -(-(prompt + out - 1) // int(trace.block_tokens))
+
+
+def capacities(fl: Fleet, sizes, model, block_tokens: int) -> tuple[list, list[str]]:
+    """A fleet sweep's capacity axis (sweep.plan.Capacity, notes): sizes in bytes convert at
+    the KV bytes of the fleet's model (fleet.model, else the model group's); `auto` is what
+    each replica's GPU memory leaves for KV cache (serve's capacity_blocks=None), labelled auto."""
+    dep = fl.deployment(model=model)
+    given, notes = [s for s in sizes if s != AUTO], []
+    derived = None
+    if len(given) < len(sizes):
+        try:
+            derived, budget = kv_capacity(dep, None, block_tokens)
+        except ValueError as e:
+            raise ConfigError(f"capacity.sizes=[auto]: {e}") from None
+        notes.append(f"auto: {derived:,} blocks per replica ({budget.explain()})")
+        given.append(derived)
+    caps, more = resolve_capacities(given, dep.model, block_tokens)
+    for c in caps:  # where the GPU and model are known, a cache its memory cannot hold: before any job
+        try:
+            kv_capacity(dep, c.blocks, block_tokens)
+        except ValueError as e:
+            raise ConfigError(f"capacity.sizes: {c.label}: {e}") from None
+    caps = [replace(c, label=AUTO) if c.blocks == derived else c for c in caps]
+    return caps, notes + more
 
 
 def check_capacities(trace, caps, fl: Fleet) -> None:

@@ -20,6 +20,7 @@ import numpy as np
 from sim_core import get_policy, replay_units
 from sim_core.catalog.capacity import human_gib, parse_size, to_blocks
 from sim_core.catalog.hardware import as_hardware
+from sim_core.config_checks import ConfigError
 from sim_core.traces.sample import capacity_rates
 from sim_core.traces.sessions import has_session_ids
 
@@ -95,6 +96,9 @@ def _label(size) -> str:
 def resolve_capacities(sizes: Sequence, model, block_tokens: int) -> tuple[list[Capacity], list[str]]:
     """Convert sizes (bytes with units, or blocks) to blocks; sort ascending and
     deduplicate sizes that give the same block count. Returns (capacities, notes)."""
+    if "auto" in sizes:  # sweep.spec.AUTO; a fleet sweep resolves it first (sweep.fleet.capacities)
+        raise ConfigError("capacity.sizes=[auto] is a serving replica's KV cache from its GPU's memory: it needs "
+                          "fleet=vllm, dynamo or sglang with hardware=<GPU> and fleet.model=<Hugging Face id>")
     per_block = model.kv_bytes_per_block(block_tokens)
     converted: dict[int, list[str]] = {}
     for s in sizes:

@@ -110,6 +110,10 @@ class FleetSchema:
     tp: Optional[int] = None  # tensor parallelism of each replica (GPUs per replica)
     backend: Any = None  # whose measured data: vllm | sglang | trtllm (null: the preset's engine)
     prefill_replicas: Any = None  # 0 (aggregated), a count of prefill replicas, or a list of them (an axis)
+    prefill_capacity_blocks: Optional[int] = None  # disaggregated routes: the prefill replicas' KV cache
+    decode_router: Any = None  # disaggregated routes: round_robin | load | cache_aware (null: Dynamo's pairing)
+    decode_router_params: Any = None  # its parameters
+    kv_transfer: Any = None  # disaggregated routes: how the prompt's KV moves (sim_core/serving/transfer.py)
 
 
 @dataclass

@@ -256,6 +256,10 @@ def capacity_sizes(cfg: DictConfig) -> list:
     return check_sizes(sizes, "capacity.sizes")
 
 
+#: capacity.sizes=[auto]: each replica's KV cache is what its GPU's memory leaves (fleet=... only)
+AUTO = "auto"
+
+
 def check_sizes(sizes, where: str, zero_ok: bool = False) -> list:
     """A list of capacities (strings with units, or block counts), syntax-checked."""
     if not isinstance(sizes, list):
@@ -265,6 +269,8 @@ def check_sizes(sizes, where: str, zero_ok: bool = False) -> list:
     for s in sizes:
         if isinstance(s, bool) or not isinstance(s, (str, int, float)):
             raise ConfigError(f"{where}: bad capacity {s!r}: expected e.g. 24GiB, 1TiB or 16384 (blocks)")
+        if s == AUTO and where == "capacity.sizes":
+            continue  # a fleet's KV cache from GPU memory (sweep.fleet.capacities); refused without a fleet
         try:
             value, kind = parse_size(s)
         except ValueError as e:

@@ -95,10 +95,12 @@ def configure(cfg, overrides: list[str], trace_choice: str, policy_choice: str) 
 def load(st: Study) -> None:
     st.trace = traces.load(st.cfg.trace, st.trace_choice)  # trace.weeks > 1: the first week
     st.spec = without_sessions(st.spec, st.trace)  # session-level policies on a trace without sessions
-    st.caps, st.cap_notes = resolve_capacities(st.spec.capacity_sizes, st.spec.model, st.trace.block_tokens)
+    st.caps, st.cap_notes = (fleet.capacities(st.fleet, st.spec.capacity_sizes, st.spec.model, st.trace.block_tokens)
+                             if st.fleet else resolve_capacities(st.spec.capacity_sizes, st.spec.model,
+                                                                 st.trace.block_tokens))
     st.pools, pool_notes = resolve_pools(st.spec.tiers, st.spec.model, st.trace.block_tokens)
     for note in st.cap_notes + pool_notes:
-        log.info("capacity dedup: %s", note)
+        log.info("capacity: %s", note)
     _resolve_sampling(st)
     _join_weeks(st)
     st.variants = fleet.variants(st.spec.policies, st.fleet, st.pools) if st.fleet else variants(st.spec, st.pools)

@@ -4,6 +4,8 @@ the KV transfer model, bad input, and NVIDIA Dynamo 1.6.1's disaggregated replay
 bundled Mooncake trace."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -297,3 +299,52 @@ def test_the_sweep_takes_the_deployments_shape_as_an_axis():
                                                                           "prefill_replicas": 0}) == ("kv_router", 4)
     with pytest.raises(ConfigError, match="fleet.prefill_replicas"):
         routes({"replicas": 2, "prefill_replicas": -1})
+
+
+def test_the_sweep_takes_the_handoffs_settings(compose):
+    """fleet.kv_transfer, decode_router, decode_router_params and prefill_capacity_blocks reach
+    the disaggregated routes' deployments (what serve() takes under those names), are part of
+    their results' key and params, leave the aggregated routes' key as it was, and are refused
+    with no disaggregated route or with a bad value, naming the key."""
+    from sim_core.serving import deployment
+    from sweep.config import ConfigError
+    from sweep.fleet import resolve
+    from sweep.spec import resolve_counting
+
+    base = ["trace=mooncake_conversation", "fleet=dynamo", "fleet.router=kv_router", "fleet.replicas=2",
+            "fleet.prefill_replicas=[0,2]"]
+
+    def fleet(*ov):
+        cfg = compose(*base, *ov)
+        return resolve(cfg, resolve_counting(cfg)[1])
+
+    plain = fleet()
+    fl = fleet("fleet.kv_transfer={bandwidth_bps:5e9,latency_s:0.001}", "fleet.decode_router=cache_aware",
+               "fleet.prefill_capacity_blocks=3000")
+    agg, dis = fl.routes
+    d = fl.deployment(dis)
+    assert (d.decode_router, d.prefill_capacity_blocks) == ("cache_aware", 3000)
+    assert d.kv_transfer == serve_deployment_transfer({"bandwidth_bps": 5e9, "latency_s": 0.001})
+    assert fl.deployment(agg).prefill_replicas == 0
+    # the route's router is serve's: a kv_router over a prefill pool tracks no active blocks, as in Dynamo
+    assert d.router_params == deployment(replicas=2, router="kv_router", prefill_replicas=2,
+                                         engine="dynamo").router_params
+    assert dict(d.router_params)["active_blocks"] == 0.0
+    assert dict(fl.deployment(agg).router_params)["active_blocks"] == 1.0
+    assert fl.key(1.0, agg) == plain.key(1.0, plain.routes[0]) and fl.key(1.0, dis) != plain.key(1.0, plain.routes[1])
+    assert fl.params(dis.label)["fleet.kv_transfer"] == {"bandwidth_bps": 5e9, "latency_s": 0.001}
+    assert "fleet.kv_transfer" not in fl.params(agg.label) and "cache_aware" in fl.describe()
+    for ov, key in ((["fleet.prefill_replicas=0", "fleet.decode_router=load"], "fleet.decode_router"),
+                    (["fleet.decode_router=nowhere"], "fleet.decode_router"),
+                    (["fleet.kv_transfer={speed:1}"], "fleet.kv_transfer"),
+                    (["fleet.kv_transfer=fast"], "fleet.kv_transfer"),
+                    (["fleet.prefill_capacity_blocks=0"], "fleet.prefill_capacity_blocks")):
+        with pytest.raises(ConfigError, match=re.escape(key)):
+            fleet(*ov)
+
+
+def serve_deployment_transfer(kv: dict):
+    """The transfer settings serve() itself makes of `kv` (sim_core.serving.deployment)."""
+    from sim_core.serving import deployment
+
+    return deployment(replicas=2, router="kv_router", prefill_replicas=2, engine="dynamo", kv_transfer=kv).kv_transfer

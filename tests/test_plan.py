@@ -175,6 +175,45 @@ def test_measured_step_times_per_gpu(trace):
     assert p.best["ttft_p99_s"] == best[1]
 
 
+def test_capacity_from_memory_per_gpu(trace):
+    """capacity_blocks="auto": each candidate's KV cache is what its GPU's memory leaves at its
+    TP (an H200 holds more than an H100), the answer equals a brute force of serve() with
+    capacity_blocks=None over the space, and a GPU and TP whose cache cannot hold the trace's
+    largest request (237 blocks under vLLM's limits; an H100 at TP 1 leaves 232) is refused,
+    naming both."""
+    from sim_core.serving import kv_capacity
+
+    space = {"gpu": ["h100_sxm", "h200"], "tp": [2], "replicas": [1, 2, 3], "router": ["kv_router"]}
+    slo = {"ttft_p99": "30s"}
+    eng = {"preset": "vllm", "step_model": "measured", "tp": 2}
+    p = plan(trace, slo=slo, space=space, capacity_blocks="auto", engine="vllm", step_model="measured",
+             model=MEASURED, arrival_speedup=LOAD, prices=PRICES)
+    caps = {g: kv_capacity(deployment(engine=eng, hardware=g, model=MEASURED), None, 512)[0] for g in space["gpu"]}
+    assert caps["h200"] > caps["h100_sxm"] >= 237
+    assert {d["gpu"]: d["capacity_blocks"] for d in p.candidates} == caps
+    rows = []
+    for gpu in space["gpu"]:
+        for reps in space["replicas"]:
+            r = serve(trace, "lru", None, replicas=reps, router="kv_router", hardware=gpu, model=MEASURED,
+                      engine=eng, arrival_speedup=LOAD)
+            assert r.capacity_blocks == caps[gpu]
+            rows.append((reps * 2 * PRICES["gpu"][gpu], r.ttft_p99_s, gpu, reps))
+    best = min((x for x in rows if x[1] <= 30.0), key=lambda x: (x[0], x[1]))
+    assert (p.best["gpu"], p.best["replicas"], p.best["ttft_p99_s"]) == (best[2], best[3], best[1])
+    assert f"KV cache from GPU memory: {caps[best[2]]:,} blocks per replica" in text(p)
+    # the fleet ceiling bounds the reuse found at first admissions; with preemptions (3 x H100
+    # here) reuse_ratio also counts re-admissions and exceeds it: the gap is taken from the former
+    pre = [d for d in p.candidates if d["result"].preemptions > 0]
+    assert pre and any(d["reuse_ratio"] > d["ceiling_reuse_ratio"] for d in pre)
+    assert all(d["ceiling_gap_points"] >= 0 for d in p.candidates)
+    r = p.runners_up["h100_sxm"]["result"]
+    assert f"reuse {r.reuse_ratio:.4f} ({r.first_reuse_ratio:.4f} at first admission)" in text(p)
+    with pytest.raises(ValueError, match=r"capacity_blocks=auto gives 232 blocks per replica on 1 x h100_sxm"
+                                         r".*cannot hold request 97 \(237 blocks"):
+        plan(trace, slo=slo, space={**space, "tp": [1], "gpu": ["h100_sxm"]}, capacity_blocks="auto", engine="vllm",
+             step_model="measured", model=MEASURED, arrival_speedup=LOAD, prices=PRICES)
+
+
 def test_the_answer_meets_the_slo_replayed_alone(trace):
     p = plan(trace, slo={"ttft_p99": "50s"}, space={"replicas": [1, 2, 3, 4, 5, 6], "router": ["kv_router"]},
              capacity_blocks=CAP, engine="dynamo", policy="lru", arrival_speedup=LOAD, prices=PRICES)

@@ -17,12 +17,13 @@ import pytest
 
 from sim_core import QWEN3_CODER_30B, serve
 from sim_core.serving import serve_metric_fields
+from sim_core.traces.loaders import load_trace
 from sweep.config import ConfigError
 from sweep.fleet import Route, resolve as resolve_fleet
 from sweep.journal import Journal
 from sweep.report.slo import seconds
 from sweep.traces import load
-from tests.helpers import child_runs, run_module
+from tests.helpers import SHARED_MOONCAKE, child_runs, run_module
 
 SIZES = [300, 1000, 4000]  # blocks of 512 tokens: the largest of the 300 requests needs 236
 LOADS = [1, 4]
@@ -157,7 +158,7 @@ def test_the_report_has_a_routing_section_computed_as_by_hand(swept, direct, tmp
             q = direct[(r, 2, x, met[r][0])]
             assert cells[4] == "lru" and cells[5] == seconds(q.ttft_p99_s) and cells[7] == f"{q.reuse_ratio:.4f}"
             assert cells[6] == f"{100 * (1 - q.ttft_p99_s / 75):.0f}%"
-            gap = q.ceiling_reuse_ratio - q.reuse_ratio
+            gap = q.ceiling_reuse_ratio - q.first_reuse_ratio  # the ceiling bounds first-admission reuse
             assert cells[8] == ("-" if gap != gap else f"{100 * gap:.2f}")
             assert cells[9] == f"{q.busy_imbalance:.3f}" and cells[10] == f"{q.jain_busy:.3f}"
         assert re.search(rf'data-replicas="1" data-load="{x}" data-best="[a-z_]*">1 replica at {x}x load: every router',
@@ -229,7 +230,7 @@ def test_advise_gives_the_fleet_meeting_the_slo_by_hand(tmp_path, trace):
     assert base["met_from_blocks"] == first[(q, "round_robin", n)]
     assert base["reuse_margin_points"] == pytest.approx(
         100 * (res[(q, r, n, b)].reuse_ratio - res[(q, "round_robin", n, b)].reuse_ratio))
-    gap = res[(q, r, n, b)].ceiling_reuse_ratio - res[(q, r, n, b)].reuse_ratio
+    gap = res[(q, r, n, b)].ceiling_reuse_ratio - res[(q, r, n, b)].first_reuse_ratio
     assert got["ceiling_gap_points"] == (None if gap != gap else pytest.approx(100 * gap))
     rec = next(x for x in report["recommendations"] if x["topic"] == "fleet_under_load")
     assert f"{n} replica{'s' if n > 1 else ''} behind {r} with" in rec["verdict"]
@@ -277,6 +278,52 @@ def test_advise_reads_the_sweep_and_names_the_best_policy_where_it_sizes(swept, 
         got["policy"] == "s3fifo" and "enable S3-FIFO" in quick["action"])
 
 
+def test_the_sglang_preset_file_replays_sglangs_scheduler(compose):
+    """fleet=sglang (conf/fleet/sglang.yaml) is the engine preset "sglang": SGLang's scheduler
+    with its own limits, a result of its own beside the same fleet under vLLM's."""
+    from sweep.spec import resolve_counting
+
+    def fleet(*ov):
+        cfg = compose(*ov)
+        return resolve_fleet(cfg, resolve_counting(cfg)[1])
+
+    fl = fleet(*BASE, "fleet=sglang")
+    eng = fl.deployment().engine
+    assert (eng.name, eng.scheduler, eng.max_num_seqs, eng.step_model) == ("sglang", "sglang", 256, "dynamo")
+    assert fl.params()["fleet.engine"] == "sglang"
+    assert fl.key(1) != fleet(*BASE, "fleet=vllm", "fleet.step_model=dynamo").key(1)
+
+
+def test_capacity_auto_is_what_the_gpu_memory_leaves_and_bytes_count_the_fleets_model(compose):
+    """capacity.sizes=[auto] in a fleet sweep is each replica's KV cache from its GPU's memory:
+    Qwen3-30B-A3B on one H100 at vLLM's 0.9 leaves 232 blocks of 512 tokens, within 1% of
+    aiconfigurator-core's own estimate (118,341 tokens); sizes in bytes convert at the KV
+    bytes of fleet.model (Qwen3-32B: 256 KiB per token, so 4 GiB is 32 blocks), not the
+    model group's; auto without a fleet, or without a GPU and model, is refused."""
+    from sweep.fleet import capacities
+    from sweep.plan import resolve_capacities
+    from sweep.spec import capacity_sizes, resolve_counting
+
+    def caps(*ov):
+        cfg = compose(*BASE[:3], "capacity=custom", *ov)
+        fl = resolve_fleet(cfg, resolve_counting(cfg)[1])
+        return capacities(fl, capacity_sizes(cfg), QWEN3_CODER_30B, 512)[0]
+
+    got = caps("capacity.sizes=[auto,200]", "fleet=vllm", "hardware=h100_sxm", "fleet.model=Qwen/Qwen3-30B-A3B",
+               "fleet.step_model=measured")
+    assert [(c.label, c.blocks) for c in got] == [("200", 200), ("auto", 232)]
+    assert abs(232 * 512 - 118_341) / 118_341 < 0.01
+    assert [c.blocks for c in caps("capacity.sizes=[4GiB]", "fleet=vllm", "hardware=h100_sxm",
+                                   "fleet.model=Qwen/Qwen3-32B")] == [32]
+    assert [c.blocks for c in caps("capacity.sizes=[16GiB]", "fleet=dynamo")] == [16 * 2**30 // (48 * 4 * 128 * 2 * 2 * 512)]
+    with pytest.raises(ConfigError, match="hardware="):
+        caps("capacity.sizes=[auto]", "fleet=dynamo")
+    with pytest.raises(ConfigError, match=r"capacity.sizes: 300: .* holds at most 232 blocks"):
+        caps("capacity.sizes=[auto,300]", "fleet=vllm", "hardware=h100_sxm", "fleet.model=Qwen/Qwen3-30B-A3B")
+    with pytest.raises(ConfigError, match=re.escape("fleet=vllm, dynamo or sglang")):
+        resolve_capacities(["auto"], QWEN3_CODER_30B, 512)
+
+
 def test_a_measured_fleet_names_its_model_gpu_and_parallelism(compose):
     """fleet.step_model=measured: the deployment each job replays carries the model, the GPU
     of the hardware group and fleet.tp; each is part of the results' key; what it lacks is
@@ -294,6 +341,12 @@ def test_a_measured_fleet_names_its_model_gpu_and_parallelism(compose):
     assert (d.gpu, d.model_ref.name, d.engine.tp, d.engine.step_model) == ("h100_sxm", "Qwen/Qwen3-30B-A3B", 2,
                                                                           "measured")
     assert "Qwen/Qwen3-30B-A3B" in fl.describe() and fl.params()["fleet.model"] == "Qwen/Qwen3-30B-A3B"
+    # the data's version, as the replay names it (ServeResult.step_model), in the title and the params
+    from sim_core.serving.measured import aic
+
+    data = f"vllm {aic.data_version('h100_sxm', 'vllm')} data (aiconfigurator-core {aic.version()})"
+    assert data in fl.describe() and fl.params()["fleet.step_data"] == data
+    assert data in serve(load_trace(SHARED_MOONCAKE).subset(20), "lru", 400, deployment=d).step_model
     keys = {fl.key(1), fleet(*measured, "fleet.model=Qwen/Qwen3-30B-A3B").key(1),
             fleet(*measured, "fleet.model=Qwen/Qwen3-32B", "fleet.tp=2").key(1),
             fleet(*BASE, "fleet=vllm", "fleet.tp=2").key(1)}

@@ -64,4 +64,5 @@ def shape(setting, c, block_tokens: int) -> None:
     try:
         kv_capacity(d, setting.capacity_blocks, block_tokens)
     except ValueError as e:
-        raise ValueError(f"capacity_blocks={setting.capacity_blocks} on {c.label()}: {e}") from None
+        raise ValueError(f"capacity_blocks={'auto' if setting.capacity_blocks is None else setting.capacity_blocks} "
+                         f"on {c.label()}: {e}") from None

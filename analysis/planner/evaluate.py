@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from sim_core import serve
-from sim_core.serving import Deployment, deployment
+from sim_core.serving import Deployment, deployment, kv_capacity
 
 
 @dataclass(frozen=True)
@@ -20,10 +20,18 @@ class Setting:
     """What every candidate of a plan shares: the engine, the KV cache per replica, the model, the seed."""
 
     engine: Mapping  # {"preset": name, key: override}
-    capacity_blocks: int
+    capacity_blocks: int | None  # None: each candidate's from its GPU's memory (capacity())
     model: object = None  # a sim_core.catalog.models name or ModelConfig (None: serve's default)
     seed: int = 0
     per_request: Mapping | None = None  # serve(slo=...): the goodput floor's per-request bounds
+    block_tokens: int = 512  # the trace's: what a capacity from memory is counted in
+
+    def capacity(self, c) -> int:
+        """A candidate's KV cache per replica in blocks: the plan's, or what its GPU's memory
+        leaves at its TP (sim_core.serving.kv_capacity), which serve derives alike."""
+        if self.capacity_blocks is not None:
+            return self.capacity_blocks
+        return kv_capacity(self.deployment(c), None, self.block_tokens)[0]
 
     def deployment(self, c) -> Deployment:
         """The deployment a candidate is (space.Candidate)."""
@@ -42,12 +50,12 @@ class Setting:
 
     def key(self, c, load: float) -> tuple:
         """A replay's identity within one trace and one simulator."""
-        return (repr(self.replayed(c)), c.policy, self.capacity_blocks, float(load), self.seed,
+        return (repr(self.replayed(c)), c.policy, self.capacity(c), float(load), self.seed,
                 tuple(sorted((self.per_request or {}).items())))
 
     def serve(self, trace, c, load: float):
         try:
-            return serve(trace, c.policy, self.capacity_blocks, deployment=self.deployment(c), arrival_speedup=load,
+            return serve(trace, c.policy, self.capacity(c), deployment=self.deployment(c), arrival_speedup=load,
                          seed=self.seed, slo=dict(self.per_request) if self.per_request else None)
         except RuntimeError as e:  # name the candidate: the plan stops at the first replay that fails
             raise RuntimeError(f"the replay of {c.label()} at {load:g}x load failed: {e}") from e

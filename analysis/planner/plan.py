@@ -96,21 +96,32 @@ def problem(trace, slo, space=None, capacity_blocks=None, engine="dynamo", polic
     load = load_of(trace, arrival_speedup, request_rate)
     eng = checks.engine_of(engine, step_model, backend)
     mdl = checks.model_of(model, eng)
+    bt = int(trace.block_tokens)
     if capacity_blocks is None:
-        raise ValueError("capacity_blocks is required: each replica's KV cache, in blocks or with a unit ('24GiB')")
-    try:
-        cap = to_blocks(capacity_blocks, mdl, int(trace.block_tokens))
-    except ValueError as e:
-        raise ValueError(f"capacity_blocks: {e}") from None
+        raise ValueError("capacity_blocks is required: each replica's KV cache, in blocks or with a unit ('24GiB'), "
+                         "or 'auto' for what each candidate's GPU memory leaves")
+    cap = None  # auto: per candidate (Setting.capacity)
+    if capacity_blocks != "auto":
+        try:
+            cap = to_blocks(capacity_blocks, mdl, bt)
+        except ValueError as e:
+            raise ValueError(f"capacity_blocks: {e}") from None
     prompt, out, _ = served_lengths(trace, as_engine(eng))
-    need = -(-(prompt + out - 1) // int(trace.block_tokens))
-    if int(need.max()) > cap:
-        r = int(np.argmax(need))
-        raise ValueError(f"capacity_blocks={cap} cannot hold request {r} ({int(need[r])} blocks of "
-                         f"{trace.block_tokens} tokens with its output) in one replica: give at least {int(need[r])}")
-    setting = Setting(engine=eng, capacity_blocks=cap, model=model, seed=int(seed), per_request=slo.per_request())
+    need = -(-(prompt + out - 1) // bt)
+    setting = Setting(engine=eng, capacity_blocks=cap, model=model, seed=int(seed), per_request=slo.per_request(),
+                      block_tokens=bt)
     for s in sp.shapes():  # a bad shape fails here, naming its field, not halfway through a search
-        checks.shape(setting, sp.lane(s)[0], int(trace.block_tokens))
+        c = sp.lane(s)[0]
+        checks.shape(setting, c, bt)
+        have = setting.capacity(c)
+        if int(need.max()) > have:
+            r = int(np.argmax(need))
+            where = (f"capacity_blocks={cap}" if cap is not None else
+                     f"capacity_blocks=auto gives {have} blocks per replica on {c.label()}, which")
+            raise ValueError(f"{where} cannot hold request {r} ({int(need[r])} blocks of {bt} tokens with its "
+                             f"output) in one replica: give at least {int(need[r])}"
+                             + ("" if cap is not None else " (a larger GPU, a higher TP or engine."
+                                "gpu_memory_utilization), or leave this GPU and TP out of the space"))
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 <= tolerance < 1:
         raise ValueError(f"tolerance must be in [0, 1), got {tolerance!r}")
     if check_load is not None and (isinstance(check_load, bool) or not isinstance(check_load, (int, float))
@@ -127,7 +138,9 @@ def plan(trace, slo, space=None, capacity_blocks=None, engine="dynamo", policy: 
     {axis: list} over gpu, tp, prefill_replicas, replicas, router, policy (space.py; an
     axis left out is one value: h100_sxm, 1, 0 (aggregated), 1, round_robin, `policy`;
     with prefill_replicas P > 0, `replicas` counts the decode replicas). `capacity_blocks`:
-    each replica's KV cache, in blocks or with a unit ("24GiB"). `engine`: a serving engine
+    each replica's KV cache, in blocks or with a unit ("24GiB"), or "auto": what each
+    candidate's GPU memory leaves at its TP (a model and a GPU the memory data knows; every
+    GPU type and TP of the space gets its own). `engine`: a serving engine
     preset or {"preset": ..., overrides}. Keywords: the load, `arrival_speedup` (default 1)
     or a `request_rate` in requests per second; `prices` over conf/prices/default.yaml;
     `model` (a catalog name, or a Hugging Face id for measured steps); `step_model`
@@ -180,9 +193,10 @@ def _lanes(trace, sp, pr, setting: Setting, slo, load: float) -> list:
     for s in sp.shapes():
         cands = sp.lane(s)
         d = setting.deployment(cands[0])
-        key = repr((d.prefill, d.hardware, d.gpu, d.model, d.disaggregated))  # what the prefill rate depends on
+        cap = setting.capacity(cands[0])  # the same in the whole lane (its GPU and TP)
+        key = repr((d.prefill, d.hardware, d.gpu, d.model, d.disaggregated, cap))  # what the prefill rate depends on
         if key not in rates:
-            rates[key] = bound.prefill_rate(d, setting.capacity_blocks * int(trace.block_tokens))
+            rates[key] = bound.prefill_rate(d, cap * int(trace.block_tokens))
         need = bound.min_replicas(w, slo, rates[key])
         if d.disaggregated:
             start = 0 if d.prefill_replicas >= need else len(cands)
@@ -222,8 +236,11 @@ def row(c, r, slo, pr) -> dict:
     return {**c.axes(), "group": c.group, "gpus": c.gpus, "cost_per_hour": pr.per_hour(c), "label": c.label(),
             "meets": slo.meets(r), "margin": slo.margin(r), **slo.values(r),
             "ttft_p99_s": r.ttft_p99_s, "tpot_mean_s": r.tpot_mean_s, "reuse_ratio": r.reuse_ratio,
+            "capacity_blocks": r.capacity_blocks,
             "ceiling_reuse_ratio": r.ceiling_reuse_ratio,
-            "ceiling_gap_points": 100.0 * (r.ceiling_reuse_ratio - r.reuse_ratio), "result": r}
+            "first_reuse_ratio": r.first_reuse_ratio,
+            # the ceiling bounds first-admission reuse; reuse_ratio also counts re-admissions after preemption
+            "ceiling_gap_points": 100.0 * (r.ceiling_reuse_ratio - r.first_reuse_ratio), "result": r}
 
 
 __all__ = ["Plan", "Problem", "plan", "problem", "solve"]

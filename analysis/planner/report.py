@@ -6,6 +6,7 @@ import math
 import time
 from pathlib import Path
 
+from sweep.report.slo import reuse_text
 from sweep.serving import serve_row
 
 from ..record import plain
@@ -37,8 +38,10 @@ def deployment_lines(p, d: dict, lead: str) -> list[str]:
     return [f"{lead}{d['label']}: {_money(d['cost_per_hour'], cur)} ({d['gpus']} GPU{'s' * (d['gpus'] > 1)} at "
             f"{price:.2f})",
             f"    {vals}{tpot}; margin {d['margin']:.1%} to the SLO",
-            f"    reuse {d['reuse_ratio']:.4f}" + (f", {gap:.2f} points below the fleet ceiling "
-                                                 f"{d['ceiling_reuse_ratio']:.4f}" if gap == gap else "")]
+            f"    {reuse_text(d)}" + (f", {gap:.2f} points below the fleet ceiling "
+                                                 f"{d['ceiling_reuse_ratio']:.4f}" if gap == gap else "")] + (
+        [f"    KV cache from GPU memory: {d['capacity_blocks']:,} blocks per replica"]
+        if p.setting.capacity_blocks is None else [])
 
 
 def text(p, trace_name: str = "") -> str:
@@ -188,7 +191,7 @@ def log_candidates(uri: str, parent: str, p) -> None:
         rid = run.info.run_id
         now = int(time.time() * 1000)
         params = {**{a: d[a] for a in AXES}, "load": load,
-                  "capacity_blocks": p.setting.capacity_blocks}
+                  "capacity_blocks": d["result"].capacity_blocks}
         nums = {"cost_per_hour": d["cost_per_hour"], "gpus": d["gpus"], "margin": d["margin"],
                 **{k: v for k, v in serve_row(d["result"]).items()
                    if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != math.inf}}

@@ -39,7 +39,7 @@ class Keys:
         ident = CurveIdentity.make(trace=self.trace, policy=c.policy, params={}, mode=SERVE, hits="prefix",
                                    seed=s.seed, cost_model=SERVE, model=s.replayed(c).model,
                                    simulator=self.simulator, setup=(("plan", s.key(c, load)),))
-        return ident.point_key(s.capacity_blocks)
+        return ident.point_key(s.capacity(c))
 
 
 def journaled(journal: Journal, keys: Keys, setting, cands, loads) -> dict:
@@ -86,7 +86,7 @@ class RayEvaluator:
         while self.free and self.queue:
             key, c, load = self.queue.popleft()
             job = Job(id=self.next_id, policy=c.policy, params=(), cost_models=(SERVE,), cap_indices=(0,),
-                      capacities=(self.setting.capacity_blocks,), est_cost=0.0, shard=0, n_shards=1, accesses=0,
+                      capacities=(self.setting.capacity(c),), est_cost=0.0, shard=0, n_shards=1, accesses=0,
                       load=float(load), route=self.labels[key[0]])
             self.next_id += 1
             actor = self.free.popleft()

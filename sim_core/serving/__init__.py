@@ -23,7 +23,7 @@ from ..catalog.cost import cost_per_depth
 from ..tiers.hierarchy import T_BAD_VICTIM, T_FAILED
 from ..policies import PolicyContext, get_policy, resolve_params
 from .ceiling import fleet_ceiling
-from .deployment import FIELDS, Deployment, deployment, kv_capacity, measured_config
+from .deployment import FIELDS, Deployment, deployment, kv_capacity, measured_config, prefill_pool_params
 from .disagg import check_fits, decode_side, idle, role_fields
 from .engines import ENGINES, ServeEngine
 from .loop import replica_states, run_serve

@@ -151,8 +151,8 @@ def deployment(*, replicas: int = 1, engine="dynamo", router: str = "round_robin
                            decode_router_params, kv_transfer, spec.name, eng, mdl)
     if roles:
         eng = dynamo_rounding(eng)
-    if roles.get("prefill_replicas") and spec.name == "kv_router":  # Dynamo's prefill pool tracks no active blocks
-        router_params = {"active_blocks": 0.0, **dict(router_params or {})}
+    if roles.get("prefill_replicas"):
+        router_params = prefill_pool_params(spec.name, router_params)
     got = spec.resolve(router_params)
     rules = engine_hierarchy(eng, hierarchy)
     specs = tuple(serving_tiers(tiers, rules))
@@ -193,6 +193,12 @@ def disaggregation(prefill_replicas, prefill_engine, prefill_capacity_blocks, de
             "prefill_capacity_blocks": None if cap is None else int(cap), "decode_router": dspec.name,
             "decode_router_params": tuple(sorted(dgot.items())),
             "kv_transfer": as_kv_transfer(kv_transfer, model.kv_bytes_per_token)}
+
+
+def prefill_pool_params(router: str, given) -> dict:
+    """The parameters of `router` in front of a disaggregated fleet's prefill pool, `given`
+    over its defaults there: Dynamo's kv_router tracks no active blocks on a prefill pool."""
+    return {"active_blocks": 0.0, **dict(given or {})} if router == "kv_router" else dict(given or {})
 
 
 def dynamo_rounding(eng: ServeEngine) -> ServeEngine:

@@ -6,8 +6,9 @@ table prints them (sweep.report.tables) and `advise` gives the same (analysis.se
 Every verdict here rests on configurations that meet the SLO (sweep.report.slo: a
 curve meets it from the smallest capacity from which every larger one swept does), and
 every number is the one at that point: its p99 TTFT, its margin under the bound, its
-reuse and its gap to the fleet ceiling there (ceiling_reuse_ratio - reuse_ratio, in
-points: Belady over one pooled cache of replicas x capacity blocks).
+reuse and its gap to the fleet ceiling there (ceiling_reuse_ratio - first_reuse_ratio, in
+points: Belady over one pooled cache of replicas x capacity blocks, which bounds the reuse
+found at first admissions).
 
 Cheapest: the fewest replicas (GPUs), then the smallest KV cache per replica, then the
 lower p99 TTFT there, then the sweep's order.
@@ -19,7 +20,7 @@ import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from .slo import Row, Slo, _num, cap_text, met_from, route_of, seconds
+from .slo import Row, Slo, _num, cap_text, ceiling_gap, met_from, reuse_text, route_of, seconds
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class Pick:
     @property
     def ceiling_gap(self) -> float:
         """Points below the fleet ceiling at this point (NaN: not measured)."""
-        return 100.0 * (_num(self.row, "ceiling_reuse_ratio") - _num(self.row, "reuse_ratio"))
+        return ceiling_gap(self.row)
 
 
 def margin(row: Row, slo: Slo) -> float:
@@ -95,7 +96,7 @@ def sentence(load: float, pick: Pick | None, slo: Slo, routed: bool) -> str:
            if routed else f"{pick.replicas} replica{'s' if pick.replicas > 1 else ''} with ")
     gap = pick.ceiling_gap
     out = (f"{load:g}x load: {who}{cap_text(r)} of KV cache each, evicting with {pick.policy}: {there(r, slo)}; "
-           f"reuse {_num(r, 'reuse_ratio'):.4f}" + (f", {gap:.2f} points below the fleet ceiling "
+           f"{reuse_text(r)}" + (f", {gap:.2f} points below the fleet ceiling "
                                                     f"({_num(r, 'ceiling_reuse_ratio'):.4f}) there" if gap == gap else ""))
     if pick.also:
         out += f" (also meeting it with as few replicas and as little cache: {', '.join(pick.also)})"
@@ -150,7 +151,7 @@ def router_sentence(reps: int, load: float, ats: Sequence[RouterAt], slo: Slo) -
     p = best.pick
     gap = p.ceiling_gap
     out = (f"{head}: {best.router} meets the SLO from {cap_text(p.row)} per replica, with {p.policy}, "
-           f"{there(p.row, slo)}, reuse {_num(p.row, 'reuse_ratio'):.4f}"
+           f"{there(p.row, slo)}, {reuse_text(p.row)}"
            + (f", {gap:.2f} points below the fleet ceiling there" if gap == gap else ""))
     rest = [f"{a.router} from {cap_text(a.pick.row)} with {a.pick.policy}, {there(a.pick.row, slo)}" if a.pick
             else f"{a.router} never meets it" + (f" (lowest p99 TTFT {seconds(_num(a.lowest, 'ttft_p99_s'))})"

@@ -14,7 +14,7 @@ TTFT scores (in per cent) and the difference of the reuse means (in points). Per
 the load balance over replicas is the mean busy_imbalance (busiest replica's busy time
 over the mean: 1 is balanced), jain_busy (Jain's index of busy time: 1 balanced, 1/R all
 on one) and prefill_imbalance, and the gap to the fleet ceiling the mean of
-ceiling_reuse_ratio - reuse_ratio (Belady over one pooled cache of replicas x capacity
+ceiling_reuse_ratio - first_reuse_ratio (Belady over one pooled cache of replicas x capacity
 blocks), in points.
 
 The figure (plot_routing) draws every configuration in its colour of the report
@@ -32,7 +32,7 @@ from typing import Mapping, Sequence
 from ..serving import BASELINE
 from .answer import margin, router_sentence, router_verdicts
 from .lines import CEILING_COLOUR, SLO_COLOUR, img_html, line_styles, plain_log_axis, save
-from .slo import Row, Slo, _num, by_load, cap_text, route_of, routes, seconds
+from .slo import Row, Slo, _num, by_load, cap_text, ceiling_gap, first_reuse, route_of, routes, seconds
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ def score(rows: Sequence[Row]) -> Score:
     bal = [balance(r) for r in rows]
     return Score(ttft_p99_s=_geomean([_num(r, "ttft_p99_s") for r in rows]),
                  reuse=_mean([_num(r, "reuse_ratio") for r in rows]),
-                 ceiling_gap=100.0 * _mean([_num(r, "ceiling_reuse_ratio") - _num(r, "reuse_ratio") for r in rows]),
+                 ceiling_gap=_mean([ceiling_gap(r) for r in rows]),
                  busy_imbalance=_mean([b[0] for b in bal]), jain_busy=_mean([b[1] for b in bal]),
                  prefill_imbalance=_mean([b[2] for b in bal]), points=len(rows))
 
@@ -223,7 +223,8 @@ def plot_routing(series: Mapping[float, Mapping[str, Sequence[Row]]], slo: Slo, 
     for ax, (load, per) in zip(axes, series.items()):
         for n, rows in per.items():
             c = st[n].colour
-            xs, ys = [_num(q, "reuse_ratio") for q in rows], [_num(q, "ttft_p99_s") for q in rows]
+            # first-admission reuse: what the ceiling bounds (re-admissions after preemption aside)
+            xs, ys = [first_reuse(q) for q in rows], [_num(q, "ttft_p99_s") for q in rows]
             ax.plot(xs, ys, color=c, marker=st[n].marker, linewidth=1.5, markersize=6)
             for q, x, y in zip(rows, xs, ys):
                 cx = _num(q, "ceiling_reuse_ratio")
@@ -238,7 +239,7 @@ def plot_routing(series: Mapping[float, Mapping[str, Sequence[Row]]], slo: Slo, 
         plain_log_axis(ax.yaxis)
         ax.grid(alpha=0.3, which="both")
         ax.set_title(f"{load:g}x load", loc="left")
-        ax.set_xlabel("reuse ratio (prompt tokens found in the cache)")
+        ax.set_xlabel("reuse at first admission (prompt tokens found in the cache)")
     axes[0].set_ylabel("p99 TTFT (s)")
     handles = [Line2D([], [], color=st[n].colour, marker=st[n].marker, linewidth=1.5) for n in names]
     labels = list(names)

@@ -161,6 +161,25 @@ def serve_summary(rows: Sequence[Row]) -> dict[str, float]:
     return {"slo_met_from_gib": _num(r, "capacity_gib"), "slo_met_from_blocks": _num(r, "capacity_blocks")}
 
 
+def first_reuse(row: Row) -> float:
+    """The reuse the fleet ceiling bounds: at each request's first admission (docs/fleet.md);
+    reuse_ratio also counts what re-admissions after preemption find, so it can exceed the
+    ceiling. A row from before first_reuse_ratio was kept: reuse_ratio."""
+    first = _num(row, "first_reuse_ratio")
+    return first if first == first else _num(row, "reuse_ratio")
+
+
+def ceiling_gap(row: Row) -> float:
+    """Points of first-admission reuse below the fleet ceiling at this point (NaN: not measured)."""
+    return 100.0 * (_num(row, "ceiling_reuse_ratio") - first_reuse(row))
+
+
+def reuse_text(row: Row) -> str:
+    """'reuse 0.1626 (0.0480 at first admission)': the second only where preemptions make them differ."""
+    reuse, first = _num(row, "reuse_ratio"), first_reuse(row)
+    return f"reuse {reuse:.4f}" + (f" ({first:.4f} at first admission)" if abs(first - reuse) >= 5e-5 else "")
+
+
 def route_of(row: Row) -> tuple[str, int]:
     """(router, replicas) of a serving row (router "" in a file from before it was a field).
     A disaggregated row's router names its shape ("kv_router 2:6") and its replicas count
