@@ -360,7 +360,7 @@ def setup(cfg, sp, overrides: list[str]):
     if fl is None:
         return None, sp
     sp = for_sweep(sp, fl, cfg, overrides)
-    return with_tier_links(fl, sp), sp
+    return with_tier_links(fl, sp.tiers, sp.hardware), sp
 
 
 def for_sweep(sp, fl: Fleet, cfg, overrides: list[str]):
@@ -419,10 +419,11 @@ def check_tiers(sp, fl: Fleet) -> None:
                               f"hardware=h100_sxm")
 
 
-def with_tier_links(fl: Fleet, sp) -> Fleet:
-    """The fleet with the hardware its tiers' links come from (part of every curve's key)."""
-    if sp.tiers and sp.hardware is not None and fl.hardware is None:
-        return replace(fl, hardware=sp.hardware)
+def with_tier_links(fl: Fleet, tiers, hardware: dict | None) -> Fleet:
+    """The fleet with the hardware its tiers' links come from (part of every curve's key);
+    `tiers`: the sweep's tier axes (anything but empty when there are lower tiers)."""
+    if tiers and hardware is not None and fl.hardware is None:
+        return replace(fl, hardware=hardware)
     return fl
 
 

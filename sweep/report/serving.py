@@ -131,6 +131,7 @@ def serving_html(table: SweepTable, png: Path | None, css: str, routing_png: Pat
     parts.append("</section>")
     if routed(curves):
         parts.append(routing_html(curves, routing_png, slo))
+    parts.append(fleet_pools.html_section(fleet_pools.sizing(curves)))  # tier=... with fleet=...
     parts.append("</body></html>")
     return "\n".join(parts)
 
