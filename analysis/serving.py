@@ -226,7 +226,7 @@ def fleet_advice(series: dict, slo: Slo, fl) -> tuple[dict, dict]:
                 f"({d[BASELINE]['reuse_margin_points']:+.2f} points)")
         because.append(f"{load:g}x load: {vs}; reuse {r['reuse_ratio']:.4f} is "
                        + (f"{gap:.2f} points below the fleet ceiling ({r['ceiling_reuse_ratio']:.4f}: Belady over one "
-                          f"pooled cache of {reps} x {best.blocks:,} blocks)" if gap == gap
+                          f"pooled cache of {fleet_pools.held_text(r, reps, best.blocks)})" if gap == gap
                           else "not compared with the fleet ceiling (not measured)"))
     action = (f"Fleet for {slo.text()} ({fl.describe()}): the fewest replicas, then the least KV cache per replica "
               f"from which every larger capacity swept meets the SLO, then the lowest p99 TTFT there: "

@@ -39,6 +39,9 @@ def test_the_cheapest_pool_within_a_point_of_the_best():
     assert got["round_robin"]["pool"] == "dram=100,pool=150"
     assert any(line.startswith("  >pool") for line in fleet_pools.lines(list(got.values())))
     assert "Pool sizing under load" in fleet_pools.html_section(list(got.values()))
+    # the capacity the fleet ceiling pools: HBM and the private tiers per replica, the shared pool once
+    assert fleet_pools.held_text(_row(0.3, 4000, 64000), 2, 1000) == "2 x (1,000 + 4,000) + 64,000 shared blocks"
+    assert fleet_pools.held_text({}, 8, 1000) == "8 x 1,000 blocks"
 
 
 def test_advise_runs_every_pool_under_every_replica_as_serve_does(compose, monkeypatch):

@@ -41,6 +41,16 @@ def cost(row: Row) -> tuple[float, float, float]:
     return priv, pool, priv * float(row.get("replicas", 1)) + pool
 
 
+def held_text(row: Row, replicas: int, blocks: int) -> str:
+    """'2 x 1,000 blocks', or with lower tiers '2 x (1,000 + 4,000) + 64,000 shared blocks': the
+    capacity the fleet ceiling pools (HBM and every private tier per replica, a shared one once)."""
+    priv, pool, _ = cost(row)
+    if not priv and not pool:
+        return f"{replicas} x {blocks:,} blocks"
+    per = f"({blocks:,} + {priv:,.0f})" if priv else f"{blocks:,}"
+    return f"{replicas} x {per}" + (f" + {pool:,.0f} shared" if pool else "") + " blocks"
+
+
 def sizing(curves: Mapping[str, Sequence[Row]]) -> list[dict]:
     """One record per (router, replicas, load, policy, capacity) swept over several pools."""
     groups: dict[tuple, list[tuple[str, Row]]] = {}
@@ -132,4 +142,4 @@ def markdown(records: Sequence[dict]) -> list[str]:
     return out
 
 
-__all__ = ["ABOVE", "POINT", "cost", "html_section", "lines", "markdown", "pool_of", "sizing"]
+__all__ = ["ABOVE", "POINT", "cost", "held_text", "html_section", "lines", "markdown", "pool_of", "sizing"]
