@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 
 from ..serving import SERVE
+from . import fleet_pools
 from .lines import SLO_COLOUR, img_html, line_styles, plain_log_axis, save
 from .plots import size_label
 from .answer import answer_html, cheapest, p99_table
