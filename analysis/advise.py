@@ -35,6 +35,7 @@ from sim_core.replay.options import resolve_order
 from sim_core.traces.sample import auto_rate
 from sim_core.traces.sessions import INFERRED_NOTE, sessions_source
 from sweep.config import ConfigError
+from sweep.fleet import with_tier_links
 from sweep.plan import Capacity, oversized_warnings, resolve_capacities
 from sweep.report.sizing import axes
 from sweep.report.plots import plot_cost_model
@@ -435,8 +436,11 @@ def main(argv: list[str]) -> int:
         report["recommendations"] += [rec] if rec else []
     if fleet:  # fleet=...: the cheapest fleet meeting the SLO at each load, from stored results where there are
         kw = dict(model=model, seed=int(sim.get("seed", 0)))
-        known = Stored(inv.cfg, uri, config.experiment_of(inv, trace), trace, fleet[0], fleet[1], serving.POLICIES, **kw)
-        report["serving"], rec = serving.advise(trace, *fleet, stored=known, **kw)
+        fl = with_tier_links(fleet[0], pool_axis, hardware)  # the tiers' links, as the sweep's
+        pooled = pool_axis or [("", ())]  # tier=...: every pool under every replica
+        known = Stored(inv.cfg, uri, config.experiment_of(inv, trace), trace, fl, fleet[1], serving.POLICIES,
+                       pools=pooled, **kw)
+        report["serving"], rec = serving.advise(trace, fl, *fleet[1:], stored=known, pools=pooled, **kw)
         report["recommendations"] = reconcile(report["recommendations"], report["serving"]) + [rec]
     print("\n".join(f"{i}. {r['topic'].replace('_', ' ')}: {r['verdict']}. {r['action']}\n   {r['because']}"
                     for i, r in enumerate(report["recommendations"], 1)) + "\n")

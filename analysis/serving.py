@@ -24,6 +24,7 @@ from sim_core import serve
 from sweep.config import ConfigError
 from sim_core.serving import cannot_serve
 from sweep.fleet import capacities, request_blocks, resolve
+from sweep.report import fleet_pools
 from sweep.report.answer import cheapest, margin, router_sentence, router_verdicts, there
 from sweep.report.routing import points
 from sweep.report.slo import Slo, cap_text, met_from, seconds
@@ -60,29 +61,50 @@ def axis(cfg, model, trace) -> tuple | None:
     return fl, fit, notes
 
 
-def run(trace, fl, caps, *, model, seed: int = 0, stored=None) -> dict:
+def run(trace, fl, caps, *, model, seed: int = 0, stored=None, pools=(("", ()),)) -> dict:
     """load -> name -> rows (one per capacity, as the sweep's curves.csv has them, with
     their `load`): the name is the policy, or with several routes "lru @ kv_router x8"
-    (as sweep.report.slo.by_load names them). `stored` (analysis.stored.Stored): results
-    computed before are read from it, and what is replayed here goes to its journal."""
+    (as sweep.report.slo.by_load names them); above lower tiers (tier=..., `pools` as
+    sweep.plan.resolve_pools gives them), each pool under every replica: "lru above
+    dram=1TiB @ kv_router x8". `stored` (analysis.stored.Stored): results computed before
+    are read from it, and what is replayed here goes to its journal."""
     policies = [p for p in POLICIES if not cannot_serve(p)]
     out: dict = {}
     for load in fl.loads:
         for route in fl.routes:
-            for p in policies:
-                t0 = time.perf_counter()
-                rows = []
-                for i, c in enumerate(caps):
-                    def replay(p=p, c=c, route=route, load=load):
-                        return serve(trace, p, c.blocks, arrival_speedup=load, seed=seed, **fl.serve_kwargs(route, model))
-                    res = stored.get(p, load, route.label, i, replay) if stored is not None else replay()
-                    rows.append({"capacity_index": i, "capacity_label": c.label, "capacity_gib": c.gib, "load": load,
-                                 **serve_row(res)})
-                out.setdefault(load, {})[f"{p} @ {route.label}" if fl.routed else p] = rows
-                log.info("serve %s at %gx load%s: %d capacities in %.1fs", p, load,
-                         f", {route.label}" if fl.routed else "", len(caps), time.perf_counter() - t0)
+            for label, tiers in pools:
+                kw = fl.serve_kwargs(route, model)
+                if tiers:  # as the sweep's runner: this pool under every replica (a shared tier: the fleet's)
+                    kw["deployment"] = kw["deployment"].with_tiers([dict(t) for t in tiers])
+                for p in policies:
+                    t0 = time.perf_counter()
+                    name = p + (f" above {label}" if label else "")
+                    rows = []
+                    for i, c in enumerate(caps):
+                        def replay(p=p, c=c, load=load, kw=kw):
+                            return serve(trace, p, c.blocks, arrival_speedup=load, seed=seed, **kw)
+                        res = stored.get(p, load, route.label, i, replay, pool=label) if stored is not None \
+                            else replay()
+                        rows.append({"capacity_index": i, "capacity_label": c.label, "capacity_gib": c.gib,
+                                     "load": load, **serve_row(res)})
+                    out.setdefault(load, {})[f"{name} @ {route.label}" if fl.routed else name] = rows
+                    log.info("serve %s at %gx load%s: %d capacities in %.1fs", name, load,
+                             f", {route.label}" if fl.routed else "", len(caps), time.perf_counter() - t0)
     if stored is not None:
         stored.save()
+    return out
+
+
+def pool_curves(series: dict) -> dict:
+    """run()'s series above lower tiers as a sweep's serving curves (label -> rows, the
+    label naming the pool), which sweep.report.fleet_pools reads."""
+    out: dict = {}
+    for load, per in series.items():
+        for name, rows in per.items():
+            head = name.split(" @ ", 1)[0]
+            if fleet_pools.ABOVE in head:
+                policy, pool = head.split(fleet_pools.ABOVE, 1)
+                out.setdefault(f"{policy} @ {load:g}x load{fleet_pools.ABOVE}{pool}", []).extend(rows)
     return out
 
 
@@ -91,16 +113,20 @@ def per_replica(row) -> str:
     return f"{cap_text(row)} of KV cache per replica"
 
 
-def advise(trace, fl, caps, notes: list[str], *, model, seed: int = 0, stored=None) -> tuple[dict, dict]:
+def advise(trace, fl, caps, notes: list[str], *, model, seed: int = 0, stored=None,
+           pools=(("", ()),)) -> tuple[dict, dict]:
     """(the report's `serving` section, the recommendation). One answer per load: the
     cheapest configuration meeting the SLO (sweep.report.answer.cheapest: fewest replicas,
     least KV cache per replica, then the lowest p99 TTFT there), so the policy it names is
-    the one with the lowest p99 TTFT at that size among those meeting the SLO there."""
-    series = run(trace, fl, caps, model=model, seed=seed, stored=stored)
+    the one with the lowest p99 TTFT at that size among those meeting the SLO there. With
+    lower tiers (`pools`, from tier=...), every pool runs under every replica, and the
+    section holds the pool sizing under load (sweep.report.fleet_pools): per router and
+    replicas, the cheapest pool within a point of the best reuse, and the TTFT there."""
+    series = run(trace, fl, caps, model=model, seed=seed, stored=stored, pools=pools)
     slo = Slo(fl.slo_ttft_s, fl.slo_tpot_s)
     section = {"fleet": f"fleet={fl.name}: {fl.describe()}", "slo": slo.text(), "notes": notes,
                "capacities": [{"label": c.label, "blocks": c.blocks, "gib": c.gib} for c in caps], "loads": {},
-               "under_load": {}}
+               "under_load": {}, "pool_sizing": fleet_pools.sizing(pool_curves(series))}
     verdicts, because, actions = [], [], []
     for load, per in series.items():
         pick = cheapest(per, slo)
@@ -200,7 +226,7 @@ def fleet_advice(series: dict, slo: Slo, fl) -> tuple[dict, dict]:
                 f"({d[BASELINE]['reuse_margin_points']:+.2f} points)")
         because.append(f"{load:g}x load: {vs}; reuse {r['reuse_ratio']:.4f} is "
                        + (f"{gap:.2f} points below the fleet ceiling ({r['ceiling_reuse_ratio']:.4f}: Belady over one "
-                          f"pooled cache of {reps} x {best.blocks:,} blocks)" if gap == gap
+                          f"pooled cache of {fleet_pools.held_text(r, reps, best.blocks)})" if gap == gap
                           else "not compared with the fleet ceiling (not measured)"))
     action = (f"Fleet for {slo.text()} ({fl.describe()}): the fewest replicas, then the least KV cache per replica "
               f"from which every larger capacity swept meets the SLO, then the lowest p99 TTFT there: "
@@ -230,4 +256,4 @@ def markdown(section: dict | None) -> list[str]:
             f"{f['router']}, evicting with {f['policy']}; reuse {f['reuse_ratio']:.4f}" + (
                 f", {f['ceiling_gap_points']:.2f} points below the fleet ceiling"
                 if f["ceiling_gap_points"] == f["ceiling_gap_points"] else "")), ""] + [f"- {s}" for s in d["regimes"]]
-    return lines + [f"- {n}" for n in section["notes"]]
+    return lines + fleet_pools.markdown(section.get("pool_sizing") or []) + [f"- {n}" for n in section["notes"]]

@@ -26,10 +26,11 @@ class Stored:
     """The serving results known for (policy, load, route, capacity) of one advise, and
     the journal its own replays go to."""
 
-    def __init__(self, cfg, uri: str | None, experiment: str, trace, fl, caps, policies, *, model, seed: int):
+    def __init__(self, cfg, uri: str | None, experiment: str, trace, fl, caps, policies, *, model, seed: int,
+                 pools=(("", ()),)):
         self.journal = Journal(Path(str(cfg.tracking.get("journal") or "kvsweep-journal.jsonl")).expanduser().resolve())
         self.experiment = experiment
-        vs = variants([choice(get_policy(p)) for p in policies], fl)
+        vs = variants([choice(get_policy(p)) for p in policies], fl, pools)
         self.curves = curves(fl, vs, tuple(c.blocks for c in caps), trace=trace_digest(trace),
                              simulator=source_digest(), seed=seed, model=model)
         self.known = dict(self.journal.results())
@@ -41,13 +42,14 @@ class Stored:
         self.read = self.ran = 0
         self._new: list[Point] = []
 
-    def key(self, policy: str, load: float, route: str, i: int) -> str:
-        c = next(c for c in self.curves if (c.policy, c.load, c.route) == (policy, load, route))
+    def key(self, policy: str, load: float, route: str, i: int, pool: str = "") -> str:
+        c = next(c for c in self.curves if (c.policy, c.load, c.route, c.pool) == (policy, load, route, pool))
         return c.point_keys[i]
 
-    def get(self, policy: str, load: float, route: str, i: int, replay):
-        """The result at capacity index `i`: stored, or `replay()`'s (then journaled by save())."""
-        k = self.key(policy, load, route, i)
+    def get(self, policy: str, load: float, route: str, i: int, replay, pool: str = ""):
+        """The result at capacity index `i` (above lower tiers `pool`, a pool label): stored,
+        or `replay()`'s (then journaled by save())."""
+        k = self.key(policy, load, route, i, pool)
         if k in self.known:
             self.read += 1
             return self.known[k]

@@ -39,16 +39,22 @@ def ours(trace, replicas: int, blocks: int, router: str, speedup: float) -> tupl
             "tpot_ms": r.tpot_mean_s * 1e3, "preemptions": r.preemptions}, wall
 
 
-def dynamo_replay(path: Path, replicas: int, blocks: int, router: str, speedup: float):
-    """Dynamo's replay of a Mooncake-format trace (512-token blocks) with per-request
-    records: (its report, wall seconds)."""
+def replay(path: Path, engine: dict, replicas: int, router: str, speedup: float):
+    """(Dynamo's run_trace_replay of a Mooncake trace (512-token blocks) under `engine`'s
+    arguments, with per-request records; its wall seconds)."""
     from dynamo.replay import run_trace_replay
 
     t0 = time.perf_counter()
-    rep = run_trace_replay([str(path)], extra_engine_args={"engine": {"block_size": 512, "num_gpu_blocks": blocks}},
-                           num_workers=replicas, router_mode=router, arrival_speedup_ratio=speedup,
-                           trace_block_size=512, trace_format="mooncake", capture_per_request=True)
+    rep = run_trace_replay([str(path)], extra_engine_args={"engine": engine}, num_workers=replicas,
+                           router_mode=router, arrival_speedup_ratio=speedup, trace_block_size=512,
+                           trace_format="mooncake", capture_per_request=True)
     return rep, time.perf_counter() - t0
+
+
+def dynamo_replay(path: Path, replicas: int, blocks: int, router: str, speedup: float):
+    """Dynamo's replay of a Mooncake-format trace (512-token blocks) with per-request
+    records: (its report, wall seconds)."""
+    return replay(path, {"block_size": 512, "num_gpu_blocks": blocks}, replicas, router, speedup)
 
 
 def dynamo(path: Path, replicas: int, blocks: int, router: str, speedup: float) -> tuple[dict, float]:

@@ -283,8 +283,9 @@ def _ttft(trace: Trace, rp: Replay, costs: dict, first: int, opts: Options) -> d
     block_bytes = float(opts.model.kv_bytes_per_block(trace.block_tokens))
     loaded = acc.req_tier[:len(opts.tiers), keep].astype(np.float64) * block_bytes
     bw = np.array([t.bandwidth_bps or opts.hardware.link_bps(t.link) for t in opts.tiers], np.float64)
+    lat = np.array([t.latency_s for t in opts.tiers], np.float64)
     return ttft_stats(total, saved, loaded, bw, opts.hardware, opts.overlap, scale=1.0 / opts.rate,
-                      percentiles=opts.rate == 1.0)
+                      percentiles=opts.rate == 1.0, latencies=lat)
 
 
 def _windows(trace: Trace, per_model: dict, cost_aware: bool, first_model: str, costs: dict, first: int,

@@ -50,8 +50,9 @@ class Curve:
         """The policy, and the pool it runs above HBM in a tiered sweep or the load and
         route it is served at (fleet=..., "lru @ 2x load, kv_router x8"): how tables, CSVs
         and run names tell its curves apart."""
-        if self.load:
-            return f"{self.policy} @ {load_label(self.load)}" + (f", {self.route}" if self.route else "")
+        if self.load:  # a pool under every replica (tier=... with fleet=...): "... above dram=1TiB,pool=8TiB"
+            return (f"{self.policy} @ {load_label(self.load)}" + (f", {self.route}" if self.route else "")
+                    + (f" above {self.pool}" if self.pool else ""))
         return f"{self.policy} @ {self.pool}" if self.pool else self.policy
 
     def __post_init__(self):

@@ -31,6 +31,7 @@ from sim_core.catalog.capacity import human_gib
 from sim_core.serving import (ROUTERS, Deployment, cannot_serve, deployment, kv_capacity, measured_config,
                               prefill_pool_params, served_lengths, slo_seconds)
 from sim_core.serving.engines import as_engine
+from sim_core.policies import get_policy
 from sim_core.serving.measured import aic
 from sim_core.serving.routers import get_router
 
@@ -356,7 +357,10 @@ def _roles(f: dict, rts) -> tuple:
 def setup(cfg, sp, overrides: list[str]):
     """(the Fleet or None, the sweep's spec under it): fleet.resolve, then for_sweep."""
     fl = resolve(cfg, sp.hardware)
-    return (None, sp) if fl is None else (fl, for_sweep(sp, fl, cfg, overrides))
+    if fl is None:
+        return None, sp
+    sp = for_sweep(sp, fl, cfg, overrides)
+    return with_tier_links(fl, sp.tiers, sp.hardware), sp
 
 
 def for_sweep(sp, fl: Fleet, cfg, overrides: list[str]):
@@ -367,8 +371,7 @@ def for_sweep(sp, fl: Fleet, cfg, overrides: list[str]):
         raise ConfigError(f"sim.sample_rate={sp.sample_rate:g}: spatial sampling does not preserve queueing; "
                           f"{where} replays the whole trace: set sim.sample_rate=null")
     if sp.tiers:
-        raise ConfigError(f"tier={sp.tier_name} with {where}: a sweep does not serve lower tiers yet (sim_core.serve "
-                          f"takes tiers= for one replica: docs/serving.md); set tier=none")
+        check_tiers(sp, fl)
     weeks = int(cfg.trace.get("weeks") or 1)
     if weeks > 1:
         raise ConfigError(f"trace.weeks={weeks} with {where}: independent weeks back to back are not one arrival "
@@ -380,6 +383,8 @@ def for_sweep(sp, fl: Fleet, cfg, overrides: list[str]):
         if sp.counting.get(k) != COUNTING_DEFAULTS[k]:
             raise ConfigError(f"sim.{k}={sp.counting[k]} is not modelled by the serving replay ({where}): leave it "
                               f"at its default ({COUNTING_DEFAULTS[k]})")
+    bounds = [p.name for p in sp.policies if get_policy(p.name).bound_of]  # tier_bound: a cache replay's bound
+    sp = replace(sp, policies=[p for p in sp.policies if p.name not in bounds])
     why = {p.name: w for p in sp.policies if (w := cannot_serve(p.name))}
     if why and not sp.selected_all:
         name = next(iter(why))
@@ -395,6 +400,31 @@ def for_sweep(sp, fl: Fleet, cfg, overrides: list[str]):
         log.info("%s: cost models do not apply to serving (each point is one serve() result); cost= is ignored",
                  where)
     return replace(sp, sample_rate=None, sample_auto=False, cost_models=[SERVE], policies=policies)
+
+
+def check_tiers(sp, fl: Fleet) -> None:
+    """tier=... with fleet=...: every replica gets the pool (a tier with shared: true is one
+    for the fleet); the serving replay loads at a link's bandwidth, so each tier needs
+    tier.<name>.bandwidth_bps or a hardware part whose link it names."""
+    if as_engine(fl.engine).scheduler != "vllm":
+        raise ConfigError(f"tier={sp.tier_name} with fleet={fl.name}: lower tiers are modelled for the vLLM "
+                          f"scheduler only (fleet=dynamo or fleet=vllm)")
+    if any(r.prefill for r in fl.routes):
+        raise ConfigError(f"tier={sp.tier_name} with fleet={fl.name}: a disaggregated route (prefill replicas) runs "
+                          f"no lower tiers yet; sweep tiers over aggregated routes")
+    for name, _, modes in sp.tiers:
+        if any(m.get("bandwidth_bps") is None for m in modes) and sp.hardware is None:
+            raise ConfigError(f"tier.{name}.bandwidth_bps is not set and there is no hardware part to take a link "
+                              f"from: give tier.{name}.bandwidth_bps (bytes/s; inf copies instantaneously) or "
+                              f"hardware=h100_sxm")
+
+
+def with_tier_links(fl: Fleet, tiers, hardware: dict | None) -> Fleet:
+    """The fleet with the hardware its tiers' links come from (part of every curve's key);
+    `tiers`: the sweep's tier axes (anything but empty when there are lower tiers)."""
+    if tiers and hardware is not None and fl.hardware is None:
+        return replace(fl, hardware=hardware)
+    return fl
 
 
 def request_blocks(trace, fl: Fleet) -> np.ndarray:
@@ -443,21 +473,25 @@ def check_capacities(trace, caps, fl: Fleet) -> None:
             f"({human_gib(gib, digits=3)}); drop the smaller ones from capacity.sizes or start it there")
 
 
-def variants(policies, fl: Fleet) -> list:
-    """Every policy once per load and route (spec.PolicyChoice with its `load` and
-    `route`, the Route's label)."""
-    return [replace(p, load=x, route=r.label, one_pass=False) for x in fl.loads for r in fl.routes for p in policies]
+def variants(policies, fl: Fleet, pools=(("", ()),)) -> list:
+    """Every policy once per load, route (spec.PolicyChoice with its `load` and `route`,
+    the Route's label) and pool of lower tiers (its `pool` label and `tiers`)."""
+    return [replace(p, load=x, route=r.label, pool=label, tiers=tuple(tiers), one_pass=False)
+            for label, tiers in pools for x in fl.loads for r in fl.routes for p in policies]
 
 
 def identity(fl: Fleet, p, *, trace: str, simulator: str, seed: int, model) -> CurveIdentity:
     """A serving curve's identity: its own mode and cost model, and every serving setting
     (Fleet.key), so it never shares a key with a cache replay, another load or route."""
+    tiers = tuple(tuple(sorted((k, tuple(sorted(v.items())) if isinstance(v, dict) else v) for k, v in t.items()))
+                  for t in p.tiers)
     return CurveIdentity.make(trace=trace, policy=p.name, params=p.params, mode=SERVE, hits="prefix", seed=seed,
                               cost_model=SERVE, model=model, simulator=simulator, order="",
-                              setup=fl.key(p.load, fl.route(p.route)))
+                              setup=fl.key(p.load, fl.route(p.route)) + ((("tiers", tiers),) if tiers else ()))
 
 
 def curves(fl: Fleet, variants, blocks: tuple, **ident) -> list[Curve]:
     """One curve per (policy, load, route) of `variants` over the capacities `blocks`;
     `ident`: identity()'s trace, simulator, seed and model."""
-    return [Curve(p.name, SERVE, identity(fl, p, **ident), blocks, load=p.load, route=p.route) for p in variants]
+    return [Curve(p.name, SERVE, identity(fl, p, **ident), blocks, load=p.load, route=p.route, pool=p.pool)
+            for p in variants]

@@ -48,8 +48,11 @@ class SimulatorShard:
         started = time.time()
         t0, c0 = time.perf_counter(), time.process_time()
         if job.load:
+            dep = self.deployments[job.route]
+            if job.tiers:  # tier=... with fleet=...: this pool under every replica (a shared tier: the fleet's)
+                dep = dep.with_tiers([dict(t) for t in job.tiers])
             recs = [serve(self.trace, job.policy, b, arrival_speedup=job.load, params=dict(job.params),
-                          deployment=self.deployments[job.route], **self.serve_kwargs) for b in job.capacities]
+                          deployment=dep, **self.serve_kwargs) for b in job.capacities]
             return job.id, recs, time.perf_counter() - t0, time.process_time() - c0, started
         recs = simulate(self.trace, job.policy, list(job.capacities), cost_models=list(job.cost_models),
                         params=dict(job.params), tiers=[dict(t) for t in job.tiers] or None, **self.sim_kwargs)

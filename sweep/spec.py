@@ -284,7 +284,7 @@ def check_sizes(sizes, where: str, zero_ok: bool = False) -> list:
 
 
 TIER_KEYS = ("capacities", "policy", "write", "admit", "inclusive", "touch", "promote", "params", "link",
-             "bandwidth_bps")
+             "bandwidth_bps", "latency_s", "shared")
 #: a list of values sweeps them: the mode axis, e.g. tier.dram.write=[on_evict,on_compute]
 MODE_KEYS = ("write", "admit", "inclusive", "touch")
 

@@ -103,7 +103,7 @@ def load(st: Study) -> None:
         log.info("capacity: %s", note)
     _resolve_sampling(st)
     _join_weeks(st)
-    st.variants = fleet.variants(st.spec.policies, st.fleet) if st.fleet else variants(st.spec, st.pools)
+    st.variants = fleet.variants(st.spec.policies, st.fleet, st.pools) if st.fleet else variants(st.spec, st.pools)
     over = hbm_warning(st.caps, st.spec.hardware)
     if over:
         st.warnings.append(over)

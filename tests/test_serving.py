@@ -231,7 +231,6 @@ def test_goodput_counts_requests_within_the_slo():
     (dict(engine={"preset": "dynamo", "step_model": "guess"}), "step_model"),
     (dict(engine={"preset": "vllm"}), "needs a hardware part"),
     (dict(tiers=[{"name": "dram", "capacity": 10}]), "needs a load bandwidth"),
-    (dict(tiers=[{"name": "dram", "capacity": 10, "bandwidth_bps": 1e9}], replicas=2), "tiers with replicas > 1"),
     (dict(tiers=[{"name": "dram", "capacity": 10, "write": "sometimes", "bandwidth_bps": 1e9}]), "write"),
 ])
 def test_bad_input_names_the_field(kw, match):

@@ -184,7 +184,8 @@ def test_bad_serving_input_exits_2_and_records_nothing(tmp_path, override, field
     (["fleet.replicas=0"], r"fleet\.replicas must be an integer >= 1"),
     (["fleet=vllm"], r"roofline step model .* hardware=h100_sxm"),
     (["fleet=none", "fleet.arrival_speedup=2"], r"fleet\.arrival_speedup is set, but no serving engine"),
-    (["tier=hbm_dram"], r"tier=hbm_dram with fleet=dynamo"),
+    (["tier=hbm_dram"], r"tier\.dram\.bandwidth_bps is not set"),
+    (["tier=hbm_dram", "tier.dram.bandwidth_bps=1e9", "fleet.prefill_replicas=1"], r"disaggregated route"),
     (["sim.window=1h"], r"sim\.window"),
     (["policy=[lru,lecar]"], r"policy lecar cannot run in the serving replay"),
 ])
@@ -194,6 +195,23 @@ def test_settings_serving_cannot_take_are_refused(compose, overrides, message):
     with pytest.raises(ConfigError, match=message):
         cfg = compose(*BASE, *overrides)
         setup(cfg, resolve(cfg, "lru"), [])
+
+
+def test_a_tier_sweep_serves_each_pool_under_every_replica(compose):
+    """tier=... with fleet=...: one serving curve per (policy, pool, load, route), the pool a
+    shared tier's size too; each job's deployment carries the pool (no replay here)."""
+    from sweep.fleet import setup, variants
+    from sweep.plan import resolve_pools
+
+    cfg = compose(*BASE, "tier=hbm_dram_ssd", "tier.dram.capacities=[1000,4000]", "tier.dram.bandwidth_bps=1e18",
+                  "tier.ssd.capacities=[64000]", "+tier.ssd.shared=true", "tier.ssd.bandwidth_bps=25e9",
+                  "+tier.ssd.latency_s=5e-5")
+    fl, sp = setup(cfg, resolve(cfg, "lru"), [])
+    pools, _ = resolve_pools(sp.tiers, sp.model, 512)
+    vs = variants(sp.policies, fl, pools)
+    assert len(vs) == len(sp.policies) * len(pools) * len(fl.loads) * len(fl.routes) and len(pools) == 2
+    dep = fl.deployment().with_tiers([dict(t) for t in vs[0].tiers])
+    assert [t.shared for t in dep.tiers] == [False, True] and dep.tiers[1].latency_s == 5e-5
 
 
 def test_independent_weeks_are_refused(compose):

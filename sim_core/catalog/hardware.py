@@ -92,7 +92,7 @@ def _checked(h: Hardware) -> Hardware:
 
 def ttft_stats(total_flops: np.ndarray, saved_flops: np.ndarray, loaded_bytes: np.ndarray,
                bandwidths: np.ndarray, hw: Hardware, overlap: bool, scale: float = 1.0,
-               percentiles: bool = True) -> dict[str, float]:
+               percentiles: bool = True, latencies: np.ndarray | None = None) -> dict[str, float]:
     """The ttft_* result fields over requests. total_flops, saved_flops: float64[R] (each
     request's prefill FLOPs from scratch, and those its served blocks save);
     loaded_bytes: float64[T, R] per lower tier, bandwidths: float64[T] bytes/s. `scale`
@@ -101,6 +101,8 @@ def ttft_stats(total_flops: np.ndarray, saved_flops: np.ndarray, loaded_bytes: n
     rate = hw.peak_flops * hw.mfu
     compute = np.maximum(total_flops - saved_flops, 0.0) * (scale / rate)
     load = (loaded_bytes * scale / bandwidths[:, None]).sum(axis=0) if len(bandwidths) else np.zeros_like(compute)
+    if latencies is not None and len(latencies):  # a tier's first byte comes after its latency (a remote store)
+        load = load + ((loaded_bytes > 0) * latencies[:, None]).sum(axis=0)
     t = np.maximum(compute, load) if overlap else compute + load
     base = total_flops * (scale / rate)
     nan = float("nan")

@@ -20,8 +20,7 @@ from typing import Mapping
 import numpy as np
 
 from ..catalog.cost import cost_per_depth
-from ..tiers.hierarchy import NO_TIER, T_BAD_VICTIM, T_COUNTING, T_FAILED
-from ..tiers.spec import build_tier
+from ..tiers.hierarchy import T_BAD_VICTIM, T_FAILED
 from ..policies import PolicyContext, get_policy, resolve_params
 from .ceiling import fleet_ceiling
 from .deployment import FIELDS, Deployment, deployment, kv_capacity, measured_config, prefill_pool_params
@@ -33,9 +32,11 @@ from .routers import ROUTERS, get_router, lag, router_view
 from .routers.view import RS_REGRET
 from .schedulers import engine_cfg, new_sched_state
 from .state import (C_BADV, C_CAP, C_DEC_TOKENS, C_ERR, C_EVICT, C_EXTRAP, C_PEAK_PINNED, C_PF_TOKENS, C_PREEMPT, C_QPEAK,
-                    C_COMPUTED, C_LOADED, C_STEPS, ERR_POLICY, ERR_STALL, ERR_STATE, F_BUSY, F_QAREA, Below, new_state)
+                    C_COMPUTED, C_STEPS, ERR_POLICY, ERR_STALL, ERR_STATE, F_BUSY, F_QAREA, new_state)
 from .sessions import turns
 from .stepmodel import dynamo_model, measured_model, profile_model, roofline_model
+from .tier_results import tier_fields
+from .tiers import build_below
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +63,12 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
     (sim_core.catalog.kvmemory). `slo` {"ttft": "2s", "tpot": "50ms"} adds goodput. `sessions=True` closes each session's loop: turn k+1 is sent when
     turn k finishes, plus the trace's gap between them (sim_core.serving.sessions). The
     engine's block size is the trace's (sim_core.traces.reblock coarsens a trace). `tiers` (as
-    simulate takes them, one engine only) hold blocks below HBM: a block found there is
-    loaded at the tier's bandwidth (the hardware's link, or the tier's bandwidth_bps), and
-    the step that needs it waits for the load, overlapped with its compute when
-    `overlap`. `prefill_replicas=P` > 0 disaggregates the fleet: P prefill replicas
+    simulate takes them, with the same rules and `hierarchy` names; the rules a tier leaves
+    out are the engine's hierarchy's) hold blocks below each replica's HBM, and a tier marked
+    shared is one pool for the whole fleet: a block found there is loaded at the tier's
+    bandwidth (the hardware's link, or the tier's bandwidth_bps; inf copies instantaneously)
+    after its latency_s, and the step that needs it waits for the load, overlapped with its
+    compute when `overlap` (sim_core.serving.tiers, docs/tiers.md). `prefill_replicas=P` > 0 disaggregates the fleet: P prefill replicas
     behind `router` hand each prompt's KV to the `replicas` decode replicas
     (sim_core.serving.handoff; `kv_transfer`, `decode_router`, `prefill_engine`,
     `prefill_capacity_blocks`: docs/disagg.md)."""
@@ -83,8 +86,6 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
     pre = dep.prefill  # the engine that prefills (the fleet's own when aggregated)
     speedup = _positive_real(arrival_speedup, "arrival_speedup")
     specs = list(dep.tiers)
-    if specs and n_rep > 1:
-        raise ValueError("tiers with replicas > 1 are not modelled yet: give one replica, or no tiers")
     if specs and eng.scheduler != "vllm":
         raise ValueError(f"tiers are modelled for the vLLM scheduler only, not engine {eng.name!r}'s "
                          f"{eng.scheduler} scheduler: give no tiers")
@@ -140,7 +141,7 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
     cache.c[:P, C_CAP] = cap_p
     cache.c[P:, C_CAP] = cap  # new_state gave every replica the larger of the two
     rcode, view = router_view(rspec, rgot, seed, P or n_rep, ext.n_unique, trace.n_requests)
-    lo = _below(specs, ext, cost, seed, hw, mdl, bt, dep.overlap)
+    views = _below(specs, ext, cost, seed, Q, hw, mdl, bt, dep.overlap)
     cfg = engine_cfg(pre, cap_p, bt, _checking())
     ss = new_sched_state(Q, ext.n_unique, trace.n_requests, eng.schedule_conservativeness, eng.lpm,
                          eng.dynamo_compat) if eng.scheduler == "sglang" else None  # None: vLLM's
@@ -150,7 +151,7 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
                                    dsm)
     else:
         dreqs, vd, ho = reqs, view, idle(n_rep)
-    makespan = run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, ss, np.int64(rcode), view,
+    makespan = run_serve(sts, cache, views, reqs, queues, tu, order, cfg, ss, np.int64(rcode), view,
                          *sm.arrays(), dreqs, vd, ho if P else None)
     err = int(cache.c[0, C_ERR])
     if err == ERR_POLICY:
@@ -165,10 +166,12 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
     if err == ERR_STALL or left or np.any(np.isnan(reqs.t_last)):
         raise RuntimeError(f"the serving replay stalled with {left} requests "
                            f"unfinished (capacity {cap}, engine {eng.name})")
-    for s, tier in zip(specs, (lo.t1, lo.t2, lo.t3)):
-        if tier.c[T_FAILED]:
-            raise RuntimeError(f"tier {s.name!r}: policy {s.policy} returned an invalid victim "
-                               f"{tier.c[T_BAD_VICTIM]} at capacity {s.capacity}")
+    for i, s in enumerate(specs):
+        for lo in views[:Q]:  # past Q: padding (_below)
+            tier = lo[i]  # Below's first three fields: t1-t3
+            if tier.c[T_FAILED]:
+                raise RuntimeError(f"tier {s.name!r}: policy {s.policy} returned an invalid victim "
+                                   f"{tier.c[T_BAD_VICTIM]} at capacity {s.capacity}")
     res = _result(trace, cap, n_rep, speedup, cache, reqs, prompt, out, assumed, float(makespan),
                   slo_ttft, slo_tpot, dreqs, P, ho.held * bt)
     res = dataclasses.replace(res, **role_fields(dep, cache, reqs, dreqs, ho, prompt, float(makespan), bt))
@@ -182,16 +185,15 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
                               kv_budget=budget.as_dict() if budget else {})
     # the fleet ceiling over the order requests reached the engines (arrival order, or with
     # sessions=True the order turns were released): docs/fleet.md
-    best, inf = fleet_ceiling(ext, np.minimum(trace.request_lengths, prompt // bt), (P or n_rep) * cap_p,
-                              order=view.ro)  # over the replicas that prefill
+    # over the replicas that prefill, and every block their tiers hold (a shared tier once)
+    held = (P or n_rep) * cap_p + sum(s.capacity if s.shared else n_rep * s.capacity for s in specs)
+    best, inf = fleet_ceiling(ext, np.minimum(trace.request_lengths, prompt // bt), held, order=view.ro)
     P = float(prompt.sum())
     res = dataclasses.replace(res, router=rspec.name, regret_tokens=int(view.rs[RS_REGRET]),
                               ceiling_reuse_ratio=best * bt / P, infinite_reuse_ratio=inf * bt / P)
     if specs:
-        loaded = cache.c[0, C_LOADED:C_LOADED + len(specs)]
-        res = dataclasses.replace(res, tier_hits={s.name: int(x) for s, x in zip(specs, loaded)},
-                                  tier_loaded_bytes={s.name: int(x) * int(lo.block_bytes) for s, x in zip(specs, loaded)})
-    return res
+        return tier_fields(res, specs, views, cache, reqs, bt)
+    return dataclasses.replace(res, hbm_first_reuse_ratio=res.first_reuse_ratio)  # no tier: HBM served it all
 
 
 def _deployment(dep, given: dict) -> Deployment:
@@ -209,26 +211,29 @@ def _deployment(dep, given: dict) -> Deployment:
     return dep
 
 
-def _below(specs, ext, cost, seed: int, hw, mdl, bt: int, overlap: bool) -> Below:
-    """The lower tiers of one engine (NO_TIER where absent) with their load bandwidths."""
-    if not specs:
-        return Below(NO_TIER, NO_TIER, NO_TIER, np.zeros(1, np.int32), np.zeros(1, np.int64), np.ones(3), 1.0, overlap)
+def _below(specs, ext, cost, seed: int, n_rep: int, hw, mdl, bt: int, overlap: bool) -> tuple:
+    """Every replica's view of its lower tiers (a shared one built once) with their links:
+    bandwidth and latency; the tuple padded to a power of two."""
     bw = np.ones(3)
+    lat = np.zeros(3)
     for i, s in enumerate(specs):
+        lat[i] = s.latency_s
         if s.bandwidth_bps:
             bw[i] = float(s.bandwidth_bps)
+        elif s.capacity == 0:  # holds nothing, loads nothing
+            continue
         elif hw is None:
             raise ValueError(f"tier {s.name!r} needs a load bandwidth: give hardware (a part such as h100_sxm) "
-                             f"or the tier's bandwidth_bps")
+                             f"or the tier's bandwidth_bps (inf: copies are instantaneous)")
         else:
             bw[i] = hw.link_bps(s.link)
-    built = [build_tier(s, ext, cost, seed) for s in specs]
-    for tier in built:
-        tier.c[T_COUNTING] = 1
-    t1, t2, t3 = (tuple(built) + (NO_TIER,) * 3)[:3]
-    U = ext.n_unique
-    return Below(t1, t2, t3, np.zeros(U, np.int32), np.zeros(U, np.int64), bw,
-                 float(mdl.kv_bytes_per_block(bt)), overlap)
+    views = build_below(specs, ext, cost, seed, n_rep, bw, lat, float(mdl.kv_bytes_per_block(bt)), overlap)
+    # A tuple's length is part of the loop's type: padded (with the first view, never read: the
+    # loop indexes replicas below Q only) to the next power of two, so 1, 2, 3-4, 5-8, ... replicas
+    # each share one compile. Not to replica_states' 16: a view holds three tiers and about 60
+    # arrays, and the compile grows with the tuple; the flat replay's one view serves all.
+    n = 1 << (len(views) - 1).bit_length()
+    return views + (views[0],) * (n - len(views))
 
 
 def engine_blocks(trace, prompt: np.ndarray, out: np.ndarray):

@@ -3,9 +3,9 @@
 The replicas' caches together never hold more than R x C distinct blocks, so no fleet
 reuses more than Belady does over one pooled cache of R x C blocks, on the access
 sequence of every request's full prompt blocks in arrival order, as long as each
-engine touches its requests' blocks in that order (open loop, no per-step chunk cap,
-no lower tiers). docs/fleet.md has the proof, its assumptions and two runs that leave
-them and exceed it.
+engine touches its requests' blocks in that order (open loop, no per-step chunk cap).
+With lower tiers C counts them too (a shared pool once: serve passes that capacity).
+docs/fleet.md has the proof, its assumptions and two runs that leave them and exceed it.
 
 `fleet_ceiling(ext, full, capacity_blocks)` -> (Belady hits, infinite-cache hits), in
 blocks. Belady here is MIN with bypass: a missed block may stay out of the cache; when

@@ -27,6 +27,7 @@ from ..catalog.gpus import GPUS, resolve_hardware
 from ..catalog.hardware import Hardware
 from ..catalog.kvmemory import KVBudget, check_capacity, derived_capacity, fits, kv_budget
 from ..catalog.models import MODELS, QWEN3_CODER_30B, ModelConfig, get_model
+from ..tiers.rules import ENGINE_HIERARCHY, hierarchy_rules, with_rules
 from ..tiers.spec import as_tier_specs
 from .decode_routers import dynamo_decode_router, get_decode_router
 from .engines import ServeEngine, as_engine
@@ -47,7 +48,7 @@ class Deployment:
     engine: ServeEngine = as_engine("dynamo")  # the serving engine: preset with its overrides
     router: str = "round_robin"  # a name of sim_core.ROUTERS
     router_params: tuple = ()  # the router's parameters, defaults filled in, as sorted (name, value) pairs
-    tiers: tuple = ()  # sim_core.tiers.spec.TierSpec under each replica's HBM, top down
+    tiers: tuple = ()  # sim_core.tiers.spec.TierSpec under each replica's HBM, top down (a shared one: the fleet's)
     hardware: Hardware | None = None  # the GPU part (roofline step times, tier links), or None
     model: ModelConfig = QWEN3_CODER_30B  # the served model (FLOPs, KV bytes): the roofline's and cost models' view
     overlap: bool = True  # tier loads overlap the step's compute (layer by layer) or add to it
@@ -61,6 +62,14 @@ class Deployment:
     decode_router: str = ""  # a name of decode_routers.DECODE_ROUTERS ("" when aggregated)
     decode_router_params: tuple = ()  # its parameters, as sorted (name, value) pairs
     kv_transfer: KVTransfer | None = None  # the handoff's KV transfer (None: free, as Dynamo's default)
+    hierarchy: str | None = None  # whose rules filled the tiers' unset ones (sim_core.tiers.rules), None without tiers
+
+    def with_tiers(self, tiers, hierarchy: str | None = None) -> "Deployment":
+        """This deployment over other lower tiers (mappings as deployment() takes them),
+        checked; the rules they leave out from `hierarchy`, else this deployment's."""
+        rules = engine_hierarchy(self.engine, hierarchy or self.hierarchy)
+        specs = tuple(serving_tiers(tiers, rules))
+        return replace(self, tiers=specs, hierarchy=rules if specs else None)
 
     @property
     def tp(self) -> int:
@@ -100,7 +109,8 @@ class Deployment:
         if self.gpu is not None or self.hardware is not None:
             parts.append(f"on {self.gpu or self.hardware.name}")
         if self.tiers:
-            parts.append("tiers " + ", ".join(t.name for t in self.tiers))
+            parts.append("tiers " + ", ".join(t.name + (" (shared)" if t.shared else "") for t in self.tiers)
+                         + f" [{self.hierarchy}]")
         return ", ".join(parts)
 
 
@@ -111,10 +121,13 @@ FIELDS = tuple(f.name for f in fields(Deployment))
 def deployment(*, replicas: int = 1, engine="dynamo", router: str = "round_robin", router_params: Mapping | None = None,
                tiers=None, hardware=None, model=None, overlap: bool = True, prefill_replicas: int = 0,
                prefill_engine=None, prefill_capacity_blocks: int | None = None, decode_router: str | None = None,
-               decode_router_params: Mapping | None = None, kv_transfer=None) -> Deployment:
+               decode_router_params: Mapping | None = None, kv_transfer=None,
+               hierarchy: str | None = None) -> Deployment:
     """A checked Deployment. `engine` is a preset name of sim_core.serving.ENGINES, a mapping
     {"preset": name, key: override} or a ServeEngine; `tiers` a list of tier mappings as
-    `simulate` takes them (the serving replay's rules: sim_core.serving.serving_tiers);
+    `simulate` takes them, each replica's own unless marked shared (one pool for the fleet);
+    the rules a tier leaves out come from `hierarchy` (a name of sim_core.tiers.rules.HIERARCHIES)
+    or else the engine's (ENGINE_HIERARCHY: Dynamo's and vLLM's CPU offload, SGLang's HiCache);
     `hardware` a part name or a mapping with overrides; `model` a name of
     sim_core.catalog.models.MODELS or a ModelConfig.
 
@@ -141,12 +154,14 @@ def deployment(*, replicas: int = 1, engine="dynamo", router: str = "round_robin
     if roles.get("prefill_replicas"):
         router_params = prefill_pool_params(spec.name, router_params)
     got = spec.resolve(router_params)
-    specs = tuple(serving_tiers(tiers))
+    rules = engine_hierarchy(eng, hierarchy)
+    specs = tuple(serving_tiers(tiers, rules))
     if specs and roles.get("prefill_replicas"):
         raise ValueError("tiers with prefill_replicas > 0 are not modelled: give no tiers, or an aggregated fleet")
     return Deployment(replicas=int(replicas), engine=eng, router=spec.name,
                       router_params=tuple(sorted(got.items())), tiers=specs,
-                      hardware=hw, model=mdl, overlap=overlap, gpu=gpu, model_ref=ref, **roles)
+                      hardware=hw, model=mdl, overlap=overlap, gpu=gpu, model_ref=ref,
+                      hierarchy=rules if specs else None, **roles)
 
 
 def disaggregation(prefill_replicas, prefill_engine, prefill_capacity_blocks, decode_router, decode_router_params,
@@ -241,14 +256,20 @@ def measured_config(dep: Deployment):
                      dep.engine.data_backend, dep.engine.tp, dep.engine.moe_tp, dep.engine.moe_ep)
 
 
-def serving_tiers(tiers) -> list:
-    """The lower tiers of a serving replay: it refreshes a tier's copy on loads only
-    (touch=loads, its default here) and models write on_evict/on_compute with all,
-    after_hits or doorkeeper admission; the engines' other rules are simulate()'s."""
-    specs = as_tier_specs([{"touch": "loads", **(t if isinstance(t, dict) else t.__dict__)} for t in tiers or []])
-    for s in specs:
-        if s.touch != "loads" or s.promote or s.write == "on_hit" or s.admit.split("=")[0] in ("lookups",
-                                                                                             "frequency"):
-            raise ValueError(f"tier {s.name!r}: the serving replay does not model touch=request, promote, "
-                             f"write=on_hit or lookups/frequency admission (simulate() does)")
-    return specs
+def engine_hierarchy(eng: ServeEngine, hierarchy: str | None = None) -> str:
+    """Whose rules fill the tiers' unset ones: `hierarchy` if given (checked), else the
+    engine preset's (ENGINE_HIERARCHY), else its scheduler's."""
+    if hierarchy is not None:
+        if not isinstance(hierarchy, str):
+            raise ValueError(f"hierarchy must be an engine hierarchy's name, got {hierarchy!r}")
+        hierarchy_rules(hierarchy)
+        return hierarchy
+    return ENGINE_HIERARCHY.get(eng.name, ENGINE_HIERARCHY[eng.scheduler])
+
+
+def serving_tiers(tiers, hierarchy: str = "vllm_cpu") -> list:
+    """The lower tiers of a serving replay: every rule simulate() runs (writes, admission,
+    touches, promotion, the full-pool rule), those a tier leaves out from `hierarchy`; a
+    tier marked shared is one pool for the fleet (sim_core.serving.tiers)."""
+    given = [t if isinstance(t, Mapping) else dict(t.__dict__) for t in tiers or []]
+    return as_tier_specs(with_rules(given, hierarchy))

@@ -157,7 +157,7 @@ def decode_done(ho, reqs, r, q, bt):
 
 
 @hook_njit
-def retry(ho, sts, cache, lo, dreqs, queues, q, t, bt):
+def retry(ho, sts, cache, views, dreqs, queues, q, t, bt):
     """Try the head of decode replica q's pending destinations (one per trigger): 1
     reserved, 0 not, -1 a policy bug. The reservation pins the prompt's prefix q holds
     and allocates the rest."""
@@ -185,7 +185,7 @@ def retry(ho, sts, cache, lo, dreqs, queues, q, t, bt):
         pin(cache, q, dreqs.blocks[s + k])
         dreqs.own[s + k] = 1
     dreqs.nalloc[r] = h
-    if not allocate(sts[q], cache, lo, dreqs, q, r, fresh):
+    if not allocate(sts[q], cache, views[q % len(views)], dreqs, q, r, fresh):
         return -1
     ho.pd_h[q] = ho.nx[r]
     if ho.pd_h[q] < 0:
@@ -245,7 +245,7 @@ def _enqueue(queues, order, q, r):
 
 
 @hook_njit
-def drive(ho, sts, cache, lo, reqs, dreqs, queues, vd, t, bt):
+def drive(ho, sts, cache, views, reqs, dreqs, queues, vd, t, bt):
     """Run the FIFO's actions (each may queue more) until it is empty or only deferred
     ones are left: 0, or -1 on a policy bug."""
     M = ho.fq.shape[0]
@@ -265,7 +265,7 @@ def drive(ho, sts, cache, lo, reqs, dreqs, queues, vd, t, bt):
             ho.s[S_ORDER] += 1
             ho.ph[r] = PH_PENDING
             _link(ho.pd_h, ho.pd_t, ho.nx, q, r)
-            if not queues.busy[q] and retry(ho, sts, cache, lo, dreqs, queues, q, t, bt) < 0:
+            if not queues.busy[q] and retry(ho, sts, cache, views, dreqs, queues, q, t, bt) < 0:
                 return -1
         elif ph == PH_RESERVED:  # StartTransfer
             if start(ho, r, reqs.rep[r], ho.tok[r], t):
@@ -278,9 +278,9 @@ def drive(ho, sts, cache, lo, reqs, dreqs, queues, vd, t, bt):
             if queues.busy[q]:
                 _link(ho.df_h, ho.df_t, ho.nx, q, r)
                 continue
-            _activate(ho, cache, lo, dreqs, queues, q, r, t, bt)
+            _activate(ho, cache, views[q % len(views)], dreqs, queues, q, r, t, bt)
             _push(ho, r)  # its source's release, before what the activation lets d reserve next
-            if retry(ho, sts, cache, lo, dreqs, queues, q, t, bt) < 0:
+            if retry(ho, sts, cache, views, dreqs, queues, q, t, bt) < 0:
                 return -1
         elif ph == PH_ACTIVE:  # ReleaseSource, at the prefill replica's pass boundary
             p = reqs.rep[r]

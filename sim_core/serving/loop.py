@@ -15,11 +15,13 @@ import numba
 import numpy as np
 
 from ..jit import hook_njit
+from ..tiers.hierarchy import tier_on
 from .handoff import S_DSM, S_P, arrivals, decode_done, drive, hold, retry, wake
 from .routers import on_finish, on_first_token, route
 from .pool import release
 from .schedulers import schedule, step_ended, step_ending, step_time
 from .sessions import pop, push
+from .tiers import step_done
 from .transfer import next_time as next_transfer
 from .state import (C_DEC_TOKENS, C_ERR, C_EXTRAP, C_PEAK_PINNED, C_PF_TOKENS, C_PINNED, C_QPEAK, C_REQS, C_STEPS,
                     C_COMPUTED, C_RES, C_USED, ERR_POLICY, ERR_STALL, ERR_STATE, F_BUSY, F_NOW, F_QAREA)
@@ -35,17 +37,19 @@ def replica_states(states: tuple) -> tuple:
     each); padded with the first state (never read: the loop indexes replicas below Q only)
     to STATES_MIN, or the next power of two above it, one compile serves every count up to
     STATES_MIN and one more each doubling. (Compiling a 16-long tuple costs about what a
-    1-long one does; 64 costs twice that.)"""
+    1-long one does; 64 costs twice that.) The replicas' tier views are padded less
+    (sim_core.serving._below)."""
     n = max(STATES_MIN, 1 << (len(states) - 1).bit_length())
     return tuple(states) + (states[0],) * (n - len(states))
 
 
 @hook_njit
-def _end_step(st, cache, reqs, queues, tu, v, q, t, bt, ho):
+def _end_step(st, cache, lo, reqs, queues, tu, v, q, t, bt, ho):
     """Apply replica q's step at time t; the number of requests it finished. A finished
     turn of a closed-loop session releases the next (sim_core.serving.sessions). On a
     disaggregated fleet's prefill replica (q < P) a request finishes at its hidden token
-    and its KV is held for the handoff (sim_core.serving.handoff)."""
+    and its KV is held for the handoff (sim_core.serving.handoff). The lower tiers take what
+    the step computed (sim_core.serving.tiers)."""
     done = 0
     P = 0 if ho is None else ho.s[S_P]
     for i in range(queues.ns[q]):
@@ -53,6 +57,8 @@ def _end_step(st, cache, reqs, queues, tu, v, q, t, bt, ho):
         n = queues.sn[q, i]
         reqs.comp[r] += n
         cache.c[q, C_COMPUTED] += n
+        if tier_on(lo.t1):
+            step_done(lo, reqs, q, r, t, bt)
         if reqs.comp[r] == reqs.ntok[r]:  # caught up: the step samples a token
             reqs.gen[r] += 1
             if reqs.t_first[r] != reqs.t_first[r]:  # its first token (NaN: none yet)
@@ -112,7 +118,7 @@ def _consistent(cache, reqs, queues, q, outside):
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False)
-def run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, ss, router, v, sm_kind, sm_p, px, py, db, dc, dm,
+def run_serve(sts, cache, views, reqs, queues, tu, order, cfg, ss, router, v, sm_kind, sm_p, px, py, db, dc, dm,
               dreqs, vd, ho):
     """Replay every request through the replicas: those in `order` at their arrival, the
     later turns of closed-loop sessions when released (`tu`); the makespan.
@@ -154,17 +160,18 @@ def run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, ss, router, v, sm_ki
         for q in range(Q):
             if queues.busy[q] and queues.until[q] <= t:
                 st = sts[q]
+                lo = views[q % len(views)]
                 dec = P > 0 and q >= P
                 rq = dreqs if dec else reqs
                 if ho is not None:
                     wake(ho, q)
                 step_ending(ss, cache, lo, rq, queues, q, t, cfg)
-                k = _end_step(st, cache, rq, queues, tu, vd if dec else v, q, t, bt, ho)
+                k = _end_step(st, cache, lo, rq, queues, tu, vd if dec else v, q, t, bt, ho)
                 step_ended(ss, queues, q, k, cfg)
                 if q >= P:  # a prefill replica's finished requests are handed off, not done
                     done += k
                 queues.busy[q] = False
-                if ho is not None and dec and retry(ho, sts, cache, lo, dreqs, queues, q, t, bt) < 0:
+                if ho is not None and dec and retry(ho, sts, cache, views, dreqs, queues, q, t, bt) < 0:
                     cache.c[0, C_ERR] = ERR_POLICY
                     return t
                 if check and not _consistent(cache, rq, queues, q, 0 if ho is None else ho.xpriv[q]):
@@ -178,7 +185,7 @@ def run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, ss, router, v, sm_ki
                 ai += 1
             else:
                 r = pop(tu)
-            q = route(router, v, queues, cache, reqs, r, t, P if P > 0 else Q, bt)  # the prefill pool's
+            q = route(router, v, queues, cache, views, reqs, r, t, P if P > 0 else Q, bt)  # the prefill pool's
             reqs.rep[r] = q
             M = queues.wq.shape[1]
             queues.wq[q, (queues.wh[q] + queues.wn[q]) % M] = r
@@ -186,13 +193,14 @@ def run_serve(sts, cache, lo, reqs, queues, tu, order, cfg, ss, router, v, sm_ki
             cache.c[q, C_REQS] += 1
             if queues.wn[q] > cache.c[q, C_QPEAK]:
                 cache.c[q, C_QPEAK] = queues.wn[q]
-        if ho is not None and drive(ho, sts, cache, lo, reqs, dreqs, queues, vd, t, bt) < 0:
+        if ho is not None and drive(ho, sts, cache, views, reqs, dreqs, queues, vd, t, bt) < 0:
             cache.c[0, C_ERR] = ERR_POLICY
             return t
         for q in range(Q):
             if queues.busy[q] or (queues.nrun[q] == 0 and queues.wn[q] == 0):
                 continue
             st = sts[q]
+            lo = views[q % len(views)]
             dec = P > 0 and q >= P
             rq = dreqs if dec else reqs
             cq = cfg if ho is None or not dec else ho.dcfg

@@ -17,12 +17,11 @@ that computed them ends.
 """
 from __future__ import annotations
 
-from ..tiers.hierarchy import (WRITE_ON_COMPUTE, WRITE_ON_EVICT, last_depth, last_j, pack_last, tier_has, tier_hit,
-                         tier_on, write_down1, write_down2, write_down3)
 from ..jit import hook_njit
 from ..policies.api import p_evict, p_evict_more, p_on_hit, p_on_insert
 from ..structures.pins import SHARED_PIN
-from .state import C_BAD, C_BADV, C_CAP, C_EVICT, C_LOADED, C_PINNED, C_PREEMPT, C_RES, C_USED, F_NOW
+from .state import C_BAD, C_BADV, C_CAP, C_EVICT, C_PINNED, C_PREEMPT, C_RES, C_USED, F_NOW
+from .tiers import evicted
 
 
 @hook_njit
@@ -63,9 +62,7 @@ def _drop(cache, lo, q, v):
     cache.c[q, C_RES] -= 1
     cache.c[q, C_USED] -= 1
     cache.c[q, C_EVICT] += 1
-    if tier_on(lo.t1):
-        at = lo.last[v]
-        write_down1(lo.t1, lo.t2, lo.t3, v, last_j(at), last_depth(at), lo.seen, lo.last, WRITE_ON_EVICT)
+    evicted(lo, q, v, cache.f[q, F_NOW])  # to q's first tier, if it takes HBM's victims (sim_core.serving.tiers)
     return True
 
 
@@ -102,22 +99,11 @@ def allocate(st, cache, lo, reqs, q, r, need):
 
 
 @hook_njit
-def _write_computed(lo, b, j, d):
-    """Tiers that write on compute take block b, just computed in HBM."""
-    if lo.t1.cfg[0] > 0 and lo.t1.cfg[1] == WRITE_ON_COMPUTE:
-        write_down1(lo.t1, lo.t2, lo.t3, b, j, d, lo.seen, lo.last, WRITE_ON_COMPUTE)
-    if tier_on(lo.t2) and lo.t2.cfg[1] == WRITE_ON_COMPUTE:
-        write_down2(lo.t2, lo.t3, b, j, d, lo.seen, lo.last, WRITE_ON_COMPUTE)
-    if tier_on(lo.t3) and lo.t3.cfg[1] == WRITE_ON_COMPUTE:
-        write_down3(lo.t3, b, j, d, lo.seen, lo.last, WRITE_ON_COMPUTE)
-
-
-@hook_njit
 def register(cache, lo, reqs, q, r, old, new, bt, computed):
     """Tokens old..new of r are computed (or, not `computed`, loaded from a lower tier):
     the blocks they fill enter the index, unless another request entered the same block
-    first (r's copy stays private). A computed block goes to the tiers that write on
-    compute."""
+    first (r's copy stays private). (The lower tiers take computed blocks when the step
+    ends: sim_core.serving.tiers.step_done.)"""
     s = reqs.offs[r]
     k1 = min(reqs.full[r], new // bt)
     for k in range(old // bt, k1):
@@ -132,10 +118,6 @@ def register(cache, lo, reqs, q, r, old, new, bt, computed):
                 pin(cache, q, b)
                 reqs.own[j] = 1
                 reqs.priv[r] -= 1
-                if tier_on(lo.t1):
-                    lo.last[b] = pack_last(j, k)
-                    if computed:
-                        _write_computed(lo, b, j, k)
 
 
 @hook_njit
@@ -203,38 +185,3 @@ def prefix(cache, reqs, q, r, limit):
     while h < n and cache.resident[q, reqs.blocks[s + h]]:
         h += 1
     return h
-
-
-@hook_njit
-def level(lo, b):
-    """The first lower tier (1-3) that holds block b, 0 if none."""
-    if tier_has(lo.t1, b):
-        return 1
-    if tier_has(lo.t2, b):
-        return 2
-    if tier_has(lo.t3, b):
-        return 3
-    return 0
-
-
-@hook_njit
-def load(cache, lo, reqs, q, r, h, l):
-    """Load r's blocks h..h+l-1 from the lower tiers (stopping at one a tier has dropped
-    meanwhile); the number loaded. Their transfer time delays r's next step."""
-    s = reqs.offs[r]
-    k = h
-    while k < h + l:
-        b = reqs.blocks[s + k]
-        lv = level(lo, b)
-        if lv == 0:
-            break
-        if lv == 1:
-            tier_hit(lo.t1, b, s + k, k)
-        elif lv == 2:
-            tier_hit(lo.t2, b, s + k, k)
-        else:
-            tier_hit(lo.t3, b, s + k, k)
-        cache.c[q, C_LOADED + lv - 1] += 1
-        reqs.load_s[r] += lo.block_bytes / lo.bw[lv - 1]
-        k += 1
-    return k - h

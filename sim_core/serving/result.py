@@ -118,10 +118,31 @@ class ServeResult:
         "metric": True, "per_tier": True, "doc": "blocks loaded from each lower tier instead of recomputed"})
     tier_loaded_bytes: dict = field(default_factory=dict, metadata={
         "metric": True, "per_tier": True, "doc": "bytes loaded from each lower tier"})
+    tier_capacity: dict = field(default_factory=dict, metadata={
+        "metric": True, "per_tier": True, "doc": "each lower tier's capacity in blocks (per replica, or the fleet's "
+                                                 "for a shared one)"})
+    tier_shared: dict = field(default_factory=dict, metadata={
+        "metric": True, "per_tier": True, "doc": "1 for the tier the replicas share, 0 for each replica's own"})
+    tier_load_s: dict = field(default_factory=dict, metadata={
+        "metric": True, "per_tier": True,
+        "doc": "seconds requests waited for loads from each lower tier (latency, transfer and queueing on the link)"})
+    tier_skipped_writes: dict = field(default_factory=dict, metadata={
+        "metric": True, "per_tier": True,
+        "doc": "blocks a lower tier refused to take because it held nothing it could evict (the full-pool rule; "
+               "a stretch refused again on later steps counts once)"})
+    tier_first_tokens: dict = field(default_factory=dict, metadata={
+        "metric": True, "per_tier": True,
+        "doc": "prompt tokens each lower tier served at the requests' first admissions"})
+    hbm_first_reuse_ratio: float = _m("prompt tokens HBM served at the first admissions / prompt tokens (with "
+                                      "lower tiers: first_reuse_ratio minus their share; without, first_reuse_ratio)",
+                                      default=NAN)
+    pool_foreign_blocks: int = _m("blocks loaded from the shared pool that another replica had written", default=0)
     per_replica: list = field(default_factory=list, metadata={
         "doc": "one record per engine (prefill replicas first): requests, prompt_tokens, first_reuse_ratio, "
                "reuse_ratio (a decode replica: the prompt it already held), ttft_mean_s, ttft_p50_s, ttft_p99_s, "
-               "busy_s, prefilled_tokens, preemptions, evictions, queue_peak"})
+               "busy_s, prefilled_tokens, preemptions, evictions, queue_peak; with lower tiers also hbm_tokens, "
+               "pool_foreign_blocks and per tier tier_tokens.<tier> (first admissions), tier_loads.<tier> (blocks), "
+               "load_wait_s.<tier>, skipped_writes.<tier>"})
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -15,10 +15,11 @@ admitted later in the same step finds them (as in vLLM and Dynamo).
 """
 from __future__ import annotations
 
-from ..tiers.hierarchy import pack_last, tier_on
+from ..tiers.hierarchy import tier_on
 from ..jit import hook_njit
 from .handoff import admit_prebuilt
-from .pool import allocate, available, grow, level, load, pin, preempt, register
+from .pool import allocate, available, grow, pin, preempt, register
+from .tiers import admitted, admitting, found
 from .measured.step import measured_seconds
 from .stepmodel import K_DYNAMO, K_MEASURED, step_seconds
 
@@ -57,14 +58,7 @@ def _admit(st, cache, lo, reqs, q, r, budget, chunked, whole, bt, reserve, now):
         h = cap
     l = 0
     if tier_on(lo.t1):
-        if reqs.hit_first[r] < 0:
-            for k in range(F):
-                b = reqs.blocks[s + k]
-                if lo.seen[b] < 2147483647:
-                    lo.seen[b] += 1
-        while h + l < min(F, cap) and not cache.resident[q, reqs.blocks[s + h + l]] \
-                and level(lo, reqs.blocks[s + h + l]) > 0:
-            l += 1
+        l = found(lo, cache, reqs, q, r, h, min(F, cap))
     hit = (h + l) * bt
     n = reqs.ntok[r] - hit
     if n > budget:
@@ -80,18 +74,16 @@ def _admit(st, cache, lo, reqs, q, r, budget, chunked, whole, bt, reserve, now):
     if fit + touch + reserve > available(cache, q):
         return ADMIT_NO
     for k in range(h):
-        b = reqs.blocks[s + k]
-        pin(cache, q, b)
+        pin(cache, q, reqs.blocks[s + k])
         reqs.own[s + k] = 1
-        if tier_on(lo.t1):
-            lo.last[b] = pack_last(s + k, k)
     reqs.nalloc[r] = h
+    if tier_on(lo.t1):  # loads, touches and the full-pool rule while HBM makes room (sim_core.serving.tiers)
+        admitting(lo, cache, reqs, q, r, h, l, now)
     if not allocate(st, cache, lo, reqs, q, r, need):
         return ADMIT_BUG
-    if l > 0:  # allocating may have pushed some of them out of the tiers: load what is left
-        l = load(cache, lo, reqs, q, r, h, l)
+    if tier_on(lo.t1):
         register(cache, lo, reqs, q, r, h * bt, (h + l) * bt, bt, False)
-        hit = (h + l) * bt
+        admitted(lo, q)
     reqs.comp[r] = hit
     register(cache, lo, reqs, q, r, hit, hit + n, bt, True)
     if reqs.hit_first[r] < 0:
@@ -209,7 +201,7 @@ def step_time(reqs, queues, overlap, q, sm_kind, sm_p, px, py, db, dc, dm):
         n = queues.sn[q, i]
         c0 = reqs.comp[r]
         P = reqs.prompt[r]
-        wait += reqs.load_s[r]  # lower-tier loads this request waits for
+        wait = max(wait, reqs.load_s[r])  # its lower-tier loads (their links queue them: sim_core.serving.tiers)
         reqs.load_s[r] = 0.0
         if c0 < P:  # prompt tokens (recomputed generated tokens are not)
             pf_tokens += min(c0 + n, P) - c0

@@ -62,19 +62,6 @@ class Reqs(NamedTuple):
     session: np.ndarray  # int64[N]: session id, -1 without
 
 
-class Below(NamedTuple):
-    """The lower tiers under replica 0's HBM (sim_core.tiers.hierarchy), NO_TIER where absent."""
-
-    t1: object
-    t2: object
-    t3: object
-    seen: np.ndarray  # int32[U]: requests that looked a block up (after_hits admission)
-    last: np.ndarray  # int64[U]: each block's last access and depth (hierarchy.pack_last)
-    bw: np.ndarray  # float64[3]: each tier's load bandwidth, bytes/s
-    block_bytes: float  # KV bytes of one block
-    overlap: bool  # loads overlap the step's compute (max) rather than add to it
-
-
 class Queues(NamedTuple):
     wq: np.ndarray  # int32[Q, N+1]: waiting ring
     wh: np.ndarray  # int64[Q]: ring head

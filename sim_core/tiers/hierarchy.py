@@ -61,10 +61,10 @@ TOUCH_LOADS, TOUCH_REQUEST = 0, 1
 T_CAP, T_WRITE, T_INCLUSIVE, T_TOUCH, T_PROMOTE = range(5)
 N_T_CFG = 5
 # counters layout (per tier); T_REQ: the request whose blocks are pinned here (-2: none),
-# T_PINNED: how many of them the tier holds
+# T_PINNED: how many of them the tier holds; T_STAMP: who writes now (owner stamps, below)
 (T_SIZE, T_WRITES, T_EVICTIONS, T_FAILED, T_BAD_VICTIM, T_COUNTING, T_MAX_SIZE, T_SKIPPED, T_REQ,
- T_PINNED) = range(10)
-N_T_COUNTERS = 10
+ T_PINNED, T_STAMP) = range(11)
+N_T_COUNTERS = 11
 # admission array layout: kind, N, window (doorkeeper), attempts in the window, the
 # current request's tick and the tick length in seconds (frequency)
 A_KIND, A_N, A_WINDOW, A_COUNT, A_NOW, A_TICK_S = range(6)
@@ -88,6 +88,8 @@ class Tier(NamedTuple):
     hits: np.ndarray  # int32[U] (or [1]): hits here per block (promote=N)
     tick: np.ndarray  # int32[R] (or [1]): each request's tick (frequency admission)
     want: np.ndarray  # int8[max request length]: scratch, which blocks of r this tier takes
+    owner: np.ndarray  # int64[U] (or [1]): c[T_STAMP] when each block was last written (a pool shared by
+    # replicas: sim_core.serving.tiers stamps the writer and the time); [1] stamps nothing
 
 
 class NoTierState(NamedTuple):
@@ -109,6 +111,7 @@ class NoTier(NamedTuple):
     hits: np.ndarray
     tick: np.ndarray
     want: np.ndarray
+    owner: np.ndarray
 
 
 @njit
@@ -134,7 +137,7 @@ def _empty_tier() -> NoTier:
     c[T_REQ] = -2
     return NoTier(NoTierState(np.zeros(1, np.int32)), np.zeros(1, np.bool_), np.full(1, -1, np.int32), z32.copy(),
                   z32.copy(), c, np.zeros(N_T_CFG, np.int64), np.zeros(N_A, np.int64), np.zeros(1, np.int64),
-                  z32.copy(), z32.copy(), np.zeros(1, np.int8))
+                  z32.copy(), z32.copy(), np.zeros(1, np.int8), np.zeros(1, np.int64))
 
 
 NO_TIER = _empty_tier()
@@ -310,6 +313,8 @@ def _put(t, b, j, d, own):
             k += 1
     t.resident[b] = True
     t.c[T_SIZE] += 1
+    if t.owner.shape[0] > 1:
+        t.owner[b] = t.c[T_STAMP]
     if own and r >= 0:  # a block of the request being replayed (request mode): protected until it ends
         t.pin[b] = r
         t.c[T_PINNED] += 1

@@ -16,6 +16,10 @@ inlined into sim_core/replay/engine.py's replay loop; the rules: sim_core/tiers/
   3. `touch_request`: a tier with touch=request refreshes every block of the request it
      holds, deepest first, so the head ends most recent (vLLM's LRU touch walks the
      hashes in reverse; its connector touches after each lookup and store).
+
+The serving replay (sim_core.serving.tiers) runs the same functions over a stretch of a
+request's blocks at a time, stored head first: `rev` walks the stretch's writes deepest
+first, as simulate's tail-first view does.
 """
 from __future__ import annotations
 
@@ -86,25 +90,28 @@ def _writes(t):
 
 
 @njit
-def store1(t1, t2, t3, blocks, s, e, level, seen, last, depth, sampled):
+def store1(t1, t2, t3, blocks, s, e, level, seen, last, depth, sampled, rev=False):
     if _writes(t1) and _fits(t1, _batch(t1, 1, blocks, s, e, level, seen)):
-        for j in range(s, e):
+        for i in range(e - s):
+            j = e - 1 - i if rev else s + i
             if t1.want[j - s] and not t1.resident[blocks[j]]:
                 put_down1(t1, t2, t3, blocks[j], j, _depth(depth, sampled, j, s), seen, last, True)
 
 
 @njit
-def store2(t2, t3, blocks, s, e, level, seen, last, depth, sampled):
+def store2(t2, t3, blocks, s, e, level, seen, last, depth, sampled, rev=False):
     if _writes(t2) and _fits(t2, _batch(t2, 2, blocks, s, e, level, seen)):
-        for j in range(s, e):
+        for i in range(e - s):
+            j = e - 1 - i if rev else s + i
             if t2.want[j - s] and not t2.resident[blocks[j]]:
                 put_down2(t2, t3, blocks[j], j, _depth(depth, sampled, j, s), seen, last, True)
 
 
 @njit
-def store3(t3, blocks, s, e, level, seen, last, depth, sampled):
+def store3(t3, blocks, s, e, level, seen, last, depth, sampled, rev=False):
     if _writes(t3) and _fits(t3, _batch(t3, 3, blocks, s, e, level, seen)):
-        for j in range(s, e):
+        for i in range(e - s):
+            j = e - 1 - i if rev else s + i
             if t3.want[j - s] and not t3.resident[blocks[j]]:
                 put_down3(t3, blocks[j], j, _depth(depth, sampled, j, s), seen, last, True)
 

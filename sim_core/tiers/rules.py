@@ -41,6 +41,13 @@ COUNTING_HIERARCHY = {"paper": "vllm_cpu", "vllm": "vllm_cpu", "dynamo": "vllm_c
                     "lmcache": "lmcache_cpu_disk", "mooncake": "mooncake_store"}
 DEFAULT = "vllm_cpu"
 assert set(COUNTING_HIERARCHY) == set(PRESETS)
+# the hierarchy a serving engine preset (sim_core.serving.engines) brings. Dynamo's native
+# host offload models vLLM's OffloadingConnector (aisimulate-core 0.13.0,
+# engine/scheduler/vllm/host_offload.rs: a per-request store cursor over prompt blocks, the
+# missing ones written all or nothing with the cohort protected, every prompt block touched in
+# reverse after a lookup and after a store; engine/host_offload/tier.rs: LRU over the host
+# pool), i.e. vLLM's CPU offload; SGLang brings HiCache's write-through.
+ENGINE_HIERARCHY = {"dynamo": "vllm_cpu", "vllm": "vllm_cpu", "sglang": "hicache_write_through"}
 
 
 def hierarchy_rules(name: str, where: str = "hierarchy") -> list[dict]:

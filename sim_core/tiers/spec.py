@@ -32,7 +32,9 @@ class TierSpec:
     promote: int = 0  # 0: never; N: a block is copied into the tier above on its N-th hit here
     params: dict = field(default_factory=dict)
     link: str = "host"  # which hardware bandwidth loads from it use (TTFT): host | ssd
-    bandwidth_bps: float | None = None  # overrides the hardware's bandwidth for this tier
+    bandwidth_bps: float | None = None  # overrides the hardware's bandwidth for this tier (inf: copies are free)
+    latency_s: float = 0.0  # seconds before a transfer's first byte (a remote tier's round trip)
+    shared: bool = False  # one store for every replica of a fleet (serve); with one cache it is private
 
     def key(self) -> tuple:
         """What decides the tier's replay (a result's key). The bandwidth is not in it:
@@ -42,7 +44,7 @@ class TierSpec:
 
 
 RULES = ("policy", "write", "inclusive", "admit", "touch", "promote")  # what an engine's hierarchy sets
-FIELDS = ("name", "capacity", *RULES, "params", "link", "bandwidth_bps")
+FIELDS = ("name", "capacity", *RULES, "params", "link", "bandwidth_bps", "latency_s", "shared")
 
 
 def parse_admit(text, where: str) -> tuple[int, int, float]:
@@ -146,13 +148,27 @@ def as_tier_specs(tiers, n_max: int = MAX_TIERS) -> list[TierSpec]:
         if link not in ("host", "ssd"):
             raise ValueError(f"{where}: unknown link {link!r}; valid: host, ssd")
         bw = d.get("bandwidth_bps")
-        if bw is not None and (isinstance(bw, bool) or not isinstance(bw, (int, float, np.number)) or not bw > 0
-                               or bw == float("inf")):
-            raise ValueError(f"{where}: bandwidth_bps must be a positive number of bytes/s, got {bw!r}")
+        if bw is not None and (isinstance(bw, bool) or not isinstance(bw, (int, float, np.number)) or not bw > 0):
+            raise ValueError(f"{where}: bandwidth_bps must be a positive number of bytes/s (inf: copies are "
+                             f"instantaneous), got {bw!r}")
+        lat = d.get("latency_s", 0.0)
+        if isinstance(lat, bool) or not isinstance(lat, (int, float, np.number)) or not 0 <= lat < float("inf"):
+            raise ValueError(f"{where}: latency_s must be a finite number of seconds >= 0, got {lat!r}")
+        shared = d.get("shared", False)
+        if not isinstance(shared, (bool, np.bool_)):
+            raise ValueError(f"{where}: shared must be true or false, got {shared!r}")
+        if shared and i == 0:
+            raise ValueError(f"{where}: shared: the first tier under HBM is each replica's own (host memory); a "
+                             f"pool the replicas share goes below it")
         out.append(TierSpec(name, int(cap), spec.name, write, bool(inclusive), admit_rule, touch, int(promote),
-                            {**spec.defaults, **params}, link, None if bw is None else float(bw)))
+                            {**spec.defaults, **params}, link, None if bw is None else float(bw), float(lat),
+                            bool(shared)))
     if len(out) > n_max:
         raise ValueError(f"at most {n_max} lower tiers, got {len(out)}")
+    for s in out[:-1]:
+        if s.shared:
+            raise ValueError(f"tier {s.name!r}: shared: a pool the replicas share is the last tier (the victims of "
+                             f"a shared tier have no replica's tier to go to)")
     return out
 
 
@@ -160,8 +176,9 @@ def removable_policies() -> list[str]:
     return sorted(n for n, s in REGISTRY.items() if s.removable)
 
 
-def build_tier(spec: TierSpec, trace, cost_per_depth, seed: int) -> Tier:
-    """A lower tier's state over `trace` (the replay's view)."""
+def build_tier(spec: TierSpec, trace, cost_per_depth, seed: int, stamped: bool = False) -> Tier:
+    """A lower tier's state over `trace` (the replay's view); `stamped`: it records who wrote
+    each block and when (Tier.owner: a pool the serving replay's replicas share)."""
     p = get_policy(spec.policy)
     cap = int(spec.capacity)
     U = trace.n_unique
@@ -180,5 +197,6 @@ def build_tier(spec: TierSpec, trace, cost_per_depth, seed: int) -> Tier:
     return Tier(st, np.zeros(U, np.bool_), np.full(U, -1, np.int32), np.empty(max(cap, 1), np.int32),
                 np.empty(max(cap, 1) + 1, np.int32), c, cfg, adm, door,
                 np.zeros(U if spec.promote else 1, np.int32), tick,
-                np.zeros(max(int(trace.max_request_blocks), 1), np.int8))
+                np.zeros(max(int(trace.max_request_blocks), 1), np.int8),
+                np.zeros(U if stamped else 1, np.int64))
 

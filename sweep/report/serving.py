@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 
 from ..serving import SERVE
+from . import fleet_pools
 from .lines import SLO_COLOUR, img_html, line_styles, plain_log_axis, save
 from .plots import size_label
 from .answer import answer_html, cheapest, p99_table
@@ -131,6 +132,7 @@ def serving_html(table: SweepTable, png: Path | None, css: str, routing_png: Pat
     parts.append("</section>")
     if routed(curves):
         parts.append(routing_html(curves, routing_png, slo))
+    parts.append(fleet_pools.html_section(fleet_pools.sizing(curves)))  # tier=... with fleet=...
     parts.append("</body></html>")
     return "\n".join(parts)
 

@@ -203,14 +203,16 @@ def by_load(curves: Mapping[str, Sequence[Row]]) -> dict[float, dict[str, list[R
     """load -> name -> rows (ascending capacity), from a serving sweep's curves (curve
     label "lru @ 2x load, kv_router x8" -> rows carrying their `load`, `router` and
     `replicas`). The name is the policy; with several routes swept, the policy and its
-    route: "lru @ kv_router x8" (in route order, then as the curves come)."""
+    route: "lru @ kv_router x8" (in route order, then as the curves come); above lower
+    tiers (tier=...), followed by its pool: "lru above dram=1TiB,pool=8TiB"."""
     out: dict[float, dict[str, list[Row]]] = {}
     order = routes(curves)
     routed = len(order) > 1
     for label, rows in sorted(curves.items(), key=lambda kv: min((order.index(route_of(r)) for r in kv[1]),
                                                                  default=0)):
+        pool = label.split(" above ", 1)[1] if " above " in label else ""
         for r in rows:
-            policy = label.split(" @ ", 1)[0]
+            policy = label.split(" @ ", 1)[0] + (f" above {pool}" if pool else "")
             name = f"{policy} @ {route_of(r)[0]} x{route_of(r)[1]}" if routed else policy
             out.setdefault(float(r["load"]), {}).setdefault(name, []).append(r)
     for per in out.values():

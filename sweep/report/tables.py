@@ -9,6 +9,7 @@ from sim_core.catalog.capacity import human_gib
 from sim_core.policies import REGISTRY, get_policy
 
 from ..plan import Capacity
+from . import fleet_pools
 from .families import POOL_SEP, pool_key, reference_of
 from .regimes import IDENTICAL_TOL as SAME, REGIMES, Regime, identical_groups
 from .answer import cheapest, sentence as answer_sentence
@@ -235,6 +236,7 @@ def serving_table(curves: Mapping[str, Sequence[dict]], capacities: Sequence[Cap
             lines.append(lead(p) + "".join(cells))
     if routed:
         lines += console_lines(curves)
+    lines += fleet_pools.lines(fleet_pools.sizing(curves))  # tier=... with fleet=...
     if slo.given:
         lines += ["", f"the answer: the cheapest {'fleet' if routed else 'configuration'} meeting the SLO ({slo.text()})"
                       f" per load: fewest replicas, then least KV cache per replica"

@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 
 from ...jit import hook_njit
+from ...tiers.hierarchy import tier_on
+from ..tiers import sight
 from . import (cache_aware, kv_router, least_loaded, power_of_two, prefix_hash, random, round_robin, session,
                weighted)
 from .spec import Param, RouterSpec
@@ -43,9 +45,11 @@ def router_view(spec: RouterSpec, got, seed: int, n_rep: int, n_unique: int, n_r
 
 
 @hook_njit
-def route(kind, v, queues, cache, reqs, r, t, n_rep, bt):
+def route(kind, v, queues, cache, views, reqs, r, t, n_rep, bt):
     """The replica request r goes to at time t; the router's counters follow."""
     measure(v, cache, reqs, r, t, n_rep)
+    if tier_on(views[0].t1) and n_rep > 1:  # the replicas' lower tiers and the shared pool, past HBM
+        sight(views, v, reqs, r, n_rep)
     if n_rep == 1:
         q = 0
     elif kind == 0:

@@ -50,8 +50,8 @@ class RouterSpec:
         return out
 
     def pack(self, resolved: Mapping) -> np.ndarray:
-        """The parameters as the compiled router reads them: float64[8] in declaration order."""
-        p = np.zeros(8)
+        """The parameters as the compiled router reads them: float64[12] in declaration order."""
+        p = np.zeros(12)
         for i, (k, spec) in enumerate(self.params.items()):
             v = resolved[k]
             p[i] = spec.choices.index(v) if spec.choices else float(v)

@@ -47,6 +47,12 @@ class View(NamedTuple):
     ttl: np.ndarray  # float64[1]: seconds an approximate entry counts
     lag: np.ndarray  # float64[1]: seconds KV events take to reach the router (exact view)
     sc: np.ndarray  # float64[Q]: scratch: a score per replica
+    # with lower tiers (sim_core.serving.tiers.sight), past the prefix the router reads (ov, or ap
+    # on the approximate view): the run of blocks each replica's first and second private tier
+    # continue it with, and the run the shared pool holds from it on
+    hx: np.ndarray  # int64[Q]
+    dx: np.ndarray  # int64[Q]
+    px: np.ndarray  # int64[Q]
 
 
 def _mix(x):
@@ -75,7 +81,8 @@ def new_view(params: np.ndarray, seed: int, n_rep: int, n_unique: int, n_req: in
     return View(params.astype(np.float64), rs, np.zeros(n_rep, np.int64), np.zeros(n_rep, np.int64),
                 np.zeros(n_rep, np.int64), np.zeros((n_rep, U), np.int32), np.full((n_rep, S), np.nan),
                 pts[o], owner[o], np.zeros(n_req, np.int64), np.full(n_req, -1, np.int64), np.zeros(n_rep, np.int64), np.zeros(n_rep, np.int64),
-                np.zeros(n_rep, np.int64), np.array([ttl]), np.array([lag]), np.zeros(n_rep))
+                np.zeros(n_rep, np.int64), np.array([ttl]), np.array([lag]), np.zeros(n_rep),
+                np.zeros(n_rep, np.int64), np.zeros(n_rep, np.int64), np.zeros(n_rep, np.int64))
 
 
 @hook_njit

@@ -2,7 +2,11 @@
 scores, ties at random (llm-d-inference-scheduler, pkg/epp/.../scorer/*; weights of its
 precise-prefix profile, deploy/config: prefix 2, KV 1, queue 1):
   prefix  blocks of the prompt the replica holds / the prompt's blocks (exact: KV events,
-          the precise scorer; approximate: this router's history, the estimating one)
+          the precise scorer; approximate: this router's history, the estimating one); with
+          lower tiers, the blocks its own tiers continue that prefix with count tier_weight
+          each (llm-d-kv-cache-manager's index keeps a device tier per pod entry and its
+          longest-prefix scorer counts every tier alike: 1), and those a pool shared by every
+          replica holds past it pool_weight each (ours: llm-d indexes pods, not a shared pool)
   queue   (most waiting - its waiting) / (most - fewest), 1 when all are equal
   kv      1 - its share of KV blocks in use"""
 from ...jit import hook_njit
@@ -19,7 +23,10 @@ SPEC = RouterSpec(
      "prefix_view": Param("exact", doc="exact (KV events) or approximate (routing history)",
                           choices=("exact", "approximate")),
      "ttl": Param(float("inf"), 0.0, float("inf"), "seconds an approximate entry counts"),
-     "event_lag": Param(0.0, 0.0, 1e6, "seconds a KV event takes to reach the router (exact view)")},
+     "event_lag": Param(0.0, 0.0, 1e6, "seconds a KV event takes to reach the router (exact view)"),
+     "tier_weight": Param(1.0, 0.0, 1e6, "a block a replica's own lower tiers hold past its prefix, against one in "
+                          "HBM"),
+     "pool_weight": Param(0.0, 0.0, 1e6, "a block the shared pool holds past its prefix (0 ignores the pool)")},
     approximate=True)
 
 
@@ -34,7 +41,7 @@ def pick(v, queues, cache, reqs, r, t, n_rep, bt):
         held = v.ov[q] if v.p[3] == 0.0 else v.ap[q]
         queue = 1.0 if qhi == qlo else (qhi - queues.wn[q]) / (qhi - qlo)
         kv = 1.0 - cache.c[q, C_USED] / max(cache.c[q, C_CAP], 1)
-        s = v.p[0] * held / blocks + v.p[1] * kv + v.p[2] * queue
+        s = v.p[0] * (held + v.p[6] * (v.hx[q] + v.dx[q]) + v.p[7] * v.px[q]) / blocks + v.p[1] * kv + v.p[2] * queue
         if s > top:
             top = s
             best = q
