@@ -104,6 +104,19 @@ def test_a_pool_load_waits_for_its_link_and_latency():
     assert max(p["ttft_p99_s"] for p in r.per_replica) == pytest.approx(2.5)
 
 
+def test_stores_to_the_pool_queue_on_the_link_and_its_readers_wait_for_them():
+    # a block of 4 tokens (393,216 bytes) takes 1 s each way, no latency. Replica 0 stores
+    # [1, 2] at about 0 s (its store lane busy until about 2 s), then [3, 4] of its next
+    # request, which start on the lane at about 2 s. Replica 1 asks for [3, 4] at 2.5 s: they
+    # are readable from about 3 s (the store's start + one block), and load until about 5 s.
+    # Without the store lane they would be readable at about 1 s and load from 2.5 to 4.5 s.
+    pool = [POOL[0], {**POOL[1], "bandwidth_bps": 393216.0}]
+    t = trace([[1, 2], [9], [3, 4], [3, 4, 7]], [0.0, 0.001, 0.002, 2.5])
+    r = serve(t, "lru", 10, replicas=2, router="round_robin", tiers=pool)
+    assert r.tier_hits["pool"] == 2 and r.pool_foreign_blocks == 2
+    assert r.tier_load_s["pool"] == pytest.approx(2.5, abs=0.05)
+
+
 def test_a_router_can_see_the_pool():
     # SGLang's cache-aware router, deterministic on ties: [1, 2] (decoding for a while) goes
     # to replica 0, which also writes it to the pool; [1, 2, 3] follows. Its tree matches 2

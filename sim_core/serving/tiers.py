@@ -26,10 +26,11 @@ Time: a replica's link to each tier is a FIFO lane. Loads of a request from tier
 max(now + latency_i, the lane's tail, the pool's write of each block) and take bytes /
 bandwidth_i (an infinite bandwidth copies instantaneously). The step that runs the request's
 first chunk waits for the last of them, overlapped with its compute layer by layer with
-`overlap` (LMCache's layer-wise loading), added to it without. Stores use the write direction
-of the link, which loads do not wait for (the lanes are directional, as Dynamo's); a write to a
-private tier is not read back before it lands (the block is still in HBM), one to the shared
-pool is readable by another replica `latency + one block / bandwidth` after it is written.
+`overlap` (LMCache's layer-wise loading), added to it without. Stores (writes on compute, HBM's
+victims written down) take the other direction of the link, a FIFO lane of their own that loads
+do not wait for (the lanes are directional, as Dynamo's); a write to a private tier is not read
+back before it lands (the block is still in HBM), one to the shared pool is readable by another
+replica `latency + one block / bandwidth` after its stores start on the lane.
 
 Protection (the full-pool rule) lasts one operation (an admission, a step's stores): each
 opens with a fresh id that the request's blocks are pinned under in its tiers, so a block
@@ -42,7 +43,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import hook_njit
-from ..tiers.hierarchy import (NO_TIER, T_COUNTING, T_PINNED, T_REQ, T_SKIPPED, T_STAMP, T_WRITE, WRITE_ON_EVICT,
+from ..tiers.hierarchy import (NO_TIER, T_COUNTING, T_PINNED, T_REQ, T_SKIPPED, T_STAMP, T_WRITE, T_WRITES,
+                               WRITE_ON_EVICT,
                                last_depth, last_j, pack_last, take, tier_begin, tier_has, tier_on, write_down1)
 from ..tiers.request import store1, store2, store3, tier_pin, touch_request
 from ..tiers.spec import build_tier
@@ -78,6 +80,7 @@ class Below(NamedTuple):
     overlap: bool  # loads overlap the step's compute (max) rather than add to it
     pool: int  # the shared tier's slot (1-3), 0 without one
     lane: np.ndarray  # float64[3]: when this replica's link to each tier is free for loads
+    wlane: np.ndarray  # float64[3]: when its link to each tier is free for stores (the other direction)
     level: np.ndarray  # int8[A] (or [1]): per prompt position at its admission: -1 HBM, 0 computed, i tier i
     depth: np.ndarray  # int32[A] (or [1]): each access's position in its request
     cur: np.ndarray  # int64[N] (or [1]): a request's first full prompt block not yet offered to the tiers
@@ -94,7 +97,7 @@ def no_tiers() -> tuple:
     every replica (the loop reads views[q % len(views)])."""
     z = np.zeros(1, np.int64)
     return (Below(NO_TIER, NO_TIER, NO_TIER, np.zeros(1, np.int32), z.copy(), np.ones(3), np.zeros(3), 1.0, True, 0,
-                  np.zeros(3), np.zeros(1, np.int8), np.zeros(1, np.int32), z.copy(), np.zeros(1, np.int8),
+                  np.zeros(3), np.zeros(3), np.zeros(1, np.int8), np.zeros(1, np.int32), z.copy(), np.zeros(1, np.int8),
                   np.zeros((5, 1), np.int64), np.zeros(N_RC, np.int64), np.zeros(3), np.zeros(1, np.int8), z.copy()),)
 
 
@@ -115,15 +118,16 @@ def build_below(specs, ext, cost, seed: int, n_rep: int, bw, lat, block_bytes: f
     depth = (np.arange(A, dtype=np.int64) - np.repeat(ext.req_offsets[:-1], np.diff(ext.req_offsets))).astype(np.int32)
     pool = next((i + 1 for i, s in enumerate(specs) if s.shared), 0)
     seen = np.zeros((n_rep, U if after_hits else 1), np.int32)
-    lane, wait, rc = np.zeros((n_rep, 3)), np.zeros((n_rep, 3)), np.zeros((n_rep, N_RC), np.int64)
+    lane, wlane, wait = np.zeros((n_rep, 3)), np.zeros((n_rep, 3)), np.zeros((n_rep, 3))
+    rc = np.zeros((n_rep, N_RC), np.int64)
     shared = (np.zeros(U, np.int64), np.asarray(bw, np.float64), np.asarray(lat, np.float64), float(block_bytes),
               bool(overlap), pool)
     per_request = (np.zeros(max(A, 1), np.int8), depth, np.zeros(N, np.int64), np.zeros(N, np.int8),
                    np.zeros((5, N), np.int64))
     # operation ids start past every request index, so no pin left by simulate-style ids matches one
     scr, op = np.zeros(max(int(ext.max_request_blocks), 1), np.int8), np.array([N], np.int64)
-    return tuple(Below(slots[0][q], slots[1][q], slots[2][q], seen[q], *shared, lane[q], *per_request, rc[q], wait[q],
-                       scr, op) for q in range(n_rep))
+    return tuple(Below(slots[0][q], slots[1][q], slots[2][q], seen[q], *shared, lane[q], wlane[q], *per_request, rc[q],
+                       wait[q], scr, op) for q in range(n_rep))
 
 
 # ------------------------------------------------------------------ an operation's context
@@ -152,8 +156,10 @@ def _close1(t, rc, i):
 @hook_njit
 def _open(lo, q, r, now):
     """Replica q operates on request r's behalf at time `now` (r < 0: on nobody's): its
-    writes are stamped with q and now, r's blocks are protected under a fresh id."""
-    stamp = (np.int64(now * 1e6) << STAMP_BITS) | q
+    writes are stamped with q and the time they start on the shared pool's link (now, or
+    when the link's stores before them are done), r's blocks are protected under a fresh id."""
+    at = now if lo.pool == 0 else max(now, lo.wlane[lo.pool - 1])
+    stamp = (np.int64(at * 1e6) << STAMP_BITS) | q
     lo.op[0] += 1
     op = lo.op[0]
     _open1(lo.t1, r, op, stamp, lo.rc, 0)
@@ -190,6 +196,27 @@ def _touch(lo, q, reqs, r):
     touch_request(lo.t3, reqs.blocks, s, e, lo.depth, True)
 
 
+@hook_njit
+def _writes(t):
+    return t.c[T_WRITES] if tier_on(t) else 0
+
+
+@hook_njit
+def _store(lo, i, n, now):
+    """n blocks stored to tier i (1-3) over the link's store direction: it is busy until
+    they are through (a FIFO lane; nothing waits for it but a shared pool's readers)."""
+    if n > 0:
+        lo.wlane[i - 1] = max(now, lo.wlane[i - 1]) + n * lo.block_bytes / lo.bw[i - 1]
+
+
+@hook_njit
+def _stored(lo, w1, w2, w3, now):
+    """The link's share of the blocks each tier took since its write counts were w1-w3."""
+    _store(lo, 1, _writes(lo.t1) - w1, now)
+    _store(lo, 2, _writes(lo.t2) - w2, now)
+    _store(lo, 3, _writes(lo.t3) - w3, now)
+
+
 # ------------------------------------------------------------------ HBM's victims
 @hook_njit
 def evicted(lo, q, v, now):
@@ -201,7 +228,9 @@ def evicted(lo, q, v, now):
         if not own:
             _open(lo, q, -2, now)
         at = lo.last[v]
+        w1, w2, w3 = _writes(t1), _writes(lo.t2), _writes(lo.t3)
         write_down1(t1, lo.t2, lo.t3, v, last_j(at), last_depth(at), lo.seen, lo.last, WRITE_ON_EVICT)
+        _stored(lo, w1, w2, w3, now)
         if not own:
             _close(lo, q)
 
@@ -353,9 +382,11 @@ def step_done(lo, reqs, q, r, now, bt):
         k1 = _skipped(t1)
         k2 = _skipped(t2)
         k3 = _skipped(t3)
+        w1, w2, w3 = _writes(t1), _writes(t2), _writes(t3)
         store1(t1, t2, t3, reqs.blocks, s + a, s + e, lo.scr, seen, lo.last, lo.depth, True, True)
         store2(t2, t3, reqs.blocks, s + a, s + e, lo.scr, seen, lo.last, lo.depth, True, True)
         store3(t3, reqs.blocks, s + a, s + e, lo.scr, seen, lo.last, lo.depth, True, True)
+        _stored(lo, w1, w2, w3, now)
         d1 = _skipped(t1) - k1
         d2 = _skipped(t2) - k2
         d3 = _skipped(t3) - k3
