@@ -168,7 +168,7 @@ def serve(trace, policy: str, capacity_blocks: int | None, *, deployment: Deploy
                            f"unfinished (capacity {cap}, engine {eng.name})")
     for i, s in enumerate(specs):
         for lo in views[:Q]:  # past Q: padding (_below)
-            tier = lo[i]  # Below's first three fields: t1-t3
+            tier = (lo.t1, lo.t2, lo.t3)[i]
             if tier.c[T_FAILED]:
                 raise RuntimeError(f"tier {s.name!r}: policy {s.policy} returned an invalid victim "
                                    f"{tier.c[T_BAD_VICTIM]} at capacity {s.capacity}")
@@ -228,12 +228,10 @@ def _below(specs, ext, cost, seed: int, n_rep: int, hw, mdl, bt: int, overlap: b
         else:
             bw[i] = hw.link_bps(s.link)
     views = build_below(specs, ext, cost, seed, n_rep, bw, lat, float(mdl.kv_bytes_per_block(bt)), overlap)
-    # A tuple's length is part of the loop's type: padded (with the first view, never read: the
-    # loop indexes replicas below Q only) to the next power of two, so 1, 2, 3-4, 5-8, ... replicas
-    # each share one compile. Not to replica_states' 16: a view holds three tiers and about 60
-    # arrays, and the compile grows with the tuple; the flat replay's one view serves all.
-    n = 1 << (len(views) - 1).bit_length()
-    return views + (views[0],) * (n - len(views))
+    # Padded as the policy states are (replica_states), to the next power of two, so 1, 2, 3-4,
+    # 5-8, ... replicas each share one compile; but from 1, not 16: a view holds three tiers and
+    # about 60 arrays, and the compile grows with the tuple; the flat replay's one view serves all.
+    return replica_states(views, minimum=1)
 
 
 def engine_blocks(trace, prompt: np.ndarray, out: np.ndarray):

@@ -31,15 +31,15 @@ from .state import (C_DEC_TOKENS, C_ERR, C_EXTRAP, C_PEAK_PINNED, C_PF_TOKENS, C
 STATES_MIN = 16
 
 
-def replica_states(states: tuple) -> tuple:
+def replica_states(states: tuple, minimum: int = STATES_MIN) -> tuple:
     """The replicas' policy states as run_serve takes them. A tuple's length is part of the
     compiled loop's type, so every replica count would compile the loop again (about 20 s
     each); padded with the first state (never read: the loop indexes replicas below Q only)
     to STATES_MIN, or the next power of two above it, one compile serves every count up to
     STATES_MIN and one more each doubling. (Compiling a 16-long tuple costs about what a
-    1-long one does; 64 costs twice that.) The replicas' tier views are padded less
-    (sim_core.serving._below)."""
-    n = max(STATES_MIN, 1 << (len(states) - 1).bit_length())
+    1-long one does; 64 costs twice that.) The replicas' tier views are padded from
+    `minimum`=1 (sim_core.serving._below)."""
+    n = max(minimum, 1 << (len(states) - 1).bit_length())
     return tuple(states) + (states[0],) * (n - len(states))
 
 

@@ -83,7 +83,7 @@ def _admit(st, cache, lo, reqs, q, r, budget, chunked, whole, bt, reserve, now):
         return ADMIT_BUG
     if tier_on(lo.t1):
         register(cache, lo, reqs, q, r, h * bt, (h + l) * bt, bt, False)
-        admitted(lo, q)
+        admitted(lo)
     reqs.comp[r] = hit
     register(cache, lo, reqs, q, r, hit, hit + n, bt, True)
     if reqs.hit_first[r] < 0:

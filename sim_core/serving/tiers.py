@@ -168,14 +168,14 @@ def _open(lo, q, r, now):
 
 
 @hook_njit
-def _close(lo, q):
+def _close(lo):
     _close1(lo.t1, lo.rc, 0)
     _close1(lo.t2, lo.rc, 1)
     _close1(lo.t3, lo.rc, 2)
 
 
 @hook_njit
-def _pin(lo, q, reqs, r, front):
+def _pin(lo, reqs, r, front):
     """r's full prompt blocks held by q's tiers are protected for the operation; a
     lookups=N tier counts a lookup of each block from `front` on."""
     s = reqs.offs[r]
@@ -187,7 +187,7 @@ def _pin(lo, q, reqs, r, front):
 
 
 @hook_njit
-def _touch(lo, q, reqs, r):
+def _touch(lo, reqs, r):
     """touch=request tiers refresh r's full prompt blocks, deepest first."""
     s = reqs.offs[r]
     e = s + reqs.full[r]
@@ -232,12 +232,12 @@ def evicted(lo, q, v, now):
         write_down1(t1, lo.t2, lo.t3, v, last_j(at), last_depth(at), lo.seen, lo.last, WRITE_ON_EVICT)
         _stored(lo, w1, w2, w3, now)
         if not own:
-            _close(lo, q)
+            _close(lo)
 
 
 # ------------------------------------------------------------------ admission
 @hook_njit
-def _holds(lo, q, b):
+def _holds(lo, b):
     """The first of q's tiers (1-3) that holds block b, 0 if none."""
     if tier_has(lo.t1, b):
         return 1
@@ -254,13 +254,13 @@ def found(lo, cache, reqs, q, r, h, limit):
     at one in HBM (vLLM's connector extends the GPU hit with a contiguous run)."""
     s = reqs.offs[r]
     k = h
-    while k < limit and not cache.resident[q, reqs.blocks[s + k]] and _holds(lo, q, reqs.blocks[s + k]) > 0:
+    while k < limit and not cache.resident[q, reqs.blocks[s + k]] and _holds(lo, reqs.blocks[s + k]) > 0:
         k += 1
     return k - h
 
 
 @hook_njit
-def _lane(lo, q, i, n, ready, now):
+def _lane(lo, i, n, ready, now):
     """n blocks loaded from tier i (1-3) over q's link, no earlier than `ready`: when the last arrives."""
     start = max(now + lo.lat[i - 1], lo.lane[i - 1], ready)
     end = start + n * lo.block_bytes / lo.bw[i - 1]  # n x b / inf = 0: instantaneous
@@ -270,7 +270,7 @@ def _lane(lo, q, i, n, ready, now):
 
 
 @hook_njit
-def _stamp(lo, q, b):
+def _stamp(lo, b):
     if lo.pool == 1:
         return lo.t1.owner[b]
     if lo.pool == 2:
@@ -290,7 +290,7 @@ def admitting(lo, cache, reqs, q, r, h, l, now):
     if first:
         lo.first[FIRST_HBM, r] = h
     for k in range(h, h + l):  # all looked up before any is loaded (a promotion may evict one), as simulate
-        lo.level[s + k] = _holds(lo, q, reqs.blocks[s + k])
+        lo.level[s + k] = _holds(lo, reqs.blocks[s + k])
     n1 = 0
     n2 = 0
     n3 = 0
@@ -301,8 +301,8 @@ def admitting(lo, cache, reqs, q, r, h, l, now):
         b = reqs.blocks[j]
         lv = lo.level[j]
         if lv == lo.pool:
-            x = _stamp(lo, q, b)
-            if (x & 0xFFFF) != q:
+            x = _stamp(lo, b)
+            if (x & ((1 << STAMP_BITS) - 1)) != q:
                 lo.rc[RC_FOREIGN] += 1
                 if first:
                     lo.first[FIRST_FOREIGN, r] += 1
@@ -321,11 +321,11 @@ def admitting(lo, cache, reqs, q, r, h, l, now):
         lo.first[3, r] = n3
     end = now
     if n1:
-        end = max(end, _lane(lo, q, 1, n1, ready if lo.pool == 1 else 0.0, now))
+        end = max(end, _lane(lo, 1, n1, ready if lo.pool == 1 else 0.0, now))
     if n2:
-        end = max(end, _lane(lo, q, 2, n2, ready if lo.pool == 2 else 0.0, now))
+        end = max(end, _lane(lo, 2, n2, ready if lo.pool == 2 else 0.0, now))
     if n3:
-        end = max(end, _lane(lo, q, 3, n3, ready if lo.pool == 3 else 0.0, now))
+        end = max(end, _lane(lo, 3, n3, ready if lo.pool == 3 else 0.0, now))
     reqs.load_s[r] = end - now
     for k in range(F):
         j = s + k
@@ -335,13 +335,13 @@ def admitting(lo, cache, reqs, q, r, h, l, now):
         elif k >= h + l:
             lo.level[j] = 0
     lo.cur[r] = 0  # a readmission (after a preemption) offers its blocks again
-    _touch(lo, q, reqs, r)  # after the loads, as simulate: a promotion's victim is chosen before the touch
-    _pin(lo, q, reqs, r, h)
+    _touch(lo, reqs, r)  # after the loads, as simulate: a promotion's victim is chosen before the touch
+    _pin(lo, reqs, r, h)
 
 
 @hook_njit
-def admitted(lo, q):
-    _close(lo, q)
+def admitted(lo):
+    _close(lo)
 
 
 # ------------------------------------------------------------------ step end: stores
@@ -376,7 +376,7 @@ def step_done(lo, reqs, q, r, now, bt):
     seen = lo.seen
     _open(lo, q, r, now)
     if e > a:
-        _pin(lo, q, reqs, r, NOWHERE)
+        _pin(lo, reqs, r, NOWHERE)
         for k in range(a, e):
             lo.scr[k - a] = lo.level[s + k]
         k1 = _skipped(t1)
@@ -399,7 +399,7 @@ def step_done(lo, reqs, q, r, now, bt):
         else:
             lo.cur[r] = e
             lo.flag[r] &= ~F_REFUSED
-        _touch(lo, q, reqs, r)
+        _touch(lo, reqs, r)
     if done:
         lo.flag[r] |= F_SEEN
         if seen.shape[0] > 1:
@@ -407,7 +407,7 @@ def step_done(lo, reqs, q, r, now, bt):
                 b = reqs.blocks[s + k]
                 if seen[b] < 2147483647:
                     seen[b] += 1
-    _close(lo, q)
+    _close(lo)
 
 
 # ------------------------------------------------------------------ what a router sees
